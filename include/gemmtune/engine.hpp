@@ -1,0 +1,88 @@
+// gemmtune: the engine. One object, owned by the caller, that selects and remembers kernels.
+//
+//   gemmtune::Engine engine;                       // device 0, default cache
+//   auto p = gemmtune::GemmProblem::linear(m, n, k);
+//   gemmtune::Kernel kernel = engine.select(p);    // cache hit, or tune now
+//   kernel.run({.a = a, .b = w, .d = d}, stream);
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gemmtune/kernel.hpp"
+#include "gemmtune/problem.hpp"
+#include "gemmtune/report.hpp"
+
+namespace gemmtune {
+
+struct TuneOptions {
+  double warmup_ms = 100;      // time-based warm-up of the GPU before a race
+  int min_rounds = 5;          // interleaved rounds every surviving candidate gets
+  int max_rounds = 15;
+  double round_budget_ms = 2;  // target GPU time per sample (several launches over rotated inputs)
+  double prune_ratio = 1.3;    // after min_rounds, drop candidates slower than this x best median
+  double tie_tolerance = 0.01; // medians within this fraction are re-timed head to head
+  int tie_rounds = 10;
+  uint64_t seed = 0x9e3779b97f4a7c15ull;  // random inputs
+};
+
+struct EngineOptions {
+  int device = 0;
+  // Tuning-cache file. Empty: $GEMMTUNE_CACHE, else $XDG_CACHE_HOME/gemmtune/tuning.sqlite,
+  // else ~/.cache/gemmtune/tuning.sqlite.
+  std::filesystem::path cache_path;
+  bool use_cache = true;             // false: never read or write the cache
+  std::vector<std::string> backends; // empty: every available backend
+  TuneOptions tune;
+  // Receives progress and warnings (one line each). Empty: silent.
+  std::function<void(const std::string&)> log;
+};
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  int driver_version = 0;    // cudaDriverGetVersion
+  int runtime_version = 0;   // cudaRuntimeGetVersion
+  int64_t l2_bytes = 0;
+  int64_t global_mem_bytes = 0;
+  std::string str() const;
+};
+
+class TuningCache;
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The kernel for `problem`: from the cache when this environment tuned it before, else
+  // tuned now (and cached). Throws Error for an invalid problem or when no backend has a
+  // correct candidate.
+  Kernel select(const GemmProblem& problem, TuneReport* report = nullptr);
+  // Tunes even when cached, and overwrites the cache entry.
+  Kernel tune(const GemmProblem& problem, TuneReport* report = nullptr);
+
+  const DeviceInfo& device() const;
+  // Versions that key the cache: device, driver, runtime, backend library versions, engine.
+  const std::string& environment() const;
+  // The key under which `problem` is cached in this environment.
+  std::string cache_key(const GemmProblem& problem) const;
+  // Backend names with "available" or "not available: <reason>".
+  std::vector<std::pair<std::string, std::string>> backends() const;
+  TuningCache* cache();  // nullptr when use_cache is false
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+const char* version();  // engine version, e.g. "0.1.0"
+
+}  // namespace gemmtune

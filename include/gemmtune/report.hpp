@@ -1,0 +1,46 @@
+// gemmtune: what a tune found, candidate by candidate.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gemmtune/problem.hpp"
+
+namespace gemmtune {
+
+enum class CandidateStatus : uint8_t {
+  ok,         // correct and timed
+  wrong,      // failed verification: never selectable
+  failed,     // compile, load or launch failed: out of the race
+  pruned,     // correct, dropped from the race early as clearly slower
+};
+const char* to_string(CandidateStatus);
+
+struct CandidateResult {
+  std::string backend;
+  std::string id;    // stable, reloadable
+  std::string name;  // printable config
+  CandidateStatus status = CandidateStatus::failed;
+  std::string reason;       // why wrong / failed / pruned
+  double rel_err = -1;      // ||D - ref|| / ||ref||, -1 if not checked
+  double median_us = 0, p20_us = 0, p80_us = 0;
+  int samples = 0;
+  double compile_s = 0;
+  bool winner = false;
+  bool is_default = false;  // what the library picks unaided (cuBLASLt heuristic #0)
+};
+
+struct TuneReport {
+  GemmProblem problem;
+  std::string key;           // tuning-cache key
+  bool from_cache = false;   // answered from the cache, nothing timed now
+  double seconds = 0;        // wall time of select()
+  double spread = 0;         // (p80 - p20) / median of the winner
+  std::vector<std::string> notes;  // backends not available / not supporting, with reasons
+  std::vector<CandidateResult> results;  // sorted: winner first, then by median
+
+  const CandidateResult* winner() const;
+  const CandidateResult* default_pick() const;
+};
+
+}  // namespace gemmtune

@@ -1,0 +1,37 @@
+// Device operands for tuning and verification: random inputs, poisoned outputs.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/cuda.hpp"
+#include "gemmtune/kernel.hpp"
+#include "gemmtune/problem.hpp"
+
+namespace gemmtune {
+
+// Fills n elements of `dtype` at `ptr` with uniform values in [-range, range) from a
+// counter-based hash of (seed, index): deterministic, never constant, never zero-filled.
+void fill_random(void* ptr, DType dtype, int64_t n, uint64_t seed, float range, cudaStream_t s);
+// Fills n elements with NaN (fp8 e4m3: 0x7f, e5m2: 0x7f, bf16/fp16/fp32: quiet NaN).
+void poison(void* ptr, DType dtype, int64_t n, cudaStream_t s);
+
+// One set of operand buffers for a problem, filled with random data; D poisoned.
+// Inputs are scaled so that |D| stays O(1) for any k (range ~ 1/sqrt(sqrt(k))) and fp8
+// scales are random positive values around 1.
+class OperandSet {
+ public:
+  OperandSet(const GemmProblem& p, uint64_t seed, cudaStream_t s);
+  GemmArgs args() const;
+  void poison_d(cudaStream_t s) const;
+  const GemmProblem& problem() const { return p_; }
+  // Bytes of the inputs (A, B, C, bias, scales): what rotates through L2.
+  size_t input_bytes() const;
+
+ private:
+  GemmProblem p_;
+  DeviceBuffer a_, b_, c_, d_, bias_, sa_, sb_;
+};
+
+}  // namespace gemmtune
