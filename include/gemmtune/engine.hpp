@@ -68,6 +68,9 @@ class Engine {
   Kernel select(const GemmProblem& problem, TuneReport* report = nullptr);
   // Tunes even when cached, and overwrites the cache entry.
   Kernel tune(const GemmProblem& problem, TuneReport* report = nullptr);
+  // A specific candidate (backend name and id from a TuneReport), prepared, bypassing the
+  // cache: to pin a kernel, or to time a tuned pick against another candidate.
+  Kernel load(const GemmProblem& problem, const std::string& backend, const std::string& id);
 
   const DeviceInfo& device() const;
   // Versions that key the cache: device, driver, runtime, backend library versions, engine.

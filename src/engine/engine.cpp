@@ -148,6 +148,15 @@ Kernel Engine::tune(const GemmProblem& p, TuneReport* report) {
   return k;
 }
 
+Kernel Engine::load(const GemmProblem& p, const std::string& backend, const std::string& id) {
+  p.validate();
+  Backend* b = impl_->backend(backend);
+  GT_CHECK(b, "backend: '" + backend + "' is not enabled in this engine");
+  std::shared_ptr<detail::Candidate> cand = b->load(p, id);
+  cand->prepare();
+  return Kernel(p, cand);
+}
+
 std::optional<Kernel> Engine::Impl::from_cache(const GemmProblem& p, const std::string& key, TuneReport* report) {
   if (!cache) return std::nullopt;
   auto hit = cache->lookup(key);
