@@ -28,15 +28,29 @@ using Sampler = std::function<double(size_t i)>;
 struct RaceResult {
   std::vector<Stats> stats;            // per candidate
   std::vector<bool> pruned;            // dropped early as clearly slower
-  std::vector<std::string> failure;    // non-empty: sampling threw, with the message
+  std::vector<std::string> failure;    // non-empty: sampling failed, the message
   long winner = -1;                    // -1 when every candidate failed
   double spread = 0;                   // winner's (p80 - p20) / median
 };
 
-// Races n candidates: min_rounds interleaved rounds; then those over prune_ratio x the best
-// median are pruned; up to max_rounds while the leader is unclear; candidates within
-// tie_tolerance of the best are re-timed head to head for tie_rounds more rounds; the
-// winner is the lowest median, ties broken by the lower index (a stable order).
+// Races n candidates (samples in µs). Deterministic for a deterministic sampler.
+//  1. Rounds: each samples every survivor once (ascending indices), starting at position
+//     r mod survivors for the r-th round of the race (the count runs on across phases).
+//     A sampler that throws Error, or returns a negative or non-finite time, fails that
+//     candidate (failure[i] = the message; its stats keep what it had); other exceptions
+//     propagate.
+//  2. min_rounds rounds; after each round from then on, survivors whose median exceeds
+//     prune_ratio x the best median are pruned (they keep their stats). More rounds, up to
+//     max_rounds in all, while the leader's lead over the runner-up is smaller than
+//     (p80 - p20) of the leader plus that of the runner-up.
+//  3. Survivors with median <= (1 + tie_tolerance) x the best are re-timed together (only
+//     they) for tie_rounds more rounds, their samples appended.
+//  4. Winner: the lowest median among those near-ties (the others were beaten by more than
+//     tie_tolerance, on samples older than the re-timed ones; if every near-tie failed while
+//     re-timed, among the other survivors), exact ties to the lower index.
+//     winner = -1 when every candidate failed. spread = the winner's (p80 - p20) / median.
+// Throws Error for invalid options (min_rounds < 1, max_rounds < min_rounds, prune_ratio < 1,
+// tie_tolerance < 0, tie_rounds < 0).
 RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt);
 
 }  // namespace gemmtune

@@ -1,0 +1,137 @@
+// Statistics and the interleaved race of candidates (host-only logic; see timing.hpp).
+#include "tune/timing.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gemmtune/error.hpp"
+
+namespace gemmtune {
+
+Stats summarize(std::vector<double> samples) {
+  Stats s;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  // Percentile q at position q*(n-1) of the sorted samples, interpolated between neighbours.
+  auto at = [&](double q) {
+    double pos = q * double(samples.size() - 1);
+    size_t lo = size_t(pos);
+    size_t hi = std::min(lo + 1, samples.size() - 1);
+    return samples[lo] + (pos - double(lo)) * (samples[hi] - samples[lo]);
+  };
+  s.median = at(0.5);
+  s.p20 = at(0.2);
+  s.p80 = at(0.8);
+  s.min = samples.front();
+  s.samples = int(samples.size());
+  return s;
+}
+
+namespace {
+
+class Race {
+ public:
+  Race(size_t n, const Sampler& sample) : sample_(sample), times_(n) {
+    res.stats.resize(n);
+    res.pruned.assign(n, false);
+    res.failure.resize(n);
+  }
+
+  RaceResult res;
+
+  // One interleaved round: every member of `group` (ascending indices) sampled once, starting
+  // at position round mod size, so no candidate is always first (drift hits all alike). The
+  // round counter is global, so the rotation continues across phases. Members that fail
+  // leave `group`.
+  void round(std::vector<size_t>& group) {
+    const size_t k = group.size();
+    const size_t start = size_t(rounds_++ % long(k));
+    for (size_t j = 0; j < k; ++j) {
+      size_t i = group[(start + j) % k];
+      try {
+        double t = sample_(i);
+        // A NaN or negative time would poison the sort and the medians: treat it as a failure.
+        if (!std::isfinite(t) || t < 0) GT_THROW("sampler returned an invalid time: " + std::to_string(t));
+        times_[i].push_back(t);
+      } catch (const Error& e) {
+        res.failure[i] = e.message().empty() ? "sampling failed" : e.message();
+      }
+      res.stats[i] = summarize(times_[i]);
+    }
+    std::erase_if(group, [&](size_t i) { return !res.failure[i].empty(); });
+  }
+
+  // Members of `group` ordered by (median, index): the leader first, exact ties to the lower index.
+  std::vector<size_t> ranked(std::vector<size_t> group) const {
+    std::stable_sort(group.begin(), group.end(),
+                     [&](size_t a, size_t b) { return res.stats[a].median < res.stats[b].median; });
+    return group;
+  }
+
+  // Whether the leader's lead over the runner-up is within their combined p20..p80 spread.
+  bool unclear(const std::vector<size_t>& group) const {
+    if (group.size() < 2) return false;
+    auto r = ranked(group);
+    const Stats &a = res.stats[r[0]], &b = res.stats[r[1]];
+    return b.median - a.median < (a.p80 - a.p20) + (b.p80 - b.p20);
+  }
+
+  void prune(std::vector<size_t>& group, double ratio) {
+    if (group.empty()) return;
+    double best = res.stats[ranked(group)[0]].median;
+    for (size_t i : group)
+      if (res.stats[i].median > ratio * best) res.pruned[i] = true;
+    std::erase_if(group, [&](size_t i) { return res.pruned[i]; });
+  }
+
+ private:
+  const Sampler& sample_;
+  std::vector<std::vector<double>> times_;  // every sample of every candidate, in µs
+  long rounds_ = 0;
+};
+
+}  // namespace
+
+RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
+  GT_CHECK(opt.min_rounds >= 1, "tune.min_rounds: must be >= 1");
+  GT_CHECK(opt.max_rounds >= opt.min_rounds, "tune.max_rounds: must be >= tune.min_rounds");
+  GT_CHECK(opt.prune_ratio >= 1, "tune.prune_ratio: must be >= 1");
+  GT_CHECK(opt.tie_tolerance >= 0, "tune.tie_tolerance: must be >= 0");
+  GT_CHECK(opt.tie_rounds >= 0, "tune.tie_rounds: must be >= 0");
+
+  Race r(n, sample);
+  std::vector<size_t> alive(n);  // neither failed nor pruned, ascending indices
+  for (size_t i = 0; i < n; ++i) alive[i] = i;
+
+  // min_rounds rounds for everyone; then prune after each round, and go on while the leader
+  // is unclear, up to max_rounds. Every survivor gets the same rounds, so medians compare
+  // samples taken at the same times.
+  for (int k = 0; k < opt.max_rounds && !alive.empty(); ++k) {
+    if (k >= opt.min_rounds && !r.unclear(alive)) break;
+    r.round(alive);
+    if (k + 1 >= opt.min_rounds) r.prune(alive, opt.prune_ratio);
+  }
+  if (alive.empty()) return r.res;  // every candidate failed (or there were none)
+
+  // Near-ties of the leader are re-timed head to head; the winner comes from that group only:
+  // the others were already beaten by more than tie_tolerance, and their older samples would
+  // not be comparable with the new ones under drift.
+  double best = r.res.stats[r.ranked(alive)[0]].median;
+  std::vector<size_t> contenders;
+  for (size_t i : alive)
+    if (r.res.stats[i].median <= best * (1 + opt.tie_tolerance)) contenders.push_back(i);
+  for (int k = 0; k < opt.tie_rounds && contenders.size() >= 2; ++k) r.round(contenders);
+  if (contenders.empty()) {  // every near-tie failed while re-timed: fall back to the rest
+    std::erase_if(alive, [&](size_t i) { return !r.res.failure[i].empty(); });
+    contenders = alive;
+  }
+  if (contenders.empty()) return r.res;
+
+  size_t w = r.ranked(contenders)[0];
+  const Stats& s = r.res.stats[w];
+  r.res.winner = long(w);
+  r.res.spread = s.median > 0 ? (s.p80 - s.p20) / s.median : 0;
+  return r.res;
+}
+
+}  // namespace gemmtune
