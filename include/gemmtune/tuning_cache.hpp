@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "gemmtune/report.hpp"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace gemmtune {
 
@@ -60,10 +62,21 @@ class TuningCache {
   int import_json(const std::string& json);  // returns entries imported; Error on bad input
 
  private:
+  // A prepared statement, finalized on destruction (deleter: sqlite3_finalize).
+  using Statement = std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)>;
+
   void open_or_reset();
+  bool adopt(std::string& why_not);
+  void connect();
+  void close() noexcept;
+  void warn(const std::string& message) const;
+
   std::filesystem::path path_;
   Log log_;
   sqlite3* db_ = nullptr;
+  Statement lookup_{nullptr, nullptr};  // prepared once: lookup() is on the hot path
+  // One connection per object; the mutex makes an object safe to share between threads.
+  mutable std::mutex mutex_;
 };
 
 // The default cache path: $GEMMTUNE_CACHE, else $XDG_CACHE_HOME/gemmtune/tuning.sqlite, else

@@ -1,0 +1,221 @@
+// The cublaslt backend: one candidate per algorithm of cuBLASLt's heuristic for a problem.
+//
+// Candidates: cublasLtMatmulAlgoGetHeuristic asked for kHeuristicCount results with at most
+// 32 MiB of workspace and 16-byte base-pointer alignment (so A, B, C, D and bias must be
+// 16-byte aligned: run() checks and throws otherwise). Result #0 is what torch.mm gets: the
+// default pick. A candidate's id is the hex of its 64-byte cublasLtMatmulAlgo_t, which
+// cuBLASLt documents as serializable within one library version (the version keys the cache).
+//
+// Threads and streams: run() may be called from several threads (a mutex guards the per-call
+// descriptor pointers), but a candidate owns ONE workspace, so runs of the same candidate on
+// different streams must not overlap in time (as with any cuBLASLt call sharing a workspace).
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/cublaslt/lt.hpp"
+#include "backends/cublaslt/silu.hpp"
+#include "core/cuda.hpp"
+
+namespace gemmtune {
+namespace {
+
+constexpr const char* kName = "cublaslt";
+
+void check_aligned(const void* ptr, const char* what) {
+  if (reinterpret_cast<uintptr_t>(ptr) % lt::kAlignment != 0)
+    GT_THROW(std::string("cublaslt: ") + what + " must be 16-byte aligned (candidates were chosen for it)");
+}
+
+// Heuristic results with state SUCCESS, in cuBLASLt's order (best estimate first).
+struct Heuristics {
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  std::vector<cublasLtMatmulHeuristicResult_t> results;
+};
+
+Heuristics query(const lt::Handle& h, const lt::Plan& plan, int count) {
+  lt::Preference pref;
+  std::vector<cublasLtMatmulHeuristicResult_t> res(count);
+  int returned = 0;
+  Heuristics out;
+  out.status = cublasLtMatmulAlgoGetHeuristic(h.get(), plan.desc.get(), plan.a->get(), plan.b->get(), plan.c->get(),
+                                              plan.d->get(), pref.get(), count, res.data(), &returned);
+  if (out.status != CUBLAS_STATUS_SUCCESS) return out;
+  for (int i = 0; i < returned; ++i)
+    if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= lt::kMaxWorkspace)
+      out.results.push_back(res[i]);
+  return out;
+}
+
+bool same_algo(const cublasLtMatmulAlgo_t& x, const cublasLtMatmulAlgo_t& y) {
+  return std::memcmp(&x, &y, sizeof x) == 0;
+}
+
+// One cuBLASLt algorithm for one problem (alpha and beta included: they are baked in).
+class LtCandidate final : public detail::Candidate {
+ public:
+  LtCandidate(std::shared_ptr<lt::Handle> h, const GemmProblem& p, const cublasLtMatmulAlgo_t& algo,
+              size_t workspace, bool is_default)
+      : h_(std::move(h)), p_(p), algo_(algo), ws_bytes_(workspace), default_(is_default),
+        name_(lt::describe_algo(algo) + (p.act == Activation::silu ? " +silu pass" : "")) {}
+
+  std::string backend() const override { return kName; }
+  std::string id() const override { return lt::algo_to_hex(algo_); }
+  std::string name() const override { return name_; }
+  bool is_default() const override { return default_; }
+
+  void prepare() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    prepare_locked();
+  }
+
+  void run(const GemmArgs& g, cudaStream_t s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ws_ready_) prepare_locked();
+    check_aligned(g.a, "args.a");
+    check_aligned(g.b, "args.b");
+    check_aligned(g.d, "args.d");
+    if (p_.uses_c()) check_aligned(g.c, "args.c");
+    if (p_.bias) check_aligned(g.bias, "args.bias");
+    plan_->bind(g);
+    const void* c = p_.uses_c() ? g.c : g.d;  // beta = 0: C is not read
+    GT_CUBLAS(cublasLtMatmul(h_->get(), plan_->desc.get(), &p_.alpha, plan_->lt_a(g), plan_->a->get(), plan_->lt_b(g),
+                             plan_->b->get(), &p_.beta, c, plan_->c->get(), g.d, plan_->d->get(), &algo_, ws_.get(),
+                             ws_.bytes(), s));
+    if (p_.act == Activation::silu) lt::silu_inplace(g.d, p_.d.dtype, p_.d.layout, p_.m, p_.n, p_.ldd(), s);
+  }
+
+  // For ids from the cache: builds the plan and asks cublasLtMatmulAlgoCheck whether the algo
+  // runs for this problem on this device, and with how much workspace. Throws Error if not.
+  void check() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_plan();
+    cublasLtMatmulHeuristicResult_t r{};
+    cublasStatus_t st = cublasLtMatmulAlgoCheck(h_->get(), plan_->desc.get(), plan_->a->get(), plan_->b->get(),
+                                                 plan_->c->get(), plan_->d->get(), &algo_, &r);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      GT_THROW("cublaslt: candidate " + id() + " is not usable for " + p_.str() + ": " + lt::status_text(st));
+    if (r.workspaceSize > lt::kMaxWorkspace)
+      GT_THROW("cublaslt: candidate " + id() + " needs " + std::to_string(r.workspaceSize) +
+               " bytes of workspace (limit 32 MiB)");
+    ws_bytes_ = r.workspaceSize;
+  }
+
+ private:
+  void ensure_plan() {
+    if (!plan_) plan_ = std::make_unique<lt::Plan>(p_);
+  }
+  void prepare_locked() {
+    ensure_plan();
+    if (!ws_ready_) {
+      ws_ = DeviceBuffer(ws_bytes_);
+      ws_ready_ = true;
+    }
+  }
+
+  std::shared_ptr<lt::Handle> h_;
+  GemmProblem p_;
+  cublasLtMatmulAlgo_t algo_;
+  size_t ws_bytes_;
+  bool default_;
+  std::string name_;
+  std::mutex mu_;
+  std::unique_ptr<lt::Plan> plan_;  // descriptor + layouts, made once
+  DeviceBuffer ws_;
+  bool ws_ready_ = false;
+};
+
+class CublasLtBackend final : public Backend {
+ public:
+  explicit CublasLtBackend(const BackendContext& ctx) : dev_(ctx.device) {
+    if (!cuda_device_present(&unavailable_)) return;
+    try {
+      handle_ = std::make_shared<lt::Handle>();
+    } catch (const Error& e) {
+      unavailable_ = "cublasLtCreate failed: " + e.message();
+    }
+  }
+
+  std::string name() const override { return kName; }
+  std::string version() const override { return "cublasLt " + std::to_string(cublasLtGetVersion()); }
+  Verdict available() const override { return handle_ ? Verdict::yes() : Verdict::no(unavailable_); }
+
+  // Static rules first (no GPU needed); with a GPU, also whether cuBLASLt's heuristic has any
+  // algorithm, so that candidates() works for every problem said yes to. Probes are memoized.
+  Verdict supports(const GemmProblem& p) const override {
+    Verdict v = lt::static_verdict(p, dev_);
+    if (!v || !handle_) return v;
+    std::string key = p.canonical();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = probed_.find(key); it != probed_.end()) return it->second;
+    if (probed_.size() >= 256) probed_.clear();
+    return probed_[key] = probe(p);
+  }
+
+  std::vector<std::unique_ptr<detail::Candidate>> candidates(const GemmProblem& p) override {
+    require(p);
+    lt::Plan plan(p);
+    Heuristics h = query(*handle_, plan, lt::kHeuristicCount);
+    if (h.status != CUBLAS_STATUS_SUCCESS)
+      GT_THROW("cublaslt: heuristic query failed for " + p.str() + ": " + lt::status_text(h.status));
+    GT_CHECK(!h.results.empty(), "cublaslt: the heuristic returned no algorithm for " + p.str());
+    std::vector<std::unique_ptr<detail::Candidate>> out;
+    std::vector<cublasLtMatmulAlgo_t> seen;
+    for (const auto& r : h.results) {
+      bool dup = false;
+      for (const auto& s : seen) dup = dup || same_algo(s, r.algo);
+      if (dup) continue;
+      seen.push_back(r.algo);
+      out.push_back(std::make_unique<LtCandidate>(handle_, p, r.algo, r.workspaceSize, out.empty()));
+    }
+    return out;
+  }
+
+  // Cheap (no heuristic query): parse, build the plan, cublasLtMatmulAlgoCheck.
+  std::unique_ptr<detail::Candidate> load(const GemmProblem& p, const std::string& id) override {
+    require(p);
+    auto cand = std::make_unique<LtCandidate>(handle_, p, lt::algo_from_hex(id), 0, false);
+    cand->check();
+    return cand;
+  }
+
+ private:
+  void require(const GemmProblem& p) const {
+    GT_CHECK(handle_, "cublaslt: not available: " + unavailable_);
+    Verdict v = lt::static_verdict(p, dev_);
+    GT_CHECK(v, "cublaslt: does not support " + p.str() + ": " + v.reason);
+  }
+
+  Verdict probe(const GemmProblem& p) const {
+    try {
+      lt::Plan plan(p);
+      Heuristics h = query(*handle_, plan, 1);
+      if (h.status != CUBLAS_STATUS_SUCCESS)
+        return Verdict::no("cuBLASLt has no algorithm for this problem (" + lt::status_text(h.status) + ")");
+      if (h.results.empty())
+        return Verdict::no(
+            "cuBLASLt has no algorithm for this problem within 32 MiB of workspace and 16-byte alignment");
+      return Verdict::yes();
+    } catch (const Error& e) {
+      return Verdict::no("cuBLASLt rejected the problem: " + e.message());
+    }
+  }
+
+  DeviceInfo dev_;
+  std::shared_ptr<lt::Handle> handle_;
+  std::string unavailable_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, Verdict> probed_;  // canonical() -> heuristic verdict
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cublaslt_backend(const BackendContext& ctx) {
+  return std::make_unique<CublasLtBackend>(ctx);
+}
+
+}  // namespace gemmtune

@@ -1,0 +1,295 @@
+// cuBLASLt plumbing: RAII owners, problem -> matmul mapping, algo ids and names, static rules.
+#include "backends/cublaslt/lt.hpp"
+
+#include <climits>
+#include <cstring>
+#include <sstream>
+
+namespace gemmtune::lt {
+
+std::string status_text(cublasStatus_t st) {
+  const char* name = cublasLtGetStatusName(st);
+  const char* text = cublasLtGetStatusString(st);
+  return std::string("cuBLASLt error ") + (name ? name : "?") + " (" + (text ? text : "?") + ")";
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::fp16: return CUDA_R_16F;
+    case DType::fp32: return CUDA_R_32F;
+    case DType::e4m3: return CUDA_R_8F_E4M3;
+    case DType::e5m2: return CUDA_R_8F_E5M2;
+  }
+  GT_THROW("cublaslt: unknown dtype");
+}
+
+// ---- RAII owners ---------------------------------------------------------------------------
+
+Handle::Handle() { GT_CUBLAS(cublasLtCreate(&h_)); }
+Handle::~Handle() {
+  if (h_) cublasLtDestroy(h_);
+}
+
+MatmulDesc::MatmulDesc(cublasComputeType_t compute, cudaDataType_t scale) {
+  GT_CUBLAS(cublasLtMatmulDescCreate(&d_, compute, scale));
+}
+MatmulDesc::~MatmulDesc() {
+  if (d_) cublasLtMatmulDescDestroy(d_);
+}
+
+MatrixLayout::MatrixLayout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld) {
+  GT_CUBLAS(cublasLtMatrixLayoutCreate(&l_, type, rows, cols, ld));
+}
+MatrixLayout::~MatrixLayout() {
+  if (l_) cublasLtMatrixLayoutDestroy(l_);
+}
+
+Preference::Preference() {
+  GT_CUBLAS(cublasLtMatmulPreferenceCreate(&p_));
+  auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, const auto& v) {
+    GT_CUBLAS(cublasLtMatmulPreferenceSetAttribute(p_, attr, &v, sizeof(v)));
+  };
+  set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(kMaxWorkspace));
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, kAlignment);
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, kAlignment);
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, kAlignment);
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, kAlignment);
+}
+Preference::~Preference() {
+  if (p_) cublasLtMatmulPreferenceDestroy(p_);
+}
+
+// ---- one problem as a cuBLASLt matmul ------------------------------------------------------
+
+namespace {
+
+// Stand-in for per-call device pointers until bind(): aligned to 16 bytes and no more, so that
+// the heuristic assumes exactly the alignment run() guarantees. Never dereferenced.
+const void* const kPlaceholder = reinterpret_cast<const void*>(uintptr_t(16));
+
+// Our matrix X, logically [r, c] in `layout` with leading dim ld, as a cuBLAS operand that must
+// present X (want_t false) or X^T (want_t true). Storage read column-major is X^T when X is
+// row-major; the op transposes when storage and wish differ.
+struct Operand {
+  uint64_t rows, cols;
+  int64_t ld;
+  cublasOperation_t op;
+};
+Operand operand(Layout layout, int64_t r, int64_t c, int64_t ld, bool want_t) {
+  bool stored_t = layout == Layout::row;
+  return {uint64_t(stored_t ? c : r), uint64_t(stored_t ? r : c), ld, stored_t == want_t ? CUBLAS_OP_N : CUBLAS_OP_T};
+}
+
+std::unique_ptr<MatrixLayout> make_layout(DType t, const Operand& o) {
+  return std::make_unique<MatrixLayout>(cuda_type(t), o.rows, o.cols, o.ld);
+}
+
+}  // namespace
+
+cublasComputeType_t compute_type(const GemmProblem& p) {
+  return p.a.dtype == DType::fp32 && p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+cublasLtEpilogue_t epilogue(const GemmProblem& p) {
+  switch (p.act) {
+    case Activation::relu: return p.bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case Activation::gelu_tanh: return p.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    case Activation::none:
+    case Activation::silu: break;  // silu: a native pass over D follows the matmul
+  }
+  return p.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+Plan::Plan(const GemmProblem& p)
+    : desc(compute_type(p), CUDA_R_32F),
+      swap_(p.d.layout == Layout::row),
+      bias_(p.bias),
+      scale_(p.scale),
+      bound_bias_(kPlaceholder),
+      bound_sa_(kPlaceholder),
+      bound_sb_(kPlaceholder) {
+  Operand oa = swap_ ? operand(p.b.layout, p.k, p.n, p.ldb(), true) : operand(p.a.layout, p.m, p.k, p.lda(), false);
+  Operand ob = swap_ ? operand(p.a.layout, p.m, p.k, p.lda(), true) : operand(p.b.layout, p.k, p.n, p.ldb(), false);
+  Operand od = operand(p.d.layout, p.m, p.n, p.ldd(), swap_);  // op is always N: storage order
+  a = make_layout(swap_ ? p.b.dtype : p.a.dtype, oa);
+  b = make_layout(swap_ ? p.a.dtype : p.b.dtype, ob);
+  d = make_layout(p.d.dtype, od);
+  // Without C (beta = 0) run() passes D as C: same layout.
+  c = p.uses_c() ? make_layout(p.c.dtype, operand(p.c.layout, p.m, p.n, p.ldc(), swap_)) : make_layout(p.d.dtype, od);
+  configure(p, oa.op, ob.op);
+}
+
+void Plan::configure(const GemmProblem& p, cublasOperation_t op_a, cublasOperation_t op_b) {
+  desc.set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t(op_a));
+  desc.set(CUBLASLT_MATMUL_DESC_TRANSB, int32_t(op_b));
+  desc.set(CUBLASLT_MATMUL_DESC_POINTER_MODE, int32_t(CUBLASLT_POINTER_MODE_HOST));  // alpha, beta on host
+  desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(epilogue(p)));
+  if (p.bias) {
+    desc.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(cuda_type(p.d.dtype)));
+    desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, kPlaceholder);
+  }
+  if (is_fp8(p.a.dtype)) desc.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(0));  // torch._scaled_mm's default
+  if (p.scale == ScaleMode::none) return;  // no scale pointers: scales are 1
+  if (p.scale == ScaleMode::rowwise) {
+    // One fp32 per row of cuBLAS's A (its M) and per column of cuBLAS's B (its N).
+    int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode);
+    desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode);
+  }
+  desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, kPlaceholder);
+  desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, kPlaceholder);
+}
+
+void Plan::bind(const GemmArgs& g) {
+  if (bias_ && g.bias != bound_bias_) {
+    desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+    bound_bias_ = g.bias;
+  }
+  if (scale_ == ScaleMode::none) return;
+  // cuBLAS A is our B when swapped: its scale (tensorwise, or [n] rowwise) is ours for B.
+  const void* sa = swap_ ? g.scale_b : g.scale_a;
+  const void* sb = swap_ ? g.scale_a : g.scale_b;
+  if (sa != bound_sa_) {
+    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa);
+    bound_sa_ = sa;
+  }
+  if (sb != bound_sb_) {
+    desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb);
+    bound_sb_ = sb;
+  }
+}
+
+// ---- algo ids and names --------------------------------------------------------------------
+
+std::string algo_to_hex(const cublasLtMatmulAlgo_t& algo) {
+  static const char digits[] = "0123456789abcdef";
+  unsigned char bytes[sizeof algo];
+  std::memcpy(bytes, &algo, sizeof algo);
+  std::string out;
+  out.reserve(2 * sizeof algo);
+  for (unsigned char b : bytes) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+namespace {
+int hex_value(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+}  // namespace
+
+cublasLtMatmulAlgo_t algo_from_hex(std::string_view id) {
+  cublasLtMatmulAlgo_t algo;
+  unsigned char bytes[sizeof algo];
+  auto bad = [&](const std::string& why) {
+    GT_THROW("cublaslt: candidate id '" + std::string(id) + "' is not usable: " + why);
+  };
+  if (id.size() != 2 * sizeof algo)
+    bad("expected " + std::to_string(2 * sizeof algo) + " hex digits, got " + std::to_string(id.size()) +
+        " characters");
+  for (size_t i = 0; i < sizeof algo; ++i) {
+    int hi = hex_value(id[2 * i]), lo = hex_value(id[2 * i + 1]);
+    if (hi < 0 || lo < 0) bad("character " + std::to_string(hi < 0 ? 2 * i : 2 * i + 1) + " is not a hex digit");
+    bytes[i] = static_cast<unsigned char>(hi * 16 + lo);
+  }
+  std::memcpy(&algo, bytes, sizeof algo);
+  return algo;
+}
+
+namespace {
+template <class T>
+T config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  T v{};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof v, &written) != CUBLAS_STATUS_SUCCESS) return T{};
+  return v;
+}
+
+const char* reduction_text(uint32_t scheme) {
+  switch (scheme) {
+    case CUBLASLT_REDUCTION_SCHEME_NONE: return "none";
+    case CUBLASLT_REDUCTION_SCHEME_INPLACE: return "inplace";
+    case CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE: return "compute";
+    case CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE: return "output";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
+  auto id = config<int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID);
+  auto tile = config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+  auto stages = config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+  auto splitk = config<int32_t>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+  auto red = config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+  auto swz = config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING);
+  auto custom = config<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION);
+  auto cluster = config<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+
+  // Tile MxN comes from the tile id, its K from the stages id ("64x4": K = 64, 4 stages).
+  std::ostringstream o;
+  int sk = 0, count = 0;
+  bool known_stages = stages_dims(stages, sk, count);
+  std::string tile_dims = tile_text(tile);
+  o << "algo=" << id << " tile=" << tile_dims;
+  if (known_stages && sk > 0 && tile_dims.find_first_not_of("0123456789x") == std::string::npos) o << "x" << sk;
+  o << " stages=";
+  if (!known_stages) o << "#" << stages;
+  else if (sk == 0) o << "default";  // UNDEFINED: the kernel's own choice
+  else if (count == 0) o << "auto";
+  else o << count;
+  o << " splitk=" << (splitk > 0 ? splitk : 1);
+  if (splitk > 1) o << " red=" << reduction_text(red);
+  o << " swz=" << swz << " custom=" << custom << " cluster=" << cluster_text(cluster);
+  return o.str();
+}
+
+// ---- rules ---------------------------------------------------------------------------------
+
+namespace {
+
+// FP8 rules (cublasLtMatmul docs): "TN" only, 16-byte-aligned leading dimensions, fp32 compute.
+Verdict fp8_verdict(const GemmProblem& p, const DeviceInfo& dev) {
+  if (p.a.layout != Layout::row || p.b.layout != Layout::col)
+    return Verdict::no(
+        "FP8 needs A row-major and B column-major (cuBLASLt's FP8 kernels on Hopper take only the TN layout)");
+  auto aligned = [](int64_t ld, DType t) { return (ld * int64_t(size_of(t))) % 16 == 0; };
+  if (!aligned(p.lda(), p.a.dtype) || !aligned(p.ldb(), p.b.dtype) || !aligned(p.ldd(), p.d.dtype) ||
+      (p.uses_c() && !aligned(p.ldc(), p.c.dtype)))
+    return Verdict::no("FP8 needs every leading dimension to be a multiple of 16 bytes");
+  // The FP8 type table makes the bias bf16 when D is fp32; ours has D's dtype.
+  if (p.bias && p.d.dtype == DType::fp32)
+    return Verdict::no("cuBLASLt's FP8 kernels with fp32 output take a bf16 bias, not an fp32 one");
+  // Rowwise = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F (cuBLAS >= 12.9), which exists for
+  // sm_90 ONLY, not for sm_100+: NVIDIA's cuBLAS team: OUTER_VEC_32F, VEC128_32F and
+  // BLK128x128_32F "are currently only supported on SM90" (NVIDIA/CUDALibrarySamples#270, with
+  // the scaling-mode table of the cuBLAS docs); PyTorch runs rowwise _scaled_mm through it on
+  // H100 (pytorch#157905, kernel "nvjet_..._ovscale_TNT") and turned it off for sm_100/110/120
+  // where cuBLASLt says NOT_SUPPORTED (pytorch#160693, #161236).
+  if (p.scale == ScaleMode::rowwise && dev.cc_major != 9)
+    return Verdict::no("rowwise FP8 scales (cuBLASLt's OUTER_VEC_32F mode) are supported only on sm_90; this device is "
+                       "sm_" + std::to_string(dev.cc_major) + std::to_string(dev.cc_minor));
+  return Verdict::yes();
+}
+
+}  // namespace
+
+Verdict static_verdict(const GemmProblem& p, const DeviceInfo& dev) {
+  if (p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX)
+    return Verdict::no("cuBLASLt takes m, n, k up to 2^31-1");
+  if (is_fp8(p.d.dtype)) return Verdict::no("FP8 output is not offered by this backend");
+  if (p.d.layout == Layout::col && p.bias)
+    return Verdict::no(
+        "bias over n with a column-major D is a per-column bias; cuBLASLt's BIAS epilogues add one value per row of D");
+  if (p.uses_c() && p.c.layout != p.d.layout)
+    return Verdict::no("C must have D's layout (cuBLASLt reads C in D's order)");
+  return is_fp8(p.a.dtype) ? fp8_verdict(p, dev) : Verdict::yes();
+}
+
+}  // namespace gemmtune::lt

@@ -1,0 +1,721 @@
+// gemmtune: the tuning cache on SQLite.
+//
+// Tables: `meta` (schema_version), `choices` (the winner per key) and `results` (every
+// candidate timed for a key); PRAGMA application_id marks the file as gemmtune's.
+// Concurrency: WAL lets readers run beside a writer, and every write is one BEGIN IMMEDIATE
+// transaction: a writer takes the write lock up front, so two writers never deadlock upgrading
+// read locks (a SQLITE_BUSY the busy handler cannot resolve).
+// Numbers: SQLite stores a NaN as NULL, so NULL reads back as NaN; JSON export writes NaN and
+// infinities as null, and import reads null as NaN.
+#include "gemmtune/tuning_cache.hpp"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <source_location>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include "gemmtune/error.hpp"
+
+#ifndef GEMMTUNE_VERSION
+#define GEMMTUNE_VERSION "unknown"
+#endif
+
+namespace gemmtune {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kApplicationId = 0x474d5455;  // "GMTU" in the SQLite header
+constexpr int kSchemaVersion = 1;
+constexpr int kBusyTimeoutMs = 10'000;
+constexpr const char* kFormat = "gemmtune-cache";
+constexpr int kFormatVersion = 1;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+constexpr const char* kChoiceColumns =
+    "key, environment, problem, backend, candidate_id, candidate_name, median_us, tuned_at";
+constexpr const char* kResultColumns =
+    "backend, candidate_id, candidate_name, status, reason, rel_err, median_us, p20_us, p80_us, "
+    "samples, compile_s, is_default, winner";
+
+using Statement = std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)>;
+
+// Throws Error located at the caller (not at this helper).
+[[noreturn]] void raise(const std::string& message, std::source_location at = std::source_location::current()) {
+  throw Error(message, at.file_name(), static_cast<int>(at.line()));
+}
+
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+// A connection and its path: every failure names the file and carries SQLite's own message.
+struct Sql {
+  sqlite3* db;
+  const fs::path& path;
+
+  [[noreturn]] void fail(const std::string& what, std::source_location at = std::source_location::current()) const {
+    raise("tuning cache " + path.string() + ": " + what + ": " + sqlite3_errmsg(db), at);
+  }
+  void exec(const char* sql, const char* what) const {
+    if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) fail(what);
+  }
+  Statement prepare(const std::string& sql, unsigned flags = 0) const {
+    sqlite3_stmt* raw = nullptr;
+    if (sqlite3_prepare_v3(db, sql.c_str(), -1, flags, &raw, nullptr) != SQLITE_OK) fail("prepare '" + sql + "'");
+    return Statement(raw, &sqlite3_finalize);
+  }
+};
+
+int bind_one(sqlite3_stmt* s, int i, const std::string& v) {
+  return sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+}
+int bind_one(sqlite3_stmt* s, int i, double v) {
+  return std::isnan(v) ? sqlite3_bind_null(s, i) : sqlite3_bind_double(s, i, v);
+}
+int bind_one(sqlite3_stmt* s, int i, int v) { return sqlite3_bind_int(s, i, v); }
+int bind_one(sqlite3_stmt* s, int i, bool v) { return sqlite3_bind_int(s, i, v ? 1 : 0); }
+
+// Binds args to ?1, ?2, ... in order.
+template <class... Args>
+void bind_all(const Sql& sql, sqlite3_stmt* s, const Args&... args) {
+  int i = 0, rc = SQLITE_OK;
+  ((rc = rc == SQLITE_OK ? bind_one(s, ++i, args) : rc), ...);
+  if (rc != SQLITE_OK) sql.fail("bind");
+}
+
+// One step: true on a row, false when done; throws on error.
+bool step(const Sql& sql, sqlite3_stmt* s, const std::string& what) {
+  const int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  sql.fail(what);
+}
+
+std::string text(sqlite3_stmt* s, int i) {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+  return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s, i))) : std::string();
+}
+double real(sqlite3_stmt* s, int i) {
+  return sqlite3_column_type(s, i) == SQLITE_NULL ? kNaN : sqlite3_column_double(s, i);
+}
+
+// Resets a reused statement on scope exit: an unreset statement keeps its read transaction
+// open, which pins an old WAL snapshot (stale reads, no checkpoints).
+struct ResetOnExit {
+  sqlite3_stmt* s;
+  ~ResetOnExit() {
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+  }
+};
+
+// Repeats `attempt` (which returns an SQLite code) while it reports BUSY or LOCKED, for up to
+// kBusyTimeoutMs: some lock paths (a journal-mode change, for one) return BUSY at once instead
+// of waiting in the busy handler.
+template <class Attempt>
+int retry_busy(Attempt&& attempt) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (int n = 0;; ++n) {
+    const int rc = attempt();
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || std::chrono::steady_clock::now() >= deadline) return rc;
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(n, 7), 100)) +
+                                std::chrono::microseconds(getpid() % 1000));  // de-synchronize processes
+  }
+}
+
+// BEGIN ... COMMIT; rolled back unless committed. Writers begin IMMEDIATE (see the top).
+class Transaction {
+ public:
+  enum Kind { read, write };
+  Transaction(const Sql& sql, Kind kind) : sql_(sql) {
+    const char* begin = kind == write ? "BEGIN IMMEDIATE" : "BEGIN";
+    if (retry_busy([&] { return sqlite3_exec(sql.db, begin, nullptr, nullptr, nullptr); }) != SQLITE_OK)
+      sql.fail(begin);
+  }
+  ~Transaction() {
+    if (open_) sqlite3_exec(sql_.db, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void commit() {
+    sql_.exec("COMMIT", "COMMIT");
+    open_ = false;
+  }
+
+ private:
+  const Sql& sql_;
+  bool open_ = true;
+};
+
+// ---- status text --------------------------------------------------------------------------
+
+constexpr CandidateStatus kStatuses[] = {CandidateStatus::ok, CandidateStatus::wrong, CandidateStatus::failed,
+                                         CandidateStatus::pruned};
+
+// Inverse of to_string(CandidateStatus); throws Error naming `field`.
+CandidateStatus status_from_string(const std::string& s, const std::string& field) {
+  std::string known;
+  for (CandidateStatus st : kStatuses) {
+    if (s == to_string(st)) return st;
+    known += (known.empty() ? "" : ", ") + std::string(to_string(st));
+  }
+  raise(field + ": '" + s + "' is not a status (" + known + ")");
+}
+
+// Best first: the winner, then correct ones by median (ok before pruned), then wrong, failed.
+int rank(const CandidateResult& r) {
+  if (r.winner) return 0;
+  switch (r.status) {
+    case CandidateStatus::ok: return 1;
+    case CandidateStatus::pruned: return 2;
+    case CandidateStatus::wrong: return 3;
+    case CandidateStatus::failed: return 4;
+  }
+  return 5;
+}
+bool best_first(const CandidateResult& a, const CandidateResult& b) {
+  auto median = [](const CandidateResult& r) {
+    return std::isnan(r.median_us) ? std::numeric_limits<double>::infinity() : r.median_us;
+  };
+  return std::make_tuple(rank(a), median(a), std::cref(a.backend), std::cref(a.id)) <
+         std::make_tuple(rank(b), median(b), std::cref(b.backend), std::cref(b.id));
+}
+
+// ---- rows ---------------------------------------------------------------------------------
+
+CachedChoice choice_from_row(sqlite3_stmt* s) {
+  return CachedChoice{text(s, 0), text(s, 1), text(s, 2), text(s, 3), text(s, 4), text(s, 5), real(s, 6), real(s, 7)};
+}
+
+CandidateResult result_from_row(const Sql& sql, sqlite3_stmt* s) {
+  CandidateResult r;
+  r.backend = text(s, 0);
+  r.id = text(s, 1);
+  r.name = text(s, 2);
+  r.status = status_from_string(text(s, 3), "tuning cache " + sql.path.string() + ": results.status");
+  r.reason = text(s, 4);
+  r.rel_err = real(s, 5);
+  r.median_us = real(s, 6);
+  r.p20_us = real(s, 7);
+  r.p80_us = real(s, 8);
+  r.samples = sqlite3_column_int(s, 9);
+  r.compile_s = real(s, 10);
+  r.is_default = sqlite3_column_int(s, 11) != 0;
+  r.winner = sqlite3_column_int(s, 12) != 0;
+  return r;
+}
+
+std::vector<CachedChoice> read_choices(const Sql& sql) {
+  Statement s = sql.prepare(std::string("SELECT ") + kChoiceColumns + " FROM choices ORDER BY key");
+  std::vector<CachedChoice> out;
+  while (step(sql, s.get(), "list")) out.push_back(choice_from_row(s.get()));
+  return out;
+}
+
+std::vector<CandidateResult> read_results(const Sql& sql, const std::string& key) {
+  Statement s = sql.prepare(std::string("SELECT ") + kResultColumns + " FROM results WHERE key = ?1");
+  bind_all(sql, s.get(), key);
+  std::vector<CandidateResult> out;
+  while (step(sql, s.get(), "results")) out.push_back(result_from_row(sql, s.get()));
+  std::sort(out.begin(), out.end(), best_first);
+  return out;
+}
+
+// Replaces everything stored under c.key. The caller holds a write transaction.
+void write_entry(const Sql& sql, const CachedChoice& c, const std::vector<CandidateResult>& results,
+                 const std::string& what) {
+  Statement del = sql.prepare("DELETE FROM results WHERE key = ?1");
+  bind_all(sql, del.get(), c.key);
+  step(sql, del.get(), what);
+
+  Statement choice = sql.prepare(std::string("INSERT OR REPLACE INTO choices (") + kChoiceColumns +
+                                 ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  bind_all(sql, choice.get(), c.key, c.environment, c.problem, c.backend, c.candidate_id, c.candidate_name, c.median_us,
+           c.tuned_at);
+  step(sql, choice.get(), what);
+
+  Statement row = sql.prepare(std::string("INSERT INTO results (key, ") + kResultColumns +
+                              ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+  for (const CandidateResult& r : results) {
+    bind_all(sql, row.get(), c.key, r.backend, r.id, r.name, std::string(to_string(r.status)), r.reason, r.rel_err,
+             r.median_us, r.p20_us, r.p80_us, r.samples, r.compile_s, r.is_default, r.winner);
+    step(sql, row.get(), what + " (" + r.backend + " " + r.id + ")");
+    sqlite3_reset(row.get());
+  }
+}
+
+// ---- opening: what is at the path ---------------------------------------------------------
+
+enum class Health { fresh, ours, bad };
+struct Verdict {
+  Health health = Health::bad;
+  std::string why;  // for bad: completes "tuning cache <path> ..."
+};
+
+// The single integer `query` returns, or `none` when it returns no row.
+int64_t scalar(const Sql& sql, const char* query, int64_t none) {
+  Statement s = sql.prepare(query);
+  return step(sql, s.get(), query) ? sqlite3_column_int64(s.get(), 0) : none;
+}
+
+Verdict inspect_schema(const Sql& sql) {
+  const int64_t app = scalar(sql, "PRAGMA application_id", 0);
+  const int64_t objects = scalar(sql, "SELECT count(*) FROM sqlite_master", 0);
+  if (app == 0 && objects == 0) return {Health::fresh, {}};
+  if (app != kApplicationId)
+    return {Health::bad, "is another program's SQLite database (application_id " + std::to_string(app) + ")"};
+  const int64_t tables = scalar(
+      sql, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'choices', 'results')", 0);
+  if (tables != 3) return {Health::bad, "lacks gemmtune's tables"};
+  const int64_t version = scalar(sql, "SELECT CAST(value AS INTEGER) FROM meta WHERE name = 'schema_version'", -1);
+  if (version > kSchemaVersion)
+    return {Health::bad, "has schema version " + std::to_string(version) + ", newer than this build's " +
+                             std::to_string(kSchemaVersion)};
+  if (version != kSchemaVersion) return {Health::bad, "has an unknown schema version " + std::to_string(version)};
+  return {Health::ours, {}};
+}
+
+// Damage (not a database, corrupt) is a verdict; any other failure (I/O, permissions, a lock
+// held past the busy timeout) throws, since the file may be fine. The caller holds a transaction,
+// so that every query sees the same snapshot (not half of another process's initialization).
+Verdict inspect(const Sql& sql) {
+  try {
+    return inspect_schema(sql);
+  } catch (const Error&) {
+    const int rc = sqlite3_errcode(sql.db);
+    if (rc != SQLITE_NOTADB && rc != SQLITE_CORRUPT) throw;
+    return {Health::bad, std::string("is not a readable SQLite database (") + sqlite3_errmsg(sql.db) + ")"};
+  }
+}
+
+std::string schema_sql() {
+  return std::string(
+             "CREATE TABLE meta (name TEXT PRIMARY KEY, value NOT NULL) WITHOUT ROWID;"
+             "CREATE TABLE choices (key TEXT PRIMARY KEY, environment TEXT NOT NULL, problem TEXT NOT NULL,"
+             " backend TEXT NOT NULL, candidate_id TEXT NOT NULL, candidate_name TEXT NOT NULL,"
+             " median_us REAL, tuned_at REAL) WITHOUT ROWID;"
+             "CREATE TABLE results (key TEXT NOT NULL, backend TEXT NOT NULL, candidate_id TEXT NOT NULL,"
+             " candidate_name TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL, rel_err REAL,"
+             " median_us REAL, p20_us REAL, p80_us REAL, samples INTEGER NOT NULL, compile_s REAL,"
+             " is_default INTEGER NOT NULL, winner INTEGER NOT NULL,"
+             " PRIMARY KEY (key, backend, candidate_id)) WITHOUT ROWID;"
+             "INSERT INTO meta VALUES ('schema_version', ") +
+         std::to_string(kSchemaVersion) + "), ('created_by', 'gemmtune " GEMMTUNE_VERSION "');" +
+         "PRAGMA application_id = " + std::to_string(kApplicationId) + ";";
+}
+
+// Creates the schema in an empty database. Re-inspects under the write lock: another process
+// may have initialized (or replaced) the file since our first look.
+Verdict initialize(const Sql& sql, const std::function<void(const std::string&)>& warn) {
+  // The journal mode persists in the file and cannot change inside a transaction.
+  Statement mode = sql.prepare("PRAGMA journal_mode = WAL");
+  const int rc = retry_busy([&] {
+    sqlite3_reset(mode.get());
+    return sqlite3_step(mode.get());
+  });
+  if (rc != SQLITE_ROW) sql.fail("PRAGMA journal_mode = WAL");
+  if (const std::string got = text(mode.get(), 0); got != "wal")
+    warn("gemmtune: warning: tuning cache " + sql.path.string() + ": WAL journal unavailable (journal mode '" + got +
+         "'); concurrent tuners will wait on each other");
+  mode.reset();
+  Transaction tx(sql, Transaction::write);
+  Verdict v = inspect(sql);
+  if (v.health != Health::fresh) return v;
+  sql.exec(schema_sql().c_str(), "create the schema");
+  tx.commit();
+  return {Health::ours, {}};
+}
+
+// An exclusive flock() on "<cache>.lock", released when destroyed (or when the process dies).
+class LockFile {
+ public:
+  explicit LockFile(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) raise("tuning cache: cannot create the lock file " + path.string() + ": " + std::strerror(errno));
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) {
+        const int err = errno;
+        ::close(fd_);
+        raise("tuning cache: cannot lock " + path.string() + ": " + std::strerror(err));
+      }
+  }
+  ~LockFile() { ::close(fd_); }
+  LockFile(const LockFile&) = delete;
+  LockFile& operator=(const LockFile&) = delete;
+
+ private:
+  int fd_;
+};
+
+// rename() that never replaces `to`; false with errno set on failure (EEXIST if `to` exists).
+bool rename_noreplace(const fs::path& from, const fs::path& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return true;
+  if (errno != EINVAL && errno != ENOSYS) return false;
+  // Filesystem without RENAME_NOREPLACE: check, then rename (racy only against another mover).
+  if (::access(to.c_str(), F_OK) == 0) {
+    errno = EEXIST;
+    return false;
+  }
+  return ::rename(from.c_str(), to.c_str()) == 0;
+}
+
+// Moves SQLite's side files of `from` to the same names for `to`: a WAL or rollback journal left
+// behind would be replayed into the fresh cache. An empty WAL and the shared-memory index (which
+// SQLite rebuilds from the WAL) hold no data: those are removed instead.
+void move_side_files(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  const fs::path wal = from.string() + "-wal";
+  const auto wal_size = fs::file_size(wal, ec);
+  const bool wal_holds_data = !ec && wal_size > 0;
+  for (const char* side : {"-wal", "-shm", "-journal"}) {
+    const fs::path file = from.string() + side;
+    const bool drop = !wal_holds_data && std::strcmp(side, "-journal") != 0;
+    const bool done = drop ? ::unlink(file.c_str()) == 0 : rename_noreplace(file, to.string() + side);
+    if (!done && errno != ENOENT)
+      raise("tuning cache " + from.string() + ": cannot move " + file.string() + " aside: " + std::strerror(errno));
+  }
+}
+
+// Moves `path` to "<path>.bad-<unix time>[-N]" with its side files; nullopt if it does not exist.
+std::optional<fs::path> move_aside(const fs::path& path) {
+  const std::string base = path.string() + ".bad-" + std::to_string(static_cast<long long>(unix_now()));
+  for (int n = 0;; ++n) {
+    const fs::path target = n == 0 ? base : base + "-" + std::to_string(n);
+    if (rename_noreplace(path, target)) {
+      move_side_files(path, target);
+      return target;
+    }
+    if (errno == ENOENT) return std::nullopt;
+    if (errno != EEXIST)
+      raise("tuning cache " + path.string() + ": unusable, and cannot move it to " + target.string() + ": " +
+            std::strerror(errno));
+  }
+}
+
+// ---- JSON ---------------------------------------------------------------------------------
+
+struct Entry {
+  CachedChoice choice;
+  std::vector<CandidateResult> results;
+};
+
+nlohmann::ordered_json to_json(const CachedChoice& c, const std::vector<CandidateResult>& results) {
+  nlohmann::ordered_json rs = nlohmann::ordered_json::array();
+  for (const CandidateResult& r : results)
+    rs.push_back({{"backend", r.backend},
+                  {"candidate_id", r.id},
+                  {"candidate_name", r.name},
+                  {"status", to_string(r.status)},
+                  {"reason", r.reason},
+                  {"rel_err", r.rel_err},
+                  {"median_us", r.median_us},
+                  {"p20_us", r.p20_us},
+                  {"p80_us", r.p80_us},
+                  {"samples", r.samples},
+                  {"compile_s", r.compile_s},
+                  {"is_default", r.is_default},
+                  {"winner", r.winner}});
+  return {{"key", c.key},
+          {"environment", c.environment},
+          {"problem", c.problem},
+          {"backend", c.backend},
+          {"candidate_id", c.candidate_id},
+          {"candidate_name", c.candidate_name},
+          {"median_us", c.median_us},
+          {"tuned_at", c.tuned_at},
+          {"results", std::move(rs)}};
+}
+
+// Typed access to one JSON object; every error names the field by its path in the document.
+class Fields {
+ public:
+  Fields(const json& obj, std::string where) : obj_(obj), where_(std::move(where)) {
+    if (!obj_.is_object())
+      raise("tuning cache import: " + (where_.empty() ? "document" : where_) + ": must be an object");
+  }
+  std::string path(const char* name) const { return where_.empty() ? name : where_ + "." + name; }
+  std::string string(const char* name) const {
+    const json& v = get(name);
+    if (!v.is_string()) fail(name, "must be a string");
+    return v.get<std::string>();
+  }
+  double number(const char* name) const {  // null is NaN
+    const json& v = get(name);
+    if (v.is_null()) return kNaN;
+    if (!v.is_number()) fail(name, "must be a number");
+    return v.get<double>();
+  }
+  int integer(const char* name) const {
+    const json& v = get(name);
+    if (!v.is_number_integer()) fail(name, "must be an integer");
+    const auto i = v.get<int64_t>();
+    if (i < INT_MIN || i > INT_MAX) fail(name, "out of range");
+    return static_cast<int>(i);
+  }
+  bool boolean(const char* name) const {
+    const json& v = get(name);
+    if (!v.is_boolean()) fail(name, "must be true or false");
+    return v.get<bool>();
+  }
+  const json& array(const char* name) const {
+    const json& v = get(name);
+    if (!v.is_array()) fail(name, "must be an array");
+    return v;
+  }
+  [[noreturn]] void fail(const char* name, const std::string& why) const {
+    raise("tuning cache import: " + path(name) + ": " + why);
+  }
+
+ private:
+  const json& get(const char* name) const {
+    const auto it = obj_.find(name);
+    if (it == obj_.end()) fail(name, "missing");
+    return *it;
+  }
+  const json& obj_;
+  std::string where_;
+};
+
+CandidateResult result_from_json(const json& j, const std::string& where) {
+  const Fields f(j, where);
+  CandidateResult r;
+  r.backend = f.string("backend");
+  r.id = f.string("candidate_id");
+  r.name = f.string("candidate_name");
+  r.status = status_from_string(f.string("status"), "tuning cache import: " + f.path("status"));
+  r.reason = f.string("reason");
+  r.rel_err = f.number("rel_err");
+  r.median_us = f.number("median_us");
+  r.p20_us = f.number("p20_us");
+  r.p80_us = f.number("p80_us");
+  r.samples = f.integer("samples");
+  r.compile_s = f.number("compile_s");
+  r.is_default = f.boolean("is_default");
+  r.winner = f.boolean("winner");
+  return r;
+}
+
+Entry entry_from_json(const json& j, const std::string& where) {
+  const Fields f(j, where);
+  Entry e;
+  e.choice =
+      CachedChoice{f.string("key"),          f.string("environment"),    f.string("problem"),   f.string("backend"),
+                   f.string("candidate_id"), f.string("candidate_name"), f.number("median_us"), f.number("tuned_at")};
+  if (e.choice.key.empty()) f.fail("key", "must not be empty");
+  const json& results = f.array("results");
+  for (size_t i = 0; i < results.size(); ++i)
+    e.results.push_back(result_from_json(results[i], f.path("results") + "[" + std::to_string(i) + "]"));
+  return e;
+}
+
+// Parses and validates a whole export before anything is written.
+std::vector<Entry> parse_export(const std::string& text) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    raise(std::string("tuning cache import: not JSON: ") + e.what());
+  }
+  const Fields top(doc, "");
+  if (const std::string format = top.string("format"); format != kFormat)
+    top.fail("format", "'" + format + "', expected '" + kFormat + "'");
+  if (const int version = top.integer("version"); version != kFormatVersion)
+    top.fail("version", std::to_string(version) + " is not supported (this build reads version " +
+                            std::to_string(kFormatVersion) + ")");
+  const json& entries = top.array("entries");
+  std::vector<Entry> out;
+  for (size_t i = 0; i < entries.size(); ++i)
+    out.push_back(entry_from_json(entries[i], "entries[" + std::to_string(i) + "]"));
+  return out;
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string home_dir() {
+  if (std::string home = env("HOME"); !home.empty()) return home;
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwuid_r(getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found && found->pw_dir) return found->pw_dir;
+  return "";
+}
+
+}  // namespace
+
+// ---- TuningCache --------------------------------------------------------------------------
+
+TuningCache::TuningCache(fs::path path, Log log) : path_(std::move(path)), log_(std::move(log)) {
+  GT_CHECK(!path_.empty(), "tuning cache: empty path");
+  try {
+    open_or_reset();
+  } catch (...) {
+    close();
+    throw;
+  }
+}
+
+TuningCache::~TuningCache() { close(); }
+
+void TuningCache::connect() {
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;  // mutex_ serializes
+  const int rc = sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    const std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    close();
+    GT_THROW("tuning cache " + path_.string() + ": cannot open: " + why);
+  }
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+}
+
+void TuningCache::close() noexcept {
+  lookup_.reset();
+  if (db_) sqlite3_close_v2(db_);
+  db_ = nullptr;
+}
+
+void TuningCache::warn(const std::string& message) const {
+  if (log_)
+    log_(message);
+  else
+    std::cerr << message << '\n';
+}
+
+// Opens the cache; a file that is not ours is moved aside (never deleted) and replaced.
+// Moving happens only under "<path>.lock", after a second look: so two processes never move the
+// same file, nor a fresh cache that another process has just put in its place. Opening a good
+// cache or an empty file takes no lock file.
+void TuningCache::open_or_reset() {
+  std::error_code ec;
+  if (path_.has_parent_path()) fs::create_directories(path_.parent_path(), ec);
+  if (ec) GT_THROW("tuning cache " + path_.string() + ": cannot create its directory: " + ec.message());
+  std::string why;
+  if (adopt(why)) return;
+  const LockFile lock(path_.string() + ".lock");
+  if (adopt(why)) return;
+  if (const auto moved = move_aside(path_))
+    warn("gemmtune: warning: tuning cache " + path_.string() + " " + why + "; moved it to " + moved->string() +
+         " and started a fresh cache");
+  if (!adopt(why)) GT_THROW("tuning cache " + path_.string() + ": " + why + ", even after moving the old file aside");
+}
+
+// Connects and keeps the connection if the file is a gemmtune cache, making one of an empty
+// file. Otherwise closes and returns false with the reason. Until the file is known to be ours,
+// SQLite must not checkpoint or delete WAL side files on close: it deletes them by name, and the
+// names may belong to a fresh cache by then.
+bool TuningCache::adopt(std::string& why_not) {
+  connect();
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  const Sql sql{db_, path_};
+  Verdict v;
+  {
+    Transaction tx(sql, Transaction::read);
+    v = inspect(sql);
+  }
+  if (v.health == Health::fresh) v = initialize(sql, [this](const std::string& m) { warn(m); });
+  if (v.health != Health::ours) {
+    close();
+    why_not = v.why;
+    return false;
+  }
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
+  // WAL + NORMAL: a power loss may drop the last stores, never corrupts the file.
+  sql.exec("PRAGMA synchronous = NORMAL", "PRAGMA synchronous");
+  lookup_ =
+      sql.prepare(std::string("SELECT ") + kChoiceColumns + " FROM choices WHERE key = ?1", SQLITE_PREPARE_PERSISTENT);
+  return true;
+}
+
+std::optional<CachedChoice> TuningCache::lookup(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  const Sql sql{db_, path_};
+  sqlite3_stmt* s = lookup_.get();
+  const ResetOnExit reset{s};
+  bind_all(sql, s, key);
+  if (!step(sql, s, "lookup")) return std::nullopt;
+  return choice_from_row(s);
+}
+
+void TuningCache::store(const std::string& key, const std::string& environment, const TuneReport& report) {
+  GT_CHECK(!key.empty(), "tuning cache store: empty key");
+  const CandidateResult* w = report.winner();
+  GT_CHECK(w, "tuning cache store: the report for key '" + key + "' has no winner");
+  const CachedChoice choice{key,          environment, report.problem.canonical(), w->backend, w->id, w->name,
+                            w->median_us, unix_now()};
+  std::lock_guard lock(mutex_);
+  const Sql sql{db_, path_};
+  Transaction tx(sql, Transaction::write);
+  write_entry(sql, choice, report.results, "store '" + key + "'");
+  tx.commit();
+}
+
+std::vector<CandidateResult> TuningCache::results(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  return read_results(Sql{db_, path_}, key);
+}
+
+std::vector<CachedChoice> TuningCache::list() const {
+  std::lock_guard lock(mutex_);
+  return read_choices(Sql{db_, path_});
+}
+
+int TuningCache::clear() {
+  std::lock_guard lock(mutex_);
+  const Sql sql{db_, path_};
+  Transaction tx(sql, Transaction::write);
+  const auto removed = static_cast<int>(scalar(sql, "SELECT count(*) FROM choices", 0));
+  sql.exec("DELETE FROM results; DELETE FROM choices;", "clear");
+  tx.commit();
+  return removed;
+}
+
+std::string TuningCache::export_json() const {
+  std::lock_guard lock(mutex_);
+  const Sql sql{db_, path_};
+  Transaction tx(sql, Transaction::read);  // one snapshot: choices and results agree
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  for (const CachedChoice& c : read_choices(sql)) entries.push_back(to_json(c, read_results(sql, c.key)));
+  tx.commit();
+  const nlohmann::ordered_json doc = {
+      {"format", kFormat}, {"version", kFormatVersion}, {"entries", std::move(entries)}};
+  return doc.dump(2);
+}
+
+int TuningCache::import_json(const std::string& json_text) {
+  const std::vector<Entry> entries = parse_export(json_text);  // all validated before any write
+  std::lock_guard lock(mutex_);
+  const Sql sql{db_, path_};
+  Transaction tx(sql, Transaction::write);
+  for (const Entry& e : entries) write_entry(sql, e.choice, e.results, "import '" + e.choice.key + "'");
+  tx.commit();
+  return static_cast<int>(entries.size());
+}
+
+fs::path default_cache_path() {
+  if (std::string p = env("GEMMTUNE_CACHE"); !p.empty()) return p;
+  // The XDG spec says to ignore a relative XDG_CACHE_HOME.
+  if (fs::path xdg = env("XDG_CACHE_HOME"); xdg.is_absolute()) return xdg / "gemmtune" / "tuning.sqlite";
+  const std::string home = home_dir();
+  GT_CHECK(!home.empty(), "default_cache_path: none of GEMMTUNE_CACHE, XDG_CACHE_HOME, HOME is set");
+  return fs::path(home) / ".cache" / "gemmtune" / "tuning.sqlite";
+}
+
+}  // namespace gemmtune

@@ -1,0 +1,132 @@
+// The engine end to end: tune, verify, cache, reload in a second engine, run, errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "gemmtune/gemmtune.hpp"
+#include "support/host_reference.hpp"
+#include "tune/operands.hpp"
+
+using namespace gemmtune;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp_cache(const char* name) {
+  fs::path dir = fs::temp_directory_path() / ("gemmtune-gpu-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  fs::remove(p);
+  return p;
+}
+
+EngineOptions quick(const fs::path& cache) {
+  EngineOptions o;
+  o.cache_path = cache;
+  o.tune.warmup_ms = 10;
+  o.tune.min_rounds = 3;
+  o.tune.max_rounds = 5;
+  o.tune.tie_rounds = 3;
+  return o;
+}
+
+// Runs `k` on fresh random operands and checks D against the float64 host reference.
+void expect_correct(const Kernel& k) {
+  const GemmProblem& p = k.problem();
+  Stream s;
+  OperandSet ops(p, 777, s.get());
+  k.run(ops.args(), s.get());
+  s.sync();
+  auto ref = host::host_gemm(p, host::download(p, ops.args()));
+  auto d = host::unpack_d(p, host::download_bytes(ops.args().d, size_t(p.elems_d()) * size_of(p.d.dtype)));
+  CheckResult r = host::host_compare(p, d, ref);
+  EXPECT_TRUE(r.ok) << k.backend() << " " << k.name() << ": " << r.reason;
+}
+
+}  // namespace
+
+TEST(Engine, TunesCachesAndReloads) {
+  fs::path cache = temp_cache("reload.sqlite");
+  auto p = GemmProblem::linear(129, 512, 1024);
+  p.bias = true;
+  p.act = Activation::gelu_tanh;
+
+  std::string id, backend;
+  {
+    Engine e(quick(cache));
+    TuneReport r;
+    Kernel k = e.select(p, &r);
+    ASSERT_TRUE(k);
+    EXPECT_FALSE(r.from_cache);
+    ASSERT_NE(r.winner(), nullptr);
+    EXPECT_EQ(r.winner()->id, k.id());
+    EXPECT_EQ(r.winner()->status, CandidateStatus::ok);
+    EXPECT_GT(r.winner()->median_us, 0);
+    EXPECT_NE(r.default_pick(), nullptr) << "cuBLASLt's heuristic #0 must be among the candidates";
+    EXPECT_GE(r.results.size(), 2u);
+    for (auto& c : r.results) EXPECT_NE(c.status, CandidateStatus::wrong) << c.name << ": " << c.reason;
+    // The winner is no slower than any other correct, timed candidate.
+    for (auto& c : r.results)
+      if (c.status == CandidateStatus::ok) EXPECT_LE(r.winner()->median_us, c.median_us);
+    expect_correct(k);
+    id = k.id(), backend = k.backend();
+
+    TuneReport again;
+    Kernel k2 = e.select(p, &again);  // same process: in-memory
+    EXPECT_TRUE(again.from_cache);
+    EXPECT_EQ(k2.id(), id);
+  }
+  {
+    Engine e(quick(cache));  // a fresh engine on the same file: answers from the cache
+    TuneReport r;
+    Kernel k = e.select(p, &r);
+    EXPECT_TRUE(r.from_cache);
+    EXPECT_EQ(k.id(), id);
+    EXPECT_EQ(k.backend(), backend);
+    EXPECT_FALSE(r.results.empty()) << "the cache keeps every candidate's timing";
+    expect_correct(k);
+
+    // Same key, other alpha/beta values: the kernel must use the new ones.
+    GemmProblem q = p;
+    q.alpha = -2.0f;
+    Kernel kq = e.select(q);
+    EXPECT_EQ(kq.id(), id);
+    expect_correct(kq);
+  }
+}
+
+TEST(Engine, LoadPinsACandidate) {
+  Engine e(quick(temp_cache("load.sqlite")));
+  auto p = GemmProblem::linear(64, 256, 256, DType::e4m3);
+  TuneReport r;
+  e.select(p, &r);
+  ASSERT_NE(r.default_pick(), nullptr);
+  Kernel k = e.load(p, r.default_pick()->backend, r.default_pick()->id);
+  expect_correct(k);
+  EXPECT_THROW(e.load(p, "cublaslt", "not-a-hex-id"), Error);
+  EXPECT_THROW(e.load(p, "nope", "00"), Error);
+}
+
+TEST(Engine, ErrorsAreClear) {
+  Engine e(quick(temp_cache("errors.sqlite")));
+  auto bad = GemmProblem::linear(64, 64, 64);
+  bad.k = 0;
+  try {
+    e.select(bad);
+    ADD_FAILURE() << "accepted k = 0";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.message().rfind("problem.k:", 0), 0u) << err.message();
+  }
+  auto p = GemmProblem::linear(64, 64, 64);
+  Kernel k = e.select(p);
+  GemmArgs args{};  // all null
+  try {
+    k.run(args);
+    ADD_FAILURE() << "ran with null pointers";
+  } catch (const Error& err) {
+    EXPECT_NE(err.message().find("args.a"), std::string::npos) << err.message();
+  }
+  EngineOptions o = quick(temp_cache("errors2.sqlite"));
+  o.backends = {"no-such-backend"};
+  EXPECT_THROW(Engine{o}, Error);
+}

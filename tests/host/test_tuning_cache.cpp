@@ -1,0 +1,609 @@
+// The tuning cache: store / lookup / results / list / clear, JSON export and import, files that
+// are not a gemmtune cache, and several processes writing one cache at once.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gemmtune/error.hpp"
+#include "gemmtune/tuning_cache.hpp"
+
+namespace gemmtune {
+namespace {
+
+namespace fs = std::filesystem;
+
+CandidateResult make_result(std::string id, CandidateStatus status, double median_us, bool winner = false) {
+  CandidateResult r;
+  r.backend = "cublaslt";
+  r.id = std::move(id);
+  r.name = "config " + r.id;
+  r.status = status;
+  r.reason = status == CandidateStatus::ok ? "" : "because " + r.id;
+  r.rel_err = status == CandidateStatus::failed ? -1 : 1e-3;
+  r.median_us = median_us;
+  r.p20_us = median_us * 0.9;
+  r.p80_us = median_us * 1.1;
+  r.samples = status == CandidateStatus::failed ? 0 : 25;
+  r.compile_s = 0.25;
+  r.winner = winner;
+  return r;
+}
+
+TuneReport make_report(int64_t m, std::vector<CandidateResult> results) {
+  TuneReport report;
+  report.problem.m = m;
+  report.problem.n = 256;
+  report.problem.k = 512;
+  report.results = std::move(results);
+  return report;
+}
+
+// A report whose winner is `winner_id` at `median_us`, plus one slower ok candidate.
+TuneReport simple_report(int64_t m, const std::string& winner_id, double median_us) {
+  return make_report(m, {make_result(winner_id, CandidateStatus::ok, median_us, true),
+                         make_result(winner_id + "-slow", CandidateStatus::ok, median_us * 2)});
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary);
+  out << bytes;
+}
+
+// Runs SQL on a raw SQLite file (to build foreign / newer databases).
+void raw_sql(const fs::path& p, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(p.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  const std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << msg;
+}
+
+std::string raw_scalar(const fs::path& p, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open(p.c_str(), &db);
+  sqlite3_stmt* s = nullptr;
+  std::string out = "<error>";
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+    out = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return out;
+}
+
+// Files in `dir` whose name starts with `prefix`.
+std::vector<fs::path> files_starting(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Waits for child `pid`; true when it exited 0.
+bool child_succeeded(pid_t pid) {
+  int status = 0;
+  return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+class TuningCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::path(::testing::TempDir()) / "gemmtune-cache-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ / "tuning.sqlite";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  TuningCache::Log capture() {
+    return [this](const std::string& m) { logs_.push_back(m); };
+  }
+  // The cache file must have been renamed aside with `original` bytes, a warning logged, and
+  // a working fresh cache put in its place.
+  void expect_moved_aside(const std::string& original) {
+    std::optional<TuningCache> cache;
+    ASSERT_NO_THROW(cache.emplace(path_, capture()));
+    const auto aside = files_starting(dir_, "tuning.sqlite.bad-");
+    ASSERT_EQ(aside.size(), 1u);
+    EXPECT_EQ(read_bytes(aside[0]), original);
+    ASSERT_EQ(logs_.size(), 1u);
+    EXPECT_NE(logs_[0].find(aside[0].string()), std::string::npos) << logs_[0];
+    EXPECT_TRUE(cache->list().empty());
+    cache->store("k", "env", simple_report(64, "a", 10));
+    EXPECT_TRUE(cache->lookup("k").has_value());
+  }
+
+  fs::path dir_, path_;
+  std::vector<std::string> logs_;
+};
+
+TEST_F(TuningCacheTest, StoreThenLookup) {
+  TuningCache cache(path_);
+  EXPECT_EQ(cache.path(), path_);
+  EXPECT_FALSE(cache.lookup("missing").has_value());
+
+  const TuneReport report = simple_report(128, "algo-7", 42.5);
+  const double before = static_cast<double>(std::time(nullptr));
+  cache.store("key1", "sm_90a cuda 13.0", report);
+  const auto got = cache.lookup("key1");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->key, "key1");
+  EXPECT_EQ(got->environment, "sm_90a cuda 13.0");
+  EXPECT_EQ(got->problem, report.problem.canonical());
+  EXPECT_EQ(got->backend, "cublaslt");
+  EXPECT_EQ(got->candidate_id, "algo-7");
+  EXPECT_EQ(got->candidate_name, "config algo-7");
+  EXPECT_DOUBLE_EQ(got->median_us, 42.5);
+  EXPECT_GE(got->tuned_at, before - 1);
+  EXPECT_LE(got->tuned_at, static_cast<double>(std::time(nullptr)) + 1);
+  EXPECT_FALSE(cache.lookup("key2").has_value());
+}
+
+TEST_F(TuningCacheTest, PersistsAcrossReopenAsWalWithApplicationId) {
+  { TuningCache(path_).store("key1", "env", simple_report(128, "a", 10)); }
+  TuningCache cache(path_);
+  ASSERT_TRUE(cache.lookup("key1").has_value());
+  EXPECT_EQ(cache.results("key1").size(), 2u);
+  EXPECT_EQ(raw_scalar(path_, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw_scalar(path_, "PRAGMA application_id"), std::to_string(0x474d5455));
+  EXPECT_EQ(raw_scalar(path_, "SELECT value FROM meta WHERE name = 'schema_version'"), "1");
+}
+
+TEST_F(TuningCacheTest, CreatesParentDirectories) {
+  const fs::path deep = dir_ / "a" / "b" / "c" / "cache.sqlite";
+  TuningCache cache(deep);
+  cache.store("k", "env", simple_report(8, "x", 1));
+  EXPECT_TRUE(fs::exists(deep));
+}
+
+TEST_F(TuningCacheTest, StoreReplacesEverythingUnderTheKey) {
+  TuningCache cache(path_);
+  cache.store(
+      "k", "env1",
+      make_report(64, {make_result("a", CandidateStatus::ok, 10, true), make_result("b", CandidateStatus::ok, 20),
+                       make_result("c", CandidateStatus::wrong, 5)}));
+  cache.store("other", "env1", simple_report(32, "z", 3));
+  cache.store(
+      "k", "env2",
+      make_report(64, {make_result("d", CandidateStatus::ok, 8, true), make_result("a", CandidateStatus::pruned, 30)}));
+  const auto got = cache.lookup("k");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->candidate_id, "d");
+  EXPECT_EQ(got->environment, "env2");
+  const auto results = cache.results("k");
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].id, "d");
+  EXPECT_EQ(results[1].id, "a");
+  EXPECT_EQ(results[1].status, CandidateStatus::pruned);
+  EXPECT_EQ(cache.results("other").size(), 2u);  // other keys untouched
+}
+
+TEST_F(TuningCacheTest, StoreWithoutWinnerThrowsAndKeepsOldEntry) {
+  TuningCache cache(path_);
+  cache.store("k", "env", simple_report(64, "a", 10));
+  const TuneReport no_winner = make_report(64, {make_result("b", CandidateStatus::failed, 0)});
+  EXPECT_THROW(cache.store("k", "env", no_winner), Error);
+  EXPECT_EQ(cache.lookup("k")->candidate_id, "a");
+  EXPECT_EQ(cache.results("k").size(), 2u);
+}
+
+TEST_F(TuningCacheTest, FailedStoreRollsBack) {
+  TuningCache cache(path_);
+  cache.store("k", "env", simple_report(64, "a", 10));
+  // Two results with the same (backend, id) violate the primary key half-way through.
+  const TuneReport dup =
+      make_report(64, {make_result("b", CandidateStatus::ok, 5, true), make_result("b", CandidateStatus::ok, 6)});
+  try {
+    cache.store("k", "env", dup);
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find(path_.string()), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("UNIQUE"), std::string::npos) << e.message();  // SQLite's own text
+  }
+  EXPECT_EQ(cache.lookup("k")->candidate_id, "a");
+  EXPECT_EQ(cache.results("k").size(), 2u);
+}
+
+TEST_F(TuningCacheTest, ResultsBestFirstWithAllFields) {
+  TuningCache cache(path_);
+  CandidateResult nan_err = make_result("nan", CandidateStatus::wrong, 4);
+  nan_err.rel_err = std::nan("");
+  CandidateResult dflt = make_result("ok-slow", CandidateStatus::ok, 30);
+  dflt.is_default = true;
+  cache.store(
+      "k", "env",
+      make_report(
+          64, {make_result("failed", CandidateStatus::failed, 0), dflt, make_result("wrong", CandidateStatus::wrong, 1),
+               nan_err, make_result("pruned", CandidateStatus::pruned, 50),
+               make_result("ok-fast", CandidateStatus::ok, 20), make_result("winner", CandidateStatus::ok, 21, true)}));
+  const auto results = cache.results("k");
+  std::vector<std::string> ids;
+  for (const auto& r : results) ids.push_back(r.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"winner", "ok-fast", "ok-slow", "pruned", "wrong", "nan", "failed"}));
+
+  const CandidateResult& slow = results[2];
+  EXPECT_EQ(slow.backend, "cublaslt");
+  EXPECT_EQ(slow.name, "config ok-slow");
+  EXPECT_EQ(slow.status, CandidateStatus::ok);
+  EXPECT_EQ(slow.reason, "");
+  EXPECT_DOUBLE_EQ(slow.rel_err, 1e-3);
+  EXPECT_DOUBLE_EQ(slow.median_us, 30);
+  EXPECT_DOUBLE_EQ(slow.p20_us, 27);
+  EXPECT_DOUBLE_EQ(slow.p80_us, 33);
+  EXPECT_EQ(slow.samples, 25);
+  EXPECT_DOUBLE_EQ(slow.compile_s, 0.25);
+  EXPECT_TRUE(slow.is_default);
+  EXPECT_FALSE(slow.winner);
+  EXPECT_TRUE(results[0].winner);
+  EXPECT_EQ(results[4].reason, "because wrong");
+  EXPECT_TRUE(std::isnan(results[5].rel_err));  // NaN survives (stored as NULL)
+  EXPECT_DOUBLE_EQ(results[6].rel_err, -1);
+  EXPECT_TRUE(cache.results("missing").empty());
+}
+
+TEST_F(TuningCacheTest, ListAndClear) {
+  TuningCache cache(path_);
+  cache.store("b", "env", simple_report(2, "x", 1));
+  cache.store("a", "env", simple_report(1, "y", 2));
+  cache.store("c", "env", simple_report(3, "z", 3));
+  const auto all = cache.list();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].key, "a");
+  EXPECT_EQ(all[0].candidate_id, "y");
+  EXPECT_EQ(all[2].key, "c");
+  EXPECT_EQ(cache.clear(), 3);
+  EXPECT_TRUE(cache.list().empty());
+  EXPECT_FALSE(cache.lookup("a").has_value());
+  EXPECT_TRUE(cache.results("a").empty());
+  EXPECT_EQ(cache.clear(), 0);
+}
+
+TEST_F(TuningCacheTest, ExportImportRoundTrip) {
+  CandidateResult nan_err = make_result("nan", CandidateStatus::wrong, 4);
+  nan_err.rel_err = std::nan("");
+  std::string exported;
+  {
+    TuningCache src(dir_ / "src.sqlite");
+    src.store("k1", "env1",
+              make_report(64, {make_result("w", CandidateStatus::ok, 10, true), nan_err,
+                               make_result("f", CandidateStatus::failed, 0)}));
+    src.store("k2", "env2", simple_report(32, "v", 7));
+    exported = src.export_json();
+  }
+  const auto doc = nlohmann::json::parse(exported);
+  EXPECT_EQ(doc["format"], "gemmtune-cache");
+  EXPECT_EQ(doc["version"], 1);
+  ASSERT_EQ(doc["entries"].size(), 2u);
+  EXPECT_EQ(doc["entries"][0]["key"], "k1");
+  EXPECT_EQ(doc["entries"][0]["results"].size(), 3u);
+
+  TuningCache dst(path_);
+  dst.store("k2", "old", simple_report(32, "old", 99));   // replaced by the import
+  dst.store("k3", "keep", simple_report(16, "keep", 5));  // kept: import merges
+  EXPECT_EQ(dst.import_json(exported), 2);
+  const auto list = dst.list();
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(dst.lookup("k2")->candidate_id, "v");
+  EXPECT_EQ(dst.lookup("k2")->environment, "env2");
+  EXPECT_EQ(dst.lookup("k3")->candidate_id, "keep");
+  const auto k1 = dst.results("k1");
+  ASSERT_EQ(k1.size(), 3u);
+  EXPECT_EQ(k1[0].id, "w");
+  EXPECT_TRUE(std::isnan(k1[1].rel_err));
+  EXPECT_EQ(k1[2].status, CandidateStatus::failed);
+  EXPECT_EQ(dst.results("k2").size(), 2u);
+
+  // Exporting the merged cache and importing it elsewhere gives the same choices.
+  TuningCache again(dir_ / "again.sqlite");
+  EXPECT_EQ(again.import_json(dst.export_json()), 3);
+  const auto list2 = again.list();
+  ASSERT_EQ(list2.size(), list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    EXPECT_EQ(list2[i].key, list[i].key);
+    EXPECT_EQ(list2[i].problem, list[i].problem);
+    EXPECT_EQ(list2[i].candidate_name, list[i].candidate_name);
+    EXPECT_DOUBLE_EQ(list2[i].median_us, list[i].median_us);
+    EXPECT_DOUBLE_EQ(list2[i].tuned_at, list[i].tuned_at);
+  }
+}
+
+// import_json must throw an Error whose message contains `needle`, and change nothing.
+void expect_import_error(TuningCache& cache, const std::string& json, const std::string& needle) {
+  try {
+    cache.import_json(json);
+    ADD_FAILURE() << "no Error for: " << json;
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find(needle), std::string::npos) << "message: " << e.message();
+  }
+  EXPECT_EQ(cache.list().size(), 1u);
+  EXPECT_EQ(cache.lookup("keep")->candidate_id, "keep");
+}
+
+TEST_F(TuningCacheTest, ImportRejectsMalformedInputNamingTheField) {
+  TuningCache cache(path_);
+  cache.store("keep", "env", simple_report(16, "keep", 5));
+  auto good = nlohmann::json::parse(cache.export_json());
+  good["entries"][0]["key"] = "new";
+  good["entries"].push_back(good["entries"][0]);
+  good["entries"][1]["key"] = "new2";
+
+  expect_import_error(cache, "{not json", "not JSON");
+  expect_import_error(cache, "[1, 2]", "document: must be an object");
+  {
+    auto j = good;
+    j["format"] = "something-else";
+    expect_import_error(cache, j.dump(), "format");
+  }
+  {
+    auto j = good;
+    j["version"] = 2;
+    expect_import_error(cache, j.dump(), "version: 2 is not supported");
+  }
+  {
+    auto j = good;
+    j.erase("entries");
+    expect_import_error(cache, j.dump(), "entries: missing");
+  }
+  {
+    auto j = good;  // entry 0 is fine; the bad entry 1 must keep entry 0 out too
+    j["entries"][1].erase("candidate_id");
+    expect_import_error(cache, j.dump(), "entries[1].candidate_id: missing");
+  }
+  {
+    auto j = good;
+    j["entries"][1]["median_us"] = "fast";
+    expect_import_error(cache, j.dump(), "entries[1].median_us: must be a number");
+  }
+  {
+    auto j = good;
+    j["entries"][1]["results"][1]["status"] = "great";
+    expect_import_error(cache, j.dump(), "entries[1].results[1].status: 'great' is not a status");
+  }
+  {
+    auto j = good;
+    j["entries"][0]["results"] = 3;
+    expect_import_error(cache, j.dump(), "entries[0].results: must be an array");
+  }
+  {
+    auto j = good;
+    j["entries"][0]["results"][0]["winner"] = 1;
+    expect_import_error(cache, j.dump(), "entries[0].results[0].winner: must be true or false");
+  }
+  EXPECT_EQ(cache.import_json(good.dump()), 2);
+  EXPECT_EQ(cache.list().size(), 3u);
+}
+
+TEST_F(TuningCacheTest, GarbageFileIsMovedAside) {
+  std::string garbage = "this is not a database\n";
+  for (int i = 0; i < 5000; ++i) garbage.push_back(static_cast<char>((i * 131 + 7) & 0xff));
+  write_bytes(path_, garbage);
+  expect_moved_aside(garbage);
+}
+
+TEST_F(TuningCacheTest, ShortGarbageFileIsMovedAside) {
+  write_bytes(path_, "hello");
+  expect_moved_aside("hello");
+}
+
+TEST_F(TuningCacheTest, ForeignDatabaseIsMovedAside) {
+  raw_sql(path_, "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'keep me');");
+  const std::string original = read_bytes(path_);
+  expect_moved_aside(original);
+  const auto aside = files_starting(dir_, "tuning.sqlite.bad-");
+  EXPECT_EQ(raw_scalar(aside.at(0), "SELECT body FROM notes"), "keep me");
+}
+
+TEST_F(TuningCacheTest, ForeignWalDatabaseMovesWithItsWal) {
+  // Committed rows that live only in the WAL: the WAL must travel with the database.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "PRAGMA journal_mode = WAL; CREATE TABLE notes (body TEXT);"
+                         "INSERT INTO notes VALUES ('only in the wal');",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  sqlite3_close(db);
+  const fs::path wal = path_.string() + "-wal";
+  ASSERT_GT(fs::file_size(wal), 0u);
+
+  TuningCache cache(path_, capture());
+  ASSERT_EQ(logs_.size(), 1u);
+  std::vector<fs::path> mains;
+  for (const auto& p : files_starting(dir_, "tuning.sqlite.bad-"))
+    if (p.string().find("-wal") == std::string::npos && p.string().find("-shm") == std::string::npos)
+      mains.push_back(p);
+  ASSERT_EQ(mains.size(), 1u);
+  EXPECT_TRUE(fs::exists(mains[0].string() + "-wal"));
+  EXPECT_EQ(raw_scalar(mains[0], "SELECT body FROM notes"), "only in the wal");
+  cache.store("k", "env", simple_report(64, "a", 10));
+  EXPECT_TRUE(TuningCache(path_).lookup("k").has_value());
+}
+
+TEST_F(TuningCacheTest, WrongApplicationIdIsMovedAside) {
+  raw_sql(path_, "PRAGMA application_id = 12345; CREATE TABLE choices (key TEXT PRIMARY KEY);");
+  expect_moved_aside(read_bytes(path_));
+  EXPECT_NE(logs_.at(0).find("12345"), std::string::npos) << logs_[0];
+}
+
+TEST_F(TuningCacheTest, NewerSchemaIsMovedAside) {
+  { TuningCache(path_).store("old", "env", simple_report(64, "a", 10)); }
+  raw_sql(path_, "UPDATE meta SET value = 2 WHERE name = 'schema_version';");
+  expect_moved_aside(read_bytes(path_));
+  EXPECT_NE(logs_.at(0).find("newer"), std::string::npos) << logs_[0];
+  EXPECT_FALSE(TuningCache(path_).lookup("old").has_value());
+}
+
+TEST_F(TuningCacheTest, MovedAsideNameGetsCounterWhenTaken) {
+  // Occupy ".bad-<t>" for every second the open might see.
+  const long long now = std::time(nullptr);
+  for (long long t = now; t < now + 30; ++t) write_bytes(path_.string() + ".bad-" + std::to_string(t), "placeholder");
+  write_bytes(path_, "garbage garbage garbage");
+  TuningCache cache(path_, capture());
+  const auto counted = files_starting(dir_, "tuning.sqlite.bad-");
+  std::vector<fs::path> with_counter;
+  for (const auto& p : counted) {
+    if (read_bytes(p) == "garbage garbage garbage") {
+      with_counter.push_back(p);
+    } else {
+      EXPECT_EQ(read_bytes(p), "placeholder");
+    }
+  }
+  ASSERT_EQ(with_counter.size(), 1u);
+  EXPECT_EQ(with_counter[0].string().substr(with_counter[0].string().size() - 2), "-1");
+}
+
+TEST_F(TuningCacheTest, UnopenablePathThrowsNamingIt) {
+  fs::create_directories(path_);  // a directory where the file should be
+  try {
+    TuningCache cache(path_);
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find(path_.string()), std::string::npos) << e.message();
+  }
+  EXPECT_TRUE(fs::is_directory(path_));  // not moved aside: it is not a damaged cache
+}
+
+TEST_F(TuningCacheTest, DefaultCachePathFollowsEnvironment) {
+  struct Saved {
+    const char* name;
+    std::optional<std::string> value;
+  };
+  std::vector<Saved> saved;
+  for (const char* name : {"GEMMTUNE_CACHE", "XDG_CACHE_HOME", "HOME"}) {
+    const char* v = std::getenv(name);
+    saved.push_back({name, v ? std::optional<std::string>(v) : std::nullopt});
+  }
+  setenv("GEMMTUNE_CACHE", "/x/explicit.sqlite", 1);
+  setenv("XDG_CACHE_HOME", "/xdg", 1);
+  setenv("HOME", "/home/someone", 1);
+  EXPECT_EQ(default_cache_path(), fs::path("/x/explicit.sqlite"));
+  unsetenv("GEMMTUNE_CACHE");
+  EXPECT_EQ(default_cache_path(), fs::path("/xdg/gemmtune/tuning.sqlite"));
+  setenv("XDG_CACHE_HOME", "", 1);
+  EXPECT_EQ(default_cache_path(), fs::path("/home/someone/.cache/gemmtune/tuning.sqlite"));
+  setenv("XDG_CACHE_HOME", "relative/dir", 1);  // ignored, as the XDG spec says
+  EXPECT_EQ(default_cache_path(), fs::path("/home/someone/.cache/gemmtune/tuning.sqlite"));
+  for (const auto& s : saved)
+    if (s.value)
+      setenv(s.name, s.value->c_str(), 1);
+    else
+      unsetenv(s.name);
+}
+
+// Each child opens the (not yet existing) cache at the same moment, stores its own keys and
+// reads them back; exits 0 on success.
+int concurrent_child(const fs::path& path, int child, int keys, int start_fd) {
+  char go = 0;
+  if (read(start_fd, &go, 1) < 0) return 2;
+  try {
+    TuningCache cache(path);
+    for (int i = 0; i < keys; ++i) {
+      const std::string key = "child" + std::to_string(child) + "-key" + std::to_string(i);
+      cache.store(key, "env", simple_report(i + 1, "c" + std::to_string(child), i + 1.0));
+      if (!cache.lookup(key)) return 3;
+      if (i % 10 == 0) (void)cache.list();
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "child %d: %s\n", child, e.what());
+    return 1;
+  }
+}
+
+TEST_F(TuningCacheTest, ConcurrentWritersLoseNothing) {
+  constexpr int kChildren = 4, kKeys = 50;
+  int start[2];
+  ASSERT_EQ(pipe(start), 0);
+  std::vector<pid_t> pids;
+  for (int c = 0; c < kChildren; ++c) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(start[1]);
+      _exit(concurrent_child(path_, c, kKeys, start[0]));
+    }
+    pids.push_back(pid);
+  }
+  close(start[0]);
+  close(start[1]);  // EOF releases every child at once
+  for (pid_t pid : pids) EXPECT_TRUE(child_succeeded(pid));
+
+  TuningCache cache(path_);
+  EXPECT_EQ(cache.list().size(), static_cast<size_t>(kChildren * kKeys));
+  for (int c = 0; c < kChildren; ++c)
+    for (int i = 0; i < kKeys; ++i) {
+      const std::string key = "child" + std::to_string(c) + "-key" + std::to_string(i);
+      const auto got = cache.lookup(key);
+      ASSERT_TRUE(got.has_value()) << key;
+      EXPECT_EQ(got->candidate_id, "c" + std::to_string(c));
+      EXPECT_EQ(cache.results(key).size(), 2u);
+    }
+}
+
+TEST_F(TuningCacheTest, LookupFromAnotherProcessIsFast) {
+  {
+    TuningCache cache(path_);
+    for (int i = 0; i < 200; ++i) cache.store("key" + std::to_string(i), "env", simple_report(i + 1, "a", 1));
+  }
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Median of 1000 lookups by a process that did not write the cache, in nanoseconds.
+    long long median_ns = -1;
+    try {
+      TuningCache cache(path_);
+      std::vector<long long> ns;
+      for (int i = 0; i < 1000; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const bool found = cache.lookup("key" + std::to_string(i % 200)).has_value();
+        const auto t1 = std::chrono::steady_clock::now();
+        if (!found) _exit(1);
+        ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+      }
+      std::nth_element(ns.begin(), ns.begin() + 500, ns.end());
+      median_ns = ns[500];
+    } catch (...) {
+      _exit(2);
+    }
+    _exit(write(report[1], &median_ns, sizeof median_ns) == sizeof median_ns ? 0 : 3);
+  }
+  close(report[1]);
+  long long median_ns = -1;
+  EXPECT_EQ(read(report[0], &median_ns, sizeof median_ns), static_cast<ssize_t>(sizeof median_ns));
+  close(report[0]);
+  EXPECT_TRUE(child_succeeded(pid));
+  EXPECT_GE(median_ns, 0);
+  EXPECT_LT(median_ns, 1'000'000) << "median lookup " << median_ns << " ns";
+  std::printf("[ info     ] median lookup in a second process: %.1f us\n", median_ns / 1e3);
+}
+
+}  // namespace
+}  // namespace gemmtune
