@@ -292,10 +292,14 @@ Tolerance tolerance_for(const GemmProblem& p) {
   const double t = (fp32_in && p.tf32) ? 0x1p-10 : 0.0;
   const double a = 16.0 * 0x1p-24 * std::sqrt(double(std::max<int64_t>(p.k, 16)));
   const double f = (p.act == Activation::gelu_tanh || p.act == Activation::silu) ? 0x1p-11 : 0.0;
+  // Hopper's fp8 MMA accumulates with fewer than fp32's bits (about 14 effective bits of sum
+  // before the kernel promotes to fp32): with fp32 output this, not D's rounding, dominates.
+  // Measured on the H200: rel err 7.9e-5, worst element 1.27x the fp32 bound at k = 4096.
+  const double q = (is_fp8(p.a.dtype) || is_fp8(p.b.dtype)) ? 0x1p-13 : 0.0;
   Tolerance tol;
-  tol.rel_norm = 2.5 * o + 4 * t + 2 * a + f;
+  tol.rel_norm = 2.5 * o + 4 * t + 2 * a + f + 2 * q;
   tol.elem_rel = 4 * o + 4 * t + f;
-  tol.elem_abs = 2 * o + 8 * t + 4 * a + f;
+  tol.elem_abs = 2 * o + 8 * t + 4 * a + f + 4 * q;
   return tol;
 }
 
