@@ -1,0 +1,149 @@
+// `gemmtune tune MxNxK [flags]`: select (or re-tune) one problem and print every candidate.
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+#include "backends/backend.hpp"
+#include "commands.hpp"
+#include "gemmtune/error.hpp"
+#include "gemmtune/tuning_cache.hpp"
+#include "tune/ceilings.hpp"
+
+namespace gemmtune::cli {
+
+namespace {
+
+std::string marks(const CandidateResult& r) {
+  std::string m;
+  if (r.winner) m += '*';
+  if (r.is_default) m += 'd';
+  return m;
+}
+
+std::string status_text(const CandidateResult& r) {
+  std::string s = to_string(r.status);
+  if (!r.reason.empty()) s += ": " + r.reason;
+  return s;
+}
+
+}  // namespace
+
+void print_tune_report(std::ostream& os, const std::string& device, const TuneReport& report,
+                       const std::vector<CandidateResult>& results, const std::string& cached_at, double select_ms,
+                       double roof, const std::string& roof_text) {
+  const GemmProblem& p = report.problem;
+  os << "problem  " << p.str() << "\n";
+  os << "key      " << report.key << "\n";
+  os << "device   " << device << "\n";
+  if (report.from_cache)
+    os << "answer   from cache (tuned " << (cached_at.empty() ? "at an unknown time" : cached_at) << "), in "
+       << fixed(select_ms, 3) << " ms; timings below are the cached ones\n";
+  else
+    os << "answer   tuned now in " << fixed(report.seconds, 2) << " s\n";
+  os << "\n";
+
+  std::vector<std::vector<std::string>> rows{{"", "rank", "backend", "candidate", "median us", "p20-p80 us",
+                                              "TFLOP/s", "% roof", "rel err", "compile s", "status"}};
+  int rank = 0;
+  for (const auto& r : results) {
+    const bool timed = r.median_us > 0;
+    const double tf = tflops(p, r.median_us);
+    rows.push_back({marks(r), std::to_string(++rank), r.backend, r.name, timed ? fixed(r.median_us, 2) : "-",
+                    timed ? fixed(r.p20_us, 2) + "-" + fixed(r.p80_us, 2) : "-", timed ? fixed(tf, 1) : "-",
+                    timed && roof > 0 ? fixed(100.0 * tf / roof, 1) : "-", sci(r.rel_err),
+                    fixed(r.compile_s, 2), status_text(r)});
+  }
+  os << format_table(rows, {false, true, false, false, true, true, true, true, true, true, false});
+  os << "(* winner, d cuBLASLt's default pick)\n\n";
+
+  const CandidateResult* win = nullptr;
+  const CandidateResult* def = nullptr;
+  for (const auto& r : results) {
+    if (r.winner && !win) win = &r;
+    if (r.is_default && !def) def = &r;
+  }
+  if (win) {
+    const double tf = tflops(p, win->median_us);
+    os << "winner   " << win->backend << " " << win->name << ": " << fixed(win->median_us, 2) << " us, "
+       << fixed(tf, 1) << " TFLOP/s";
+    if (roof > 0) os << " (" << fixed(100.0 * tf / roof, 1) << "% of roof)";
+    os << "; spread (p80-p20)/median " << fixed(100.0 * report.spread, 1) << "%\n";
+    if (def && def != win && def->median_us > 0 && win->median_us > 0)
+      os << "default  " << def->backend << " " << def->name << ": " << fixed(def->median_us, 2)
+         << " us; the winner is " << fixed(def->median_us / win->median_us, 3) << "x faster\n";
+    else if (def == win)
+      os << "default  the winner is the default pick\n";
+  }
+  os << "roof     " << fixed(roof, 1) << " TFLOP/s for this problem, from " << roof_text << "\n";
+  if (!report.notes.empty()) {
+    os << "notes\n";
+    for (const auto& n : report.notes) os << "  - " << n << "\n";
+  }
+}
+
+int cmd_tune(const TuneArgs& args) {
+  GemmProblem problem;
+  try {
+    problem = build_problem(args.shape, args.problem);
+  } catch (const Error& e) {
+    // Flags that describe an invalid problem are a usage error.
+    std::cerr << "gemmtune tune: " << e.message() << "\nRun with --help for more information.\n";
+    return kUsage;
+  }
+  if (!require_gpu()) return kNoDevice;
+  auto engine = make_engine(args.engine, log_stderr);
+  if (!engine) return kNoDevice;
+
+  TuneReport report;
+  const auto t0 = std::chrono::steady_clock::now();
+  Kernel kernel = args.force ? engine->tune(problem, &report) : engine->select(problem, &report);
+  const double select_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (report.key.empty()) report.key = engine->cache_key(problem);
+  report.problem = problem;
+  const auto results = report_results(*engine, report, kernel);
+
+  std::string cached_at;
+  if (report.from_cache && engine->cache())
+    if (auto choice = engine->cache()->lookup(report.key)) cached_at = format_time(choice->tuned_at);
+
+  // "% of roof": nominal ceilings unless asked to measure (a few seconds of GPU time).
+  Ceilings ceilings{kNominalCopyTBps, kNominalBf16Tflops, kNominalFp8Tflops};
+  std::string roof_source = "nominal H200 ceilings";
+  if (args.measure_roof) {
+    ceilings = measure_ceilings(BackendContext{engine->device(), log_stderr});
+    roof_source = "ceilings measured now";
+  }
+  const double roof = roof_tflops(problem, ceilings);
+  std::ostringstream roof_text;
+  roof_text << roof_source << " (copy " << fixed(ceilings.copy_TBps, 2) << " TB/s, bf16 "
+            << fixed(ceilings.bf16_tflops, 0) << " TFLOP/s, fp8 " << fixed(ceilings.fp8_tflops, 0) << " TFLOP/s)";
+
+  // With --json -, stdout carries the JSON alone and the table goes to stderr.
+  std::ostream& table_out = args.json == "-" ? std::cerr : std::cout;
+  print_tune_report(table_out, engine->device().str(), report, results, cached_at, select_ms, roof, roof_text.str());
+
+  if (!args.json.empty()) {
+    nlohmann::json j{{"problem", problem_json(problem)},
+                     {"key", report.key},
+                     {"from_cache", report.from_cache},
+                     {"tuned_at", cached_at},
+                     {"seconds", report.seconds},
+                     {"select_ms", select_ms},
+                     {"spread", report.spread},
+                     {"device", engine->device().str()},
+                     {"environment", engine->environment()},
+                     {"kernel", {{"backend", kernel.backend()}, {"id", kernel.id()}, {"name", kernel.name()}}},
+                     {"roof", {{"source", roof_source},
+                               {"copy_TBps", ceilings.copy_TBps},
+                               {"bf16_tflops", ceilings.bf16_tflops},
+                               {"fp8_tflops", ceilings.fp8_tflops},
+                               {"tflops", roof}}},
+                     {"notes", report.notes},
+                     {"results", nlohmann::json::array()}};
+    for (const auto& r : results) j["results"].push_back(result_json(r, problem, roof));
+    write_output(args.json, j.dump(2) + "\n");
+  }
+  return kOk;
+}
+
+}  // namespace gemmtune::cli

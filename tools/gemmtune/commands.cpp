@@ -1,0 +1,207 @@
+// Command dispatch, exit codes, and helpers the commands share (see commands.hpp).
+#include "commands.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "core/cuda.hpp"
+#include "gemmtune/error.hpp"
+#include "gemmtune/tuning_cache.hpp"
+
+namespace gemmtune::cli {
+
+int run_cli(int argc, char** argv) {
+  Cli cli;
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return cli.exit_code(e);
+  }
+  try {
+    switch (cli.command()) {
+      case Command::tune: return cmd_tune(cli.tune);
+      case Command::suite: return cmd_suite(cli.suite);
+      case Command::run: return cmd_run(cli.run);
+      case Command::cache: return cmd_cache(cli.cache);
+      case Command::info: return cmd_info(cli.info);
+      case Command::none: break;
+    }
+    std::cerr << cli.app.help();
+    return kUsage;
+  } catch (const Error& e) {
+    // The message only: users need what went wrong, not where in our sources. Set
+    // GEMMTUNE_DEBUG=1 to see the source location too.
+    const char* debug = std::getenv("GEMMTUNE_DEBUG");
+    std::cerr << "gemmtune: " << (debug && *debug && std::string(debug) != "0" ? e.what() : e.message()) << "\n";
+    return kError;
+  } catch (const std::exception& e) {
+    std::cerr << "gemmtune: " << e.what() << "\n";
+    return kError;
+  }
+}
+
+bool require_gpu() {
+  std::string why;
+  if (cuda_device_present(&why)) return true;
+  std::cerr << "gemmtune: no CUDA device (" << (why.empty() ? "unknown reason" : why)
+            << "); tuning needs an NVIDIA GPU\n";
+  return false;
+}
+
+void log_stderr(const std::string& line) { std::cerr << "gemmtune: " << line << "\n"; }
+
+std::unique_ptr<Engine> make_engine(const EngineFlags& flags, std::function<void(const std::string&)> log) {
+  auto engine = std::make_unique<Engine>(engine_options(flags, std::move(log)));
+  // Exit code 3 also covers "the GPU is there but nothing can run on it": none of the engine's
+  // backends (those asked for with --backends, else all) is available.
+  std::string unavailable;
+  bool any = false;
+  for (const auto& [name, state] : engine->backends()) {
+    if (state.rfind("available", 0) == 0) any = true;  // "available (<version>)"
+    else unavailable += "\n  " + name + ": " + state;
+  }
+  if (!any) {
+    std::cerr << "gemmtune: no " << (flags.backends.empty() ? "" : "requested ") << "backend is available"
+              << unavailable << "\n";
+    return nullptr;
+  }
+  return engine;
+}
+
+namespace {
+
+int status_rank(CandidateStatus s) {
+  switch (s) {
+    case CandidateStatus::ok: return 0;
+    case CandidateStatus::pruned: return 1;
+    case CandidateStatus::wrong: return 2;
+    case CandidateStatus::failed: return 3;
+  }
+  return 4;
+}
+
+}  // namespace
+
+std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& report, const Kernel& kernel) {
+  std::vector<CandidateResult> results = report.results;
+  if (results.empty() && report.from_cache && engine.cache()) results = engine.cache()->results(report.key);
+  if (results.empty() && kernel) {
+    // Answered from the engine's in-process memory with no cache to read timings from.
+    CandidateResult r;
+    r.backend = kernel.backend();
+    r.id = kernel.id();
+    r.name = kernel.name();
+    r.status = CandidateStatus::ok;
+    r.winner = true;
+    r.reason = "chosen earlier in this process; no timings kept";
+    results.push_back(std::move(r));
+  }
+  std::stable_sort(results.begin(), results.end(), [](const CandidateResult& x, const CandidateResult& y) {
+    if (x.winner != y.winner) return x.winner;
+    if (status_rank(x.status) != status_rank(y.status)) return status_rank(x.status) < status_rank(y.status);
+    return x.median_us < y.median_us;
+  });
+  return results;
+}
+
+double tflops(const GemmProblem& p, double median_us) { return median_us > 0 ? p.flops() / median_us * 1e-6 : 0; }
+
+nlohmann::json problem_json(const GemmProblem& p) {
+  auto mat = [](const MatrixDesc& d) {
+    return nlohmann::json{{"dtype", to_string(d.dtype)}, {"layout", to_string(d.layout)}, {"ld", d.ld}};
+  };
+  return {{"m", p.m},
+          {"n", p.n},
+          {"k", p.k},
+          {"a", mat(p.a)},
+          {"b", mat(p.b)},
+          {"c", mat(p.c)},
+          {"d", mat(p.d)},
+          {"alpha", p.alpha},
+          {"beta", p.beta},
+          {"bias", p.bias},
+          {"act", to_string(p.act)},
+          {"scale", to_string(p.scale)},
+          {"tf32", p.tf32},
+          {"layout", layout_letters(p)},
+          {"epilogue", epilogue_str(p)},
+          {"str", p.str()},
+          {"canonical", p.canonical()}};
+}
+
+nlohmann::json result_json(const CandidateResult& r, const GemmProblem& p, double roof_tflops) {
+  const double tf = tflops(p, r.median_us);
+  nlohmann::json j{{"backend", r.backend},
+                   {"id", r.id},
+                   {"name", r.name},
+                   {"status", to_string(r.status)},
+                   {"reason", r.reason},
+                   {"rel_err", r.rel_err < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.rel_err)},
+                   {"median_us", r.median_us},
+                   {"p20_us", r.p20_us},
+                   {"p80_us", r.p80_us},
+                   {"samples", r.samples},
+                   {"compile_s", r.compile_s},
+                   {"winner", r.winner},
+                   {"default", r.is_default},
+                   {"tflops", tf}};
+  if (roof_tflops > 0) j["pct_roof"] = tf > 0 ? 100.0 * tf / roof_tflops : 0.0;
+  return j;
+}
+
+std::string fixed(double v, int decimals) {
+  if (v < 0) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string sci(double v) {
+  if (v < 0) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1e", v);
+  return buf;
+}
+
+std::string format_table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
+  std::vector<size_t> width;
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (width.size() <= c) width.resize(c + 1, 0);
+      width[c] = std::max(width[c], row[c].size());
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const size_t pad = width[c] - row[c].size();
+      const bool r = c < right.size() && right[c];
+      if (c) line += "  ";
+      if (r) line.append(pad, ' ');
+      line += row[c];
+      if (!r && c + 1 < row.size()) line.append(pad, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+void write_output(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text << std::flush;
+    return;
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) GT_THROW(path + ": cannot create (" + std::strerror(errno) + ")");
+  out << text;
+  out.close();
+  if (!out) GT_THROW(path + ": write failed");
+}
+
+}  // namespace gemmtune::cli

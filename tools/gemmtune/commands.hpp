@@ -1,0 +1,71 @@
+// The gemmtune commands, one file each (cmd_*.cpp), and what they share (commands.cpp).
+//
+// Each command returns its exit code (options.hpp: Exit). gemmtune::Error escaping a command
+// is printed by run_cli as "gemmtune: <message>" and exits 1.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gemmtune/engine.hpp"
+#include "gemmtune/report.hpp"
+#include "options.hpp"
+
+namespace gemmtune::cli {
+
+// Parses argv, runs the command, maps errors to exit codes. main() is just this.
+int run_cli(int argc, char** argv);
+
+int cmd_tune(const TuneArgs& args);
+int cmd_suite(const SuiteArgs& args);
+int cmd_run(const RunArgs& args);
+int cmd_cache(const CacheArgs& args);
+int cmd_info(const InfoArgs& args);
+
+// The tune command's human-readable report: problem, answer (tuned now / from cache), one
+// table row per candidate (sorted as report_results sorts), winner vs default, roof, notes.
+void print_tune_report(std::ostream& os, const std::string& device, const TuneReport& report,
+                       const std::vector<CandidateResult>& results, const std::string& cached_at, double select_ms,
+                       double roof_tflops, const std::string& roof_text);
+
+// ---- shared ----------------------------------------------------------------------------
+
+// False (after printing "gemmtune: no CUDA device (<reason>); tuning needs an NVIDIA GPU" to
+// stderr) when no CUDA device is usable.
+bool require_gpu();
+
+// Writes "gemmtune: <line>" to stderr.
+void log_stderr(const std::string& line);
+
+// The engine for `flags`, after checking that a backend it may use is available: nullptr
+// (after printing why on stderr) when none is, which callers turn into exit code 3.
+std::unique_ptr<Engine> make_engine(const EngineFlags& flags, std::function<void(const std::string&)> log);
+
+// The candidates' timings behind `report`: its own results when it tuned now; on a cache hit,
+// its results if the engine filled them in, else the cache's (Engine::cache()->results()); else
+// (an in-process repeat without a cache) one untimed row for `kernel`.
+// Sorted: winner first, then correct candidates by median, pruned, wrong, failed.
+std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& report, const Kernel& kernel);
+
+// TFLOP/s of `p` at `median_us` (0 when the median is 0).
+double tflops(const GemmProblem& p, double median_us);
+
+nlohmann::json problem_json(const GemmProblem& p);
+// Every CandidateResult field, plus tflops and (when roof_tflops > 0) pct_roof.
+nlohmann::json result_json(const CandidateResult& r, const GemmProblem& p, double roof_tflops);
+
+// Fixed-point and scientific text of a number ("-" for a negative "not measured" value).
+std::string fixed(double v, int decimals);
+std::string sci(double v);
+// Columns padded to their widest cell; columns listed in `right` are right-aligned.
+std::string format_table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right);
+
+// Writes `text` to `path`, or to stdout for "-". Throws Error naming the path.
+void write_output(const std::string& path, const std::string& text);
+
+}  // namespace gemmtune::cli

@@ -1,0 +1,160 @@
+// The gemmtune command line: its grammar (CLI11) and the pure conversions from parsed flags
+// to library types. Nothing here touches a GPU, so host tests parse argument vectors with it.
+//
+// Exit codes (also in `gemmtune --help`): 0 ok; 1 error (a gemmtune::Error, message on stderr);
+// 2 usage error (unknown flag, missing argument, or flags describing an invalid problem);
+// 3 no CUDA device, or none of the requested backends is available.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gemmtune/engine.hpp"
+#include "gemmtune/problem.hpp"
+
+namespace gemmtune::cli {
+
+enum Exit : int { kOk = 0, kError = 1, kUsage = 2, kNoDevice = 3 };
+
+// Flags that shape the problem, besides m, n, k. Defaults follow GemmProblem::linear.
+struct ProblemFlags {
+  std::string dtype = "bf16";
+  std::string b_dtype;         // empty: dtype (fp8 may pair e4m3 with e5m2)
+  std::string out_dtype;       // empty: bf16 for fp8 inputs, else the input dtype
+  std::string layout = "rc";   // A and B: r = row-major, c = col-major
+  std::string d_layout = "r";  // D (and C)
+  int64_t lda = 0, ldb = 0, ldd = 0;  // 0 = packed; C uses D's layout and ld
+  double alpha = 1, beta = 0;
+  bool bias = false;
+  std::string act = "none";
+  std::string scale;           // empty: tensorwise for fp8 inputs, else none
+  bool tf32 = false;
+};
+
+// Flags that configure the Engine.
+struct EngineFlags {
+  std::string cache;                  // empty: default_cache_path()
+  bool no_cache = false;
+  std::vector<std::string> backends;  // empty: all available
+};
+
+struct TuneArgs {
+  std::string shape;
+  ProblemFlags problem;
+  EngineFlags engine;
+  bool force = false;
+  bool measure_roof = false;
+  std::string json;  // file, "-" for stdout, empty for none
+};
+
+struct SuiteArgs {
+  std::string file;
+  std::string m_values;
+  ProblemFlags problem;
+  EngineFlags engine;
+  bool force = false;
+  std::string csv, json;  // file or "-" for stdout
+};
+
+struct RunArgs {
+  std::string a, b, c, bias, scale_a, scale_b, out;
+  std::string dtype = "bf16";
+  std::string out_dtype;  // empty: bf16 for fp8 inputs, else the input dtype
+  bool weight = false;
+  double alpha = 1, beta = 0;
+  std::string act = "none";
+  EngineFlags engine;
+};
+
+struct CacheArgs {
+  std::string action;  // list | show | clear | export | import
+  std::string arg;     // KEY or FILE
+  std::string cache;   // empty: default_cache_path()
+};
+
+struct InfoArgs {
+  bool no_measure = false;
+  EngineFlags engine;
+};
+
+enum class Command { none, tune, suite, run, cache, info };
+
+// The whole grammar, bound to `args`. Not movable (CLI11 binds member addresses).
+class Cli {
+ public:
+  Cli();
+  Cli(const Cli&) = delete;
+  Cli& operator=(const Cli&) = delete;
+
+  // Throws CLI::ParseError (CLI::CallForHelp and CLI::CallForVersion included).
+  void parse(int argc, const char* const* argv);
+  // Convenience for tests: arguments without the program name.
+  void parse(const std::vector<std::string>& args);
+  // Prints what CLI11 has to say about `e` and returns the exit code: 0 for --help and
+  // --version, kUsage otherwise.
+  int exit_code(const CLI::ParseError& e);
+
+  Command command() const;
+
+  TuneArgs tune;
+  SuiteArgs suite;
+  RunArgs run;
+  CacheArgs cache;
+  InfoArgs info;
+  CLI::App app;
+
+ private:
+  CLI::App *tune_ = nullptr, *suite_ = nullptr, *run_ = nullptr, *cache_ = nullptr, *info_ = nullptr;
+};
+
+// Nominal H200 ceilings (copy TB/s, bf16 and fp8 TFLOP/s) measured with cuBLASLt on random
+// data; `tune` uses them for "% of roof" unless --measure-roof.
+inline constexpr double kNominalCopyTBps = 4.24;
+inline constexpr double kNominalBf16Tflops = 790;
+inline constexpr double kNominalFp8Tflops = 1250;
+
+// "--act" spellings: none, relu, gelu (tanh approximation; also gelu_tanh), silu.
+Activation parse_act_flag(const std::string& text);
+
+// The problem m x n x k with `flags`, validated. Throws Error naming the bad field
+// ("shape", "dtype", "layout", "d-layout", or a problem field from GemmProblem::validate).
+GemmProblem build_problem(int64_t m, int64_t n, int64_t k, const ProblemFlags& flags);
+GemmProblem build_problem(const std::string& shape, const ProblemFlags& flags);
+// For tests and the tune command: a `tune` argument vector (without program name) to its
+// problem. Throws CLI::ParseError for usage errors, Error for invalid values.
+GemmProblem problem_from_tune_args(const std::vector<std::string>& args);
+
+// log: one line each, to stderr.
+EngineOptions engine_options(const EngineFlags& flags, std::function<void(const std::string&)> log);
+
+// ---- suite input -----------------------------------------------------------------------
+struct SuiteEntry {
+  std::string model, layer, phase;
+  int64_t m = 0, n = 0, k = 0;
+};
+
+// Minimal RFC 4180 CSV: commas, double-quoted fields with "" escapes, \n or \r\n line ends;
+// blank lines and lines starting with '#' skipped. Errors name `name` and the line; `lines`
+// (optional) receives each record's 1-based line number.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& name,
+                                                std::vector<size_t>* lines = nullptr);
+// `shapes`: header with m,n,k (model, layer optional) or model,layer,n,k (then `m_values`,
+// header phase,m, is required and crossed with every row). Columns are found by name, in any
+// order; other columns are ignored.
+std::vector<SuiteEntry> suite_entries(const std::string& shapes, const std::string& shapes_name,
+                                      const std::string* m_values, const std::string& m_values_name);
+std::string read_text_file(const std::string& path);
+
+// ---- output helpers --------------------------------------------------------------------
+std::string csv_escape(const std::string& field);
+// "rc": A's and B's layout letters.
+std::string layout_letters(const GemmProblem& p);
+// "none", or the epilogue's parts joined by '+': alpha, beta (C read), bias, relu/gelu/silu.
+std::string epilogue_str(const GemmProblem& p);
+// Local time "YYYY-MM-DD HH:MM:SS" of unix seconds.
+std::string format_time(double unix_seconds);
+
+}  // namespace gemmtune::cli
