@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What the lead passes to the device tool: runs in the repository root on the GPU machine, with
+# build/ carried (libgemmtune_c.so, the gemmtune CLI, tests/gemmtune_gpu_tests). Runs the GPU
+# tests, then the H200 benchmark, writing everything into $OUT:
+#
+#   run(command="bash bench/device.sh", carry=["build"])                       # default: all parts
+#   run(command="bash bench/device.sh --dtypes bf16 --part ceilings,suite,cachehit", carry=["build"])
+#   run(command="SKIP_GPU_TESTS=1 bash bench/device.sh --limit 4 --inductor-subset none", carry=["build"])
+#
+# Arguments go to bench/h200.py. Unless --budget-s is given, the bench gets what is left of
+# DEVICE_BUDGET_S (default 540 s) after the GPU tests, so the whole call stays under the device
+# tool's 600 s. Prints the elapsed time of each step; the bench's whole output is also in
+# $OUT/bench.log (the device tool returns only the end of it).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+T0=$(date +%s)
+elapsed() { echo $(($(date +%s) - T0)); }
+OUT=${OUT:-$PWD/bench-out}
+mkdir -p "$OUT"
+export OUT
+
+# The binaries were linked on the build machine; find cuBLASLt here if their run path misses it.
+need_lt=0
+for f in build/libgemmtune_c.so build/gemmtune build/tests/gemmtune_gpu_tests; do
+  [ -e "$f" ] && ldd "$f" 2>/dev/null | grep -q "not found" && need_lt=1
+done
+if [ "$need_lt" = 1 ]; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    if [ -e "$d/libcublasLt.so.13" ]; then
+      export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      break
+    fi
+  done
+  echo "== LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  for f in build/libgemmtune_c.so build/gemmtune; do
+    [ -e "$f" ] && ldd "$f" | grep "not found" | sed "s|^|== $f: |"
+  done
+fi
+echo "== $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader 2>&1 | head -1)"
+echo "== python: $(python3 --version 2>&1); $(python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' 2>&1 | tail -1)"
+
+# 1. GPU tests (exit 77 = no device: skipped)
+gpu_rc=0
+if [ "${SKIP_GPU_TESTS:-0}" = 1 ]; then
+  echo "== gpu tests: skipped (SKIP_GPU_TESTS=1)"
+elif [ ! -x build/tests/gemmtune_gpu_tests ]; then
+  echo "== gpu tests: build/tests/gemmtune_gpu_tests missing (was build/ carried?)"
+  gpu_rc=1
+else
+  t=$(date +%s)
+  timeout "${GPU_TESTS_TIMEOUT_S:-180}" build/tests/gemmtune_gpu_tests >"$OUT/gpu_tests.log" 2>&1
+  gpu_rc=$?
+  echo "== gpu tests: rc=$gpu_rc in $(($(date +%s) - t)) s (log: gpu_tests.log)"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|^GPU tests skipped" "$OUT/gpu_tests.log" | tail -25
+  [ "$gpu_rc" = 124 ] && echo "== gpu tests: TIMED OUT"
+fi
+
+# 2. the benchmark
+args=("$@")
+has_budget=0
+for a in "$@"; do
+  case "$a" in --budget-s | --budget-s=*) has_budget=1 ;; esac
+done
+if [ "$has_budget" = 0 ]; then
+  left=$((${DEVICE_BUDGET_S:-540} - $(elapsed)))
+  [ "$left" -lt 90 ] && left=90
+  args+=(--budget-s "$left")
+fi
+t=$(date +%s)
+echo "== bench: python3 bench/h200.py --out $OUT ${args[*]}"
+PYTHONUNBUFFERED=1 python3 bench/h200.py --out "$OUT" "${args[@]}" 2>&1 | tee "$OUT/bench.log"
+bench_rc=${PIPESTATUS[0]}
+echo "== bench: rc=$bench_rc in $(($(date +%s) - t)) s; gpu tests rc=$gpu_rc; total $(elapsed) s"
+[ "$bench_rc" != 0 ] && exit "$bench_rc"
+[ "$gpu_rc" != 0 ] && exit 3
+exit 0

@@ -1,0 +1,93 @@
+/* gemmtune: the C API (libgemmtune_c.so), for C callers and Python's ctypes.
+ *
+ *   gt_engine* e;  gt_kernel* k;  char* report;
+ *   if (gt_engine_create("{\"cache_path\": \"/tmp/t.sqlite\"}", &e) != GT_OK) puts(gt_last_error());
+ *   gt_select(e, "{\"m\": 16, \"n\": 10240, \"k\": 8192}", 0, &k, &report);
+ *   gt_kernel_run(k, a, w, NULL, d, NULL, NULL, NULL, stream);
+ *   gt_free(report); gt_kernel_destroy(k); gt_engine_destroy(e);
+ *
+ * Conventions
+ *  - Every function but gt_last_error, gt_version and gt_free returns a status: GT_OK (0) or one
+ *    of the GT_ERR_* codes below. No C++ exception crosses this boundary.
+ *  - After a failed call, gt_last_error() describes it (per thread; the text stays valid until
+ *    the next failing call on that thread). Successful calls leave it unchanged.
+ *  - Output pointers are set to NULL when a call fails. Strings returned through char** are
+ *    malloc'd JSON: release them with gt_free.
+ *  - Handles are opaque. A kernel keeps its engine's internals alive: gt_engine_destroy may be
+ *    called before gt_kernel_destroy. One engine may be used from several threads (calls on it
+ *    are serialized). One kernel must not run on two threads at once (a kernel may cache the
+ *    last pointers it was given): load one kernel per thread.
+ *  - Problems are JSON objects (fields: m, n, k required; dtype, b_dtype, out_dtype, layout
+ *    ("rc": A row-major, B col-major, i.e. D = A @ W^T with W[n,k] row-major as nn.Linear),
+ *    d_layout, lda, ldb, ldc, ldd, alpha, beta, bias, act, scale, tf32); errors name the field,
+ *    e.g. "problem.layout: 'x' is not two layout letters ...". Unknown fields are errors.
+ *  - Engine options are a JSON object, or NULL / "" for defaults: cache_path, use_cache,
+ *    backends (list of names), device, log_to_stderr, tune {warmup_ms, min_rounds, max_rounds,
+ *    round_budget_ms, prune_ratio, tie_tolerance, tie_rounds, seed}.
+ */
+#ifndef GEMMTUNE_C_H
+#define GEMMTUNE_C_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define GT_API __declspec(dllexport)
+#else
+#define GT_API __attribute__((visibility("default")))
+#endif
+
+typedef struct gt_engine gt_engine;
+typedef struct gt_kernel gt_kernel;
+
+enum gt_status {
+  GT_OK = 0,
+  GT_ERR_ARGUMENT = 1,  /* a NULL handle or output pointer */
+  GT_ERR_INVALID = 2,   /* bad JSON, an invalid problem or option (the message names the field) */
+  GT_ERR_NO_DEVICE = 3, /* no usable CUDA device */
+  GT_ERR_RUNTIME = 4,   /* CUDA / backend failure, no correct candidate, bad kernel arguments */
+  GT_ERR_INTERNAL = 5   /* anything else (out of memory, unexpected exception) */
+};
+
+/* The message of the last failed call on this thread; "" if none failed yet. Never NULL. */
+GT_API const char* gt_last_error(void);
+/* Engine version, e.g. "0.1.0". */
+GT_API const char* gt_version(void);
+/* Releases a string returned by this API (NULL is fine). */
+GT_API void gt_free(void* p);
+
+/* Creates an engine on options_json (NULL or "" for defaults). */
+GT_API int gt_engine_create(const char* options_json, gt_engine** out);
+/* NULL is fine. Kernels from this engine stay usable until destroyed. */
+GT_API int gt_engine_destroy(gt_engine* engine);
+/* {"version", "device": {...}, "environment", "backends": [{"name", "status"}], "cache_path"} */
+GT_API int gt_engine_info(gt_engine* engine, char** json);
+
+/* The kernel for problem_json: from the cache, or tuned now (force_tune != 0: always tuned,
+ * overwriting the cache entry). report_json (may be NULL) receives the TuneReport as JSON:
+ * {"problem", "problem_json", "canonical", "key", "from_cache", "seconds", "spread", "notes",
+ *  "results": [{"backend", "id", "name", "status", "reason", "rel_err", "median_us", "p20_us",
+ *  "p80_us", "samples", "compile_s", "winner", "is_default"}]}. */
+GT_API int gt_select(gt_engine* engine, const char* problem_json, int force_tune, gt_kernel** out,
+                     char** report_json);
+/* A specific candidate (backend and id from a report), prepared, bypassing the cache. */
+GT_API int gt_load(gt_engine* engine, const char* problem_json, const char* backend, const char* id,
+                   gt_kernel** out);
+
+/* Enqueues D = act(alpha * sa * sb * (A @ B) + beta * C + bias) on `stream` (a cudaStream_t;
+ * NULL = the legacy default stream). Device pointers, 16-byte aligned; c only when beta != 0,
+ * bias only with bias, scale_a/scale_b only for fp8 with scales. Asynchronous: launch errors
+ * are reported, kernel faults surface at the next synchronization. */
+GT_API int gt_kernel_run(gt_kernel* kernel, const void* a, const void* b, const void* c, void* d,
+                         const void* bias, const float* scale_a, const float* scale_b, void* stream);
+/* NULL is fine. */
+GT_API int gt_kernel_destroy(gt_kernel* kernel);
+/* {"backend", "id", "name", "problem", "problem_json", "cache_key"} */
+GT_API int gt_kernel_describe(gt_kernel* kernel, char** json);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GEMMTUNE_C_H */

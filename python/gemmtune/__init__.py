@@ -1,0 +1,193 @@
+"""gemmtune from Python, through the C API (ctypes). No dependency on torch.
+
+    import torch, gemmtune
+    engine = gemmtune.Engine(cache_path="/tmp/tune.sqlite")
+    problem = {"m": 16, "n": 10240, "k": 8192, "dtype": "bf16"}   # D = A @ W^T (nn.Linear)
+    kernel, report = engine.select(problem)
+    a = torch.randn(16, 8192, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(10240, 8192, device="cuda", dtype=torch.bfloat16)
+    d = torch.empty(16, 10240, device="cuda", dtype=torch.bfloat16)
+    kernel.run(a.data_ptr(), w.data_ptr(), 0, d.data_ptr(),
+               stream_ptr=torch.cuda.current_stream().cuda_stream)
+
+Pointers are plain integers (device addresses); 0 or None for an operand the problem does
+not use. Problem dicts use the C API's fields: m, n, k (required), dtype, b_dtype, out_dtype,
+layout ("rc" = A row-major, B col-major), d_layout, lda, ldb, ldc, ldd, alpha, beta, bias,
+act, scale, tf32.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+from typing import Any, Iterable, Optional
+
+from . import _capi
+from ._capi import GemmtuneError, GT_ERR_ARGUMENT, GT_ERR_INVALID, GT_ERR_NO_DEVICE, GT_ERR_RUNTIME, GT_ERR_INTERNAL
+
+__all__ = [
+    "Engine",
+    "Kernel",
+    "GemmtuneError",
+    "version",
+    "library_path",
+    "GT_ERR_ARGUMENT",
+    "GT_ERR_INVALID",
+    "GT_ERR_NO_DEVICE",
+    "GT_ERR_RUNTIME",
+    "GT_ERR_INTERNAL",
+]
+
+
+def version() -> str:
+    """The engine's version (of the loaded libgemmtune_c.so)."""
+    return _capi.lib().gt_version().decode()
+
+
+def library_path() -> str:
+    """Path of the loaded libgemmtune_c.so."""
+    return _capi.lib()._name
+
+
+def _problem_text(problem: Any) -> bytes:
+    if isinstance(problem, (bytes, str)):
+        return problem.encode() if isinstance(problem, str) else problem
+    return json.dumps(problem).encode()
+
+
+def _ptr(x: Any) -> Optional[int]:
+    if x is None or x == 0:
+        return None
+    return int(x)
+
+
+class Kernel:
+    """A selected, loaded kernel. run() enqueues one GEMM; describe() says what it is."""
+
+    def __init__(self, handle: ctypes.c_void_p, problem: Any):
+        self._h = handle
+        self.problem = problem
+        self._info: Optional[dict] = None
+        # Bound once: run() is called in timing loops.
+        self._run = _capi.lib().gt_kernel_run
+
+    def describe(self) -> dict:
+        """{"backend", "id", "name", "problem", "problem_json", "cache_key"}."""
+        if self._info is None:
+            out = ctypes.c_void_p()
+            _capi.check(_capi.lib().gt_kernel_describe(self._h, ctypes.byref(out)))
+            self._info = json.loads(_capi.take_string(out))
+        return self._info
+
+    @property
+    def backend(self) -> str:
+        return self.describe()["backend"]
+
+    @property
+    def id(self) -> str:
+        return self.describe()["id"]
+
+    @property
+    def name(self) -> str:
+        return self.describe()["name"]
+
+    def run(self, a_ptr: int, b_ptr: int, c_ptr: int = 0, d_ptr: int = 0, bias_ptr: int = 0,
+            scale_a_ptr: int = 0, scale_b_ptr: int = 0, stream_ptr: int = 0) -> None:
+        """Enqueues D = ... on the stream (a cudaStream_t as an int, 0 = legacy default stream).
+        Pointers are device addresses, e.g. tensor.data_ptr(); B is W[n, k] row-major for the
+        default layout "rc". Raises GemmtuneError on a launch or argument error."""
+        st = self._run(self._h, _ptr(a_ptr), _ptr(b_ptr), _ptr(c_ptr), _ptr(d_ptr), _ptr(bias_ptr),
+                       _ptr(scale_a_ptr), _ptr(scale_b_ptr), _ptr(stream_ptr))
+        if st:
+            _capi.check(st)
+
+    def close(self) -> None:
+        h, self._h = self._h, None
+        if h and h.value:
+            _capi.check(_capi.lib().gt_kernel_destroy(h))
+
+    def __del__(self):
+        # At interpreter shutdown the CUDA runtime may already be gone: leak rather than crash.
+        if getattr(self, "_h", None) and not sys.is_finalizing():
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        try:
+            d = self.describe()
+            return f"<gemmtune.Kernel {d['backend']} {d['name']} for {d['problem']}>"
+        except Exception:
+            return "<gemmtune.Kernel>"
+
+
+class Engine:
+    """Selects, tunes and remembers kernels (one gemmtune::Engine).
+
+    cache_path: the tuning-cache file (None: $GEMMTUNE_CACHE or ~/.cache/gemmtune/tuning.sqlite);
+    use_cache=False never reads or writes it; backends: names to enable (None: all);
+    tune: dict of TuneOptions (warmup_ms, min_rounds, max_rounds, round_budget_ms, prune_ratio,
+    tie_tolerance, tie_rounds, seed); log_to_stderr prints progress lines.
+    """
+
+    def __init__(self, cache_path: Optional[str] = None, backends: Optional[Iterable[str]] = None,
+                 device: int = 0, use_cache: bool = True, log_to_stderr: bool = False,
+                 tune: Optional[dict] = None):
+        opts: dict = {"device": int(device), "use_cache": bool(use_cache), "log_to_stderr": bool(log_to_stderr)}
+        if cache_path is not None:
+            opts["cache_path"] = str(cache_path)
+        if backends is not None:
+            opts["backends"] = [backends] if isinstance(backends, str) else list(backends)
+        if tune:
+            opts["tune"] = dict(tune)
+        self.options = opts
+        self._h = ctypes.c_void_p()
+        _capi.check(_capi.lib().gt_engine_create(json.dumps(opts).encode(), ctypes.byref(self._h)))
+
+    def select(self, problem: Any, force: bool = False) -> tuple[Kernel, dict]:
+        """(kernel, report): from the cache, or tuned now (force=True: always tuned). The report
+        mirrors TuneReport: problem, key, from_cache, seconds, spread, notes, results[...]."""
+        k = ctypes.c_void_p()
+        rep = ctypes.c_void_p()
+        st = _capi.lib().gt_select(self._h, _problem_text(problem), 1 if force else 0, ctypes.byref(k), ctypes.byref(rep))
+        _capi.check(st)
+        return Kernel(k, problem), json.loads(_capi.take_string(rep))
+
+    def load(self, problem: Any, backend: str, id: str) -> Kernel:
+        """A specific candidate (backend and id from a report), bypassing the cache."""
+        k = ctypes.c_void_p()
+        _capi.check(_capi.lib().gt_load(self._h, _problem_text(problem), backend.encode(), id.encode(), ctypes.byref(k)))
+        return Kernel(k, problem)
+
+    def info(self) -> dict:
+        """{"version", "device": {...}, "environment", "backends": [...], "cache_path"}."""
+        out = ctypes.c_void_p()
+        _capi.check(_capi.lib().gt_engine_info(self._h, ctypes.byref(out)))
+        return json.loads(_capi.take_string(out))
+
+    def close(self) -> None:
+        """Releases the engine (kernels it made stay usable until closed)."""
+        h, self._h = self._h, None
+        if h and h.value:
+            _capi.check(_capi.lib().gt_engine_destroy(h))
+
+    def __del__(self):
+        if getattr(self, "_h", None) and not sys.is_finalizing():
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

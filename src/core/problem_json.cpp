@@ -1,0 +1,323 @@
+// JSON forms of problems, engine options and reports (see problem_json.hpp).
+#include "core/problem_json.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+
+#include "gemmtune/error.hpp"
+
+namespace gemmtune {
+namespace {
+
+using json = nlohmann::json;
+
+const char* kind_of(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::string: return "a string";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a number";
+    default: return "an unsupported value";
+  }
+}
+
+std::string shown(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+// A JSON object read field by field: every accessor names "<prefix>.<key>" in its errors, and
+// finish() rejects fields nobody asked for (typos must not pass silently).
+class Fields {
+ public:
+  Fields(const json& obj, std::string prefix) : obj_(obj), prefix_(std::move(prefix)) {}
+
+  const json* get(const char* key) {
+    if (!is_known(key)) known_ += known_.empty() ? key : std::string(", ") + key;
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  std::string name(const char* key) const { return prefix_ + "." + key; }
+
+  // Present and not null (and known from now on).
+  bool has(const char* key) { return get(key) != nullptr; }
+
+  int64_t integer(const char* key, int64_t fallback, bool required = false) {
+    const json* v = get(key);
+    if (!v) {
+      if (required) GT_THROW(name(key) + ": required (an integer)");
+      return fallback;
+    }
+    if (v->is_number_unsigned()) {
+      auto u = v->get<uint64_t>();
+      if (u > uint64_t(std::numeric_limits<int64_t>::max())) GT_THROW(name(key) + ": " + shown(*v) + " is too large");
+      return int64_t(u);
+    }
+    if (v->is_number_integer()) return v->get<int64_t>();
+    if (v->is_number_float()) {
+      double d = v->get<double>();
+      // 16.0 is accepted as 16 (some JSON writers emit every number as a float).
+      if (d == double(int64_t(d)) && d >= -9.0e18 && d <= 9.0e18) return int64_t(d);
+    }
+    GT_THROW(name(key) + ": must be an integer, got " + kind_of(*v) + " " + shown(*v));
+  }
+
+  uint64_t unsigned_integer(const char* key, uint64_t fallback) {
+    const json* v = get(key);
+    if (!v) return fallback;
+    if (v->is_number_unsigned()) return v->get<uint64_t>();
+    if (v->is_number_integer()) GT_THROW(name(key) + ": must be >= 0, got " + shown(*v));
+    GT_THROW(name(key) + ": must be an unsigned integer, got " + kind_of(*v) + " " + shown(*v));
+  }
+
+  double number(const char* key, double fallback) {
+    const json* v = get(key);
+    if (!v) return fallback;
+    if (!v->is_number()) GT_THROW(name(key) + ": must be a number, got " + kind_of(*v) + " " + shown(*v));
+    return v->get<double>();
+  }
+
+  bool boolean(const char* key, bool fallback) {
+    const json* v = get(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) GT_THROW(name(key) + ": must be true or false, got " + kind_of(*v) + " " + shown(*v));
+    return v->get<bool>();
+  }
+
+  std::string string(const char* key, const std::string& fallback) {
+    const json* v = get(key);
+    if (!v) return fallback;
+    if (!v->is_string()) GT_THROW(name(key) + ": must be a string, got " + kind_of(*v) + " " + shown(*v));
+    return v->get<std::string>();
+  }
+
+  void finish() const {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it)
+      if (!is_known(it.key())) GT_THROW(prefix_ + "." + it.key() + ": unknown field (known: " + known_ + ")");
+  }
+
+ private:
+  const json& obj_;
+  std::string prefix_;
+  std::string known_;  // ", "-joined names asked for so far
+
+  bool is_known(const std::string& key) const {
+    size_t pos = 0;
+    while (pos <= known_.size()) {
+      size_t end = known_.find(", ", pos);
+      if (end == std::string::npos) end = known_.size();
+      if (end - pos == key.size() && known_.compare(pos, end - pos, key) == 0) return true;
+      pos = end + 2;
+    }
+    return false;
+  }
+};
+
+json parse_object(const std::string& text, const std::string& what) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    GT_THROW(what + ": invalid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) GT_THROW(what + ": expected a JSON object, got " + kind_of(j));
+  return j;
+}
+
+// "rc" -> A row, B col.
+void parse_layout_letters(const std::string& text, const std::string& field, Layout& a, Layout& b) {
+  auto letter = [&](char c, Layout& out) {
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (c == 'r') return out = Layout::row, true;
+    if (c == 'c') return out = Layout::col, true;
+    return false;
+  };
+  if (text.size() != 2 || !letter(text[0], a) || !letter(text[1], b))
+    GT_THROW(field + ": '" + text + "' is not two layout letters, A's then B's, each r (row-major) or c (col-major): rr, rc, cr or cc");
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json problem_object(const GemmProblem& p) {
+  auto letter = [](Layout l) { return l == Layout::row ? "r" : "c"; };
+  return json{{"m", p.m},
+              {"n", p.n},
+              {"k", p.k},
+              {"dtype", to_string(p.a.dtype)},
+              {"b_dtype", to_string(p.b.dtype)},
+              {"out_dtype", to_string(p.d.dtype)},
+              {"layout", std::string(letter(p.a.layout)) + letter(p.b.layout)},
+              {"d_layout", letter(p.d.layout)},
+              {"lda", p.a.ld},
+              {"ldb", p.b.ld},
+              {"ldc", p.c.ld},
+              {"ldd", p.d.ld},
+              {"alpha", p.alpha},
+              {"beta", p.beta},
+              {"bias", p.bias},
+              {"act", to_string(p.act)},
+              {"scale", to_string(p.scale)},
+              {"tf32", p.tf32}};
+}
+
+}  // namespace
+
+GemmProblem problem_from_json(const std::string& text) {
+  json j = parse_object(text, "problem");
+  Fields f(j, "problem");
+  GemmProblem p;
+  p.m = f.integer("m", 0, true);
+  p.n = f.integer("n", 0, true);
+  p.k = f.integer("k", 0, true);
+
+  DType in = parse_dtype(f.string("dtype", "bf16"), f.name("dtype"));
+  DType b_in = f.has("b_dtype") ? parse_dtype(f.string("b_dtype", ""), f.name("b_dtype")) : in;
+  DType out_default = is_fp8(in) ? DType::bf16 : in;
+  DType out = f.has("out_dtype") ? parse_dtype(f.string("out_dtype", ""), f.name("out_dtype"))
+                                 : out_default;
+
+  Layout la = Layout::row, lb = Layout::col;
+  parse_layout_letters(f.string("layout", "rc"), f.name("layout"), la, lb);
+  Layout ld_layout = parse_layout(f.string("d_layout", "r"), f.name("d_layout"));
+
+  p.a = {in, la, f.integer("lda", 0)};
+  p.b = {b_in, lb, f.integer("ldb", 0)};
+  p.c = {out, ld_layout, f.integer("ldc", 0)};
+  p.d = {out, ld_layout, f.integer("ldd", 0)};
+  for (auto [name, ld] : {std::pair{"lda", p.a.ld}, {"ldb", p.b.ld}, {"ldc", p.c.ld}, {"ldd", p.d.ld}})
+    if (ld < 0) GT_THROW(f.name(name) + ": must be >= 0 (0 = packed), got " + std::to_string(ld));
+
+  double alpha = f.number("alpha", 1.0), beta = f.number("beta", 0.0);
+  p.alpha = float(alpha);
+  p.beta = float(beta);
+  p.bias = f.boolean("bias", false);
+  p.act = parse_activation(f.string("act", "none"), f.name("act"));
+  bool fp8_in = is_fp8(in) || is_fp8(b_in);
+  p.scale = f.has("scale") ? parse_scale_mode(f.string("scale", ""), f.name("scale"))
+                           : fp8_in ? ScaleMode::tensorwise : ScaleMode::none;
+  p.tf32 = f.boolean("tf32", false);
+  f.finish();
+  p.validate();
+  return p;
+}
+
+std::string problem_to_json(const GemmProblem& p) { return dump(problem_object(p)); }
+
+EngineOptions engine_options_from_json(const std::string& text) {
+  EngineOptions o;
+  bool only_space = true;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c))) only_space = false;
+  if (only_space) return o;
+
+  json j = parse_object(text, "options");
+  Fields f(j, "options");
+  o.cache_path = f.string("cache_path", "");
+  o.use_cache = f.boolean("use_cache", true);
+  int64_t device = f.integer("device", 0);
+  if (device < 0 || device > 1024) GT_THROW(f.name("device") + ": must be a device index >= 0, got " + std::to_string(device));
+  o.device = int(device);
+
+  if (const json* b = f.get("backends")) {
+    // A list of names, or one comma-separated string.
+    auto add = [&](std::string name) {
+      size_t s = name.find_first_not_of(" \t"), e = name.find_last_not_of(" \t");
+      if (s == std::string::npos) return;
+      o.backends.push_back(name.substr(s, e - s + 1));
+    };
+    if (b->is_string()) {
+      std::string all = b->get<std::string>();
+      size_t pos = 0;
+      while (pos <= all.size()) {
+        size_t comma = all.find(',', pos);
+        if (comma == std::string::npos) comma = all.size();
+        add(all.substr(pos, comma - pos));
+        pos = comma + 1;
+      }
+    } else if (b->is_array()) {
+      for (size_t i = 0; i < b->size(); ++i) {
+        if (!(*b)[i].is_string())
+          GT_THROW(f.name("backends") + "[" + std::to_string(i) + "]: must be a backend name (a string), got " +
+                   kind_of((*b)[i]) + " " + shown((*b)[i]));
+        add((*b)[i].get<std::string>());
+      }
+    } else {
+      GT_THROW(f.name("backends") + ": must be a list of backend names, got " + kind_of(*b) + " " + shown(*b));
+    }
+  }
+
+  if (f.boolean("log_to_stderr", false))
+    o.log = [](const std::string& line) { std::fprintf(stderr, "gemmtune: %s\n", line.c_str()); };
+
+  if (const json* t = f.get("tune")) {
+    if (!t->is_object()) GT_THROW(f.name("tune") + ": must be an object, got " + kind_of(*t) + " " + shown(*t));
+    Fields g(*t, "options.tune");
+    TuneOptions& to = o.tune;
+    to.warmup_ms = g.number("warmup_ms", to.warmup_ms);
+    to.min_rounds = int(g.integer("min_rounds", to.min_rounds));
+    to.max_rounds = int(g.integer("max_rounds", to.max_rounds));
+    to.round_budget_ms = g.number("round_budget_ms", to.round_budget_ms);
+    to.prune_ratio = g.number("prune_ratio", to.prune_ratio);
+    to.tie_tolerance = g.number("tie_tolerance", to.tie_tolerance);
+    to.tie_rounds = int(g.integer("tie_rounds", to.tie_rounds));
+    to.seed = g.unsigned_integer("seed", to.seed);
+    g.finish();
+    if (!(to.warmup_ms >= 0)) GT_THROW("options.tune.warmup_ms: must be >= 0");
+    if (to.min_rounds < 1) GT_THROW("options.tune.min_rounds: must be >= 1");
+    if (to.max_rounds < to.min_rounds) GT_THROW("options.tune.max_rounds: must be >= min_rounds");
+    if (!(to.round_budget_ms > 0)) GT_THROW("options.tune.round_budget_ms: must be > 0");
+    if (!(to.prune_ratio >= 1)) GT_THROW("options.tune.prune_ratio: must be >= 1");
+    if (!(to.tie_tolerance >= 0)) GT_THROW("options.tune.tie_tolerance: must be >= 0");
+    if (to.tie_rounds < 0) GT_THROW("options.tune.tie_rounds: must be >= 0");
+  }
+  f.finish();
+  return o;
+}
+
+std::string report_to_json(const TuneReport& r) {
+  json results = json::array();
+  for (const CandidateResult& c : r.results) {
+    results.push_back(json{{"backend", c.backend},
+                           {"id", c.id},
+                           {"name", c.name},
+                           {"status", to_string(c.status)},
+                           {"reason", c.reason},
+                           {"rel_err", c.rel_err},
+                           {"median_us", c.median_us},
+                           {"p20_us", c.p20_us},
+                           {"p80_us", c.p80_us},
+                           {"samples", c.samples},
+                           {"compile_s", c.compile_s},
+                           {"winner", c.winner},
+                           {"is_default", c.is_default}});
+  }
+  json j{{"problem", r.problem.str()},
+         {"problem_json", problem_object(r.problem)},
+         {"canonical", r.problem.canonical()},
+         {"key", r.key},
+         {"from_cache", r.from_cache},
+         {"seconds", r.seconds},
+         {"spread", r.spread},
+         {"notes", r.notes},
+         {"results", std::move(results)}};
+  return dump(j);
+}
+
+std::string kernel_to_json(const Kernel& k) {
+  json j{{"backend", k.backend()}, {"id", k.id()}, {"name", k.name()}};
+  j["problem"] = k.problem().str();
+  j["problem_json"] = problem_object(k.problem());
+  return dump(j);
+}
+
+}  // namespace gemmtune

@@ -1,0 +1,53 @@
+// JSON forms of problems, engine options and tune reports: what the C API (and through it the
+// Python wrapper) exchanges. Lives in the static library so host tests can exercise it.
+//
+// Problem JSON (every field but m, n, k optional; unknown fields are an error):
+//   {"m": 16, "n": 10240, "k": 8192,
+//    "dtype": "bf16",          A's and B's dtype (parse_dtype spellings: bf16, fp16, fp32, e4m3, fp8, ...)
+//    "b_dtype": "e5m2",        B's dtype when it differs from A's
+//    "out_dtype": "bf16",      C's and D's dtype; default bf16 for fp8 inputs, else the input dtype
+//    "layout": "rc",           A's and B's layouts, one letter each: r = row-major, c = col-major.
+//                              "rc" is nn.Linear: A[m,k] row-major, B = W^T with W[n,k] row-major
+//    "d_layout": "r",          D's (and C's) layout: r/c (or row/col)
+//    "lda": 0, "ldb": 0, "ldc": 0, "ldd": 0,   leading dimensions, 0 = packed
+//    "alpha": 1.0, "beta": 0.0, "bias": false,
+//    "act": "none",            none, relu, gelu (tanh), gelu_tanh, silu
+//    "scale": "tensorwise",    fp8 scales: none, tensorwise, rowwise; default tensorwise for fp8
+//    "tf32": false}            fp32 inputs only
+// Errors are gemmtune::Error naming the field ("problem.layout: ...").
+//
+// Engine options JSON (every field optional):
+//   {"cache_path": "...", "use_cache": true, "backends": ["cublaslt"], "device": 0,
+//    "log_to_stderr": false,
+//    "tune": {"warmup_ms", "min_rounds", "max_rounds", "round_budget_ms", "prune_ratio",
+//             "tie_tolerance", "tie_rounds", "seed"}}
+#pragma once
+
+#include <string>
+
+#include "gemmtune/engine.hpp"
+#include "gemmtune/kernel.hpp"
+#include "gemmtune/problem.hpp"
+#include "gemmtune/report.hpp"
+
+namespace gemmtune {
+
+// Parses and validates (GemmProblem::validate) a problem. Throws Error naming the field.
+GemmProblem problem_from_json(const std::string& json);
+// The problem as a JSON object text that problem_from_json reads back to the same problem.
+std::string problem_to_json(const GemmProblem& p);
+
+// Parses engine options; empty text means defaults. log_to_stderr installs a logger that
+// writes "gemmtune: <line>" to stderr. Throws Error naming the field ("options.device: ...").
+EngineOptions engine_options_from_json(const std::string& json);
+
+// The report as JSON: {"problem": str(), "problem_json": {...}, "canonical", "key",
+// "from_cache", "seconds", "spread", "notes": [...], "results": [{"backend", "id", "name",
+// "status", "reason", "rel_err", "median_us", "p20_us", "p80_us", "samples", "compile_s",
+// "winner", "is_default"}, ...]}.
+std::string report_to_json(const TuneReport& report);
+
+// {"backend", "id", "name", "problem": str(), "problem_json": {...}}.
+std::string kernel_to_json(const Kernel& kernel);
+
+}  // namespace gemmtune
