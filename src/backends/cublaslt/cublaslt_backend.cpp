@@ -137,6 +137,18 @@ class CublasLtBackend final : public Backend {
       handle_ = std::make_shared<lt::Handle>();
     } catch (const Error& e) {
       unavailable_ = "cublasLtCreate failed: " + e.message();
+      return;
+    }
+    // cuBLASLt initialises itself lazily on its first heuristic query / algo check (~70 ms
+    // measured on the H200). Pay that here, once per engine, so that a cache hit in select()
+    // stays well under a millisecond even for a process's first problem.
+    try {
+      auto p = GemmProblem::linear(128, 128, 128);
+      lt::Plan warm(p);
+      Heuristics h = query(*handle_, warm, 1);
+      if (!h.results.empty()) LtCandidate(handle_, p, h.results[0].algo, 0, false).check();
+    } catch (const Error& e) {
+      ctx.log("cublaslt: warm-up failed (first cache hit will be slower): " + e.message());
     }
   }
 
