@@ -87,7 +87,7 @@ def parse_args(argv=None):
     ap.add_argument("--part", default=",".join(PARTS), help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     ap.add_argument("--dtypes", default="bf16,fp8", help="comma-separated: bf16, fp8 (e4m3, tensorwise scales, bf16 out), "
                     "fp8-rowwise (rowwise scales; kept only where gemmtune has a correct candidate). Default bf16,fp8")
-    ap.add_argument("--layers", default=str(REPO / "bench/suites/llm_layers.csv"), help="CSV model,layer,n,k")
+    ap.add_argument("--layers", default=str(REPO / "bench/suites/llm_layers.csv"), help="comma-separated CSVs: model,layer,n,k (crossed with the m values) or m,n,k")
     ap.add_argument("--m-file", default=str(REPO / "bench/suites/m_values.csv"), help="CSV phase,m")
     ap.add_argument("--m-values", default="", help="comma-separated m values to keep (default: all of --m-file)")
     ap.add_argument("--models", default="", help="comma-separated model names (or model/layer) to keep (default: all)")
@@ -269,20 +269,39 @@ def read_csv(path):
 
 
 def load_problems(args):
-    layers = read_csv(args.layers)
+    # --layers: comma-separated CSVs, each either model,layer,n,k (crossed with the m values)
+    # or m,n,k (e.g. squares.csv: model "square").
+    layers = []
+    for path in args.layers.split(","):
+        for row in read_csv(path):
+            if "m" in row:
+                row = dict(row, model=row.get("model", "square"), layer=row.get("layer", f"{row['m']}x{row['n']}x{row['k']}"))
+            layers.append(row)
     ms = read_csv(args.m_file)
     out = []
+    seen = {}  # (m, n, k, dtype) -> problem: layers of the same shape are one problem, named by all
     for dname in args.dtype_list:
         for lay in layers:
             model, layer = lay.get("model", ""), lay.get("layer", "")
             if args.model_keep and model not in args.model_keep and f"{model}/{layer}" not in args.model_keep:
                 continue
-            for mv in ms:
+            for mv in ([{"m": lay["m"], "phase": "square"}] if "m" in lay else ms):
                 m = int(mv["m"])
                 if args.m_keep and m not in args.m_keep:
                     continue
+                key = (m, int(lay["n"]), int(lay["k"]), dname)
+                inductor = dname == "bf16" and (m, model, layer) in args.subset
+                if key in seen:
+                    q = seen[key]
+                    if layer == q.layer:
+                        q.model += "+" + model
+                    else:
+                        q.layer += "+" + model + "/" + layer
+                    q.inductor = q.inductor or inductor
+                    continue
                 p = Problem(model, layer, mv.get("phase", ""), m, int(lay["n"]), int(lay["k"]), dname)
-                p.inductor = dname == "bf16" and (m, model, layer) in args.subset
+                p.inductor = inductor
+                seen[key] = p
                 out.append(p)
     # The Inductor subset first (their compile times must not be cut by the budget), then a
     # fixed shuffle, so that a budget-limited run still covers every model, m and dtype.

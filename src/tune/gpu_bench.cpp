@@ -7,25 +7,12 @@
 namespace gemmtune {
 
 namespace {
-// Launches per sample are chosen so a sample takes about opt.round_budget_ms of GPU time.
-constexpr int kMaxReps = 100;
-// Below this per-launch time, host launch gaps could show: time a CUDA graph of the launches.
-constexpr double kGraphBelowUs = 100;
+constexpr int kMaxReps = 32;  // launches per sample, chosen from opt.round_budget_ms
 }  // namespace
-
-// An instantiated graph of reps_ launches of one candidate over the rotated sets.
-struct GpuBench::Graph {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ~Graph() {
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-  }
-};
 
 GpuBench::GpuBench(const GemmProblem& p, std::vector<detail::Candidate*> cands, const TuneOptions& opt,
                    const DeviceInfo& dev, const Stream& stream)
-    : p_(p), cands_(std::move(cands)), stream_(stream) {
+    : p_(p), cands_(std::move(cands)), stream_(stream), start_(kMaxReps), stop_(kMaxReps) {
   // Enough input copies to exceed 3x L2, within 1/4 of device memory and at most 64.
   sets_.push_back(std::make_unique<OperandSet>(p, opt.seed + 1, stream.get()));
   size_t in_bytes = std::max<size_t>(sets_[0]->input_bytes(), 1);
@@ -35,44 +22,25 @@ GpuBench::GpuBench(const GemmProblem& p, std::vector<detail::Candidate*> cands, 
   for (size_t s = 1; s < want; ++s) sets_.push_back(std::make_unique<OperandSet>(p, opt.seed + 1 + s, stream.get()));
   flush_ = DeviceBuffer(2 * size_t(std::max<int64_t>(dev.l2_bytes, 1 << 20)));
 
-  // Time-based warm-up: round-robin launches until the GPU has been busy for warmup_ms.
+  // Time-based warm-up: round-robin launches until the GPU has been busy for warmup_ms; the
+  // last round's times estimate each candidate.
   auto t0 = std::chrono::steady_clock::now();
   std::vector<double> est(cands_.size(), 0);
   do {
     for (size_t i = 0; i < cands_.size(); ++i) {
-      start_.record(stream_.get());
+      start_[0].record(stream_.get());
       run_once(i);
-      stop_.record(stream_.get());
-      est[i] = 1000.0 * stop_.since(start_);
+      stop_[0].record(stream_.get());
+      est[i] = 1000.0 * stop_[0].since(start_[0]);
     }
   } while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < opt.warmup_ms);
 
+  // A flush costs about as much GPU time as moving 2x L2 once more; count it in the budget.
   std::vector<double> sorted = est;
   std::sort(sorted.begin(), sorted.end());
-  double typical_us = std::max(sorted[sorted.size() / 2], 1.0);
+  double typical_us = std::max(sorted[sorted.size() / 2], 1.0) + 50.0;
   reps_ = std::clamp(int(std::lround(opt.round_budget_ms * 1000.0 / typical_us)), 1, kMaxReps);
-
-  graphs_.resize(cands_.size());
-  if (typical_us < kGraphBelowUs) {
-    for (size_t i = 0; i < cands_.size(); ++i) {
-      auto g = std::make_unique<Graph>();
-      // Capture may be refused by a backend (e.g. it synchronizes): fall back to launches.
-      if (cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal) != cudaSuccess) continue;
-      bool captured = true;
-      try {
-        for (int r = 0; r < reps_; ++r) run_once(i);
-      } catch (const Error&) {
-        captured = false;  // a partial graph would time fewer launches than reps_
-      }
-      if (cudaStreamEndCapture(stream_.get(), &g->graph) == cudaSuccess && captured && g->graph &&
-          cudaGraphInstantiate(&g->exec, g->graph, 0) == cudaSuccess)
-        graphs_[i] = std::move(g);
-      cudaGetLastError();
-    }
-  }
 }
-
-GpuBench::~GpuBench() = default;
 
 void GpuBench::run_once(size_t i) {
   cands_[i]->run(sets_[next_set_]->args(), stream_.get());
@@ -80,16 +48,17 @@ void GpuBench::run_once(size_t i) {
 }
 
 double GpuBench::sample(size_t i) {
-  GT_CUDA(cudaMemsetAsync(flush_.get(), int(next_set_ & 0xff), flush_.bytes(), stream_.get()));
-  start_.record(stream_.get());
-  if (graphs_[i]) {
-    GT_CUDA(cudaGraphLaunch(graphs_[i]->exec, stream_.get()));
-  } else {
-    for (int r = 0; r < reps_; ++r) run_once(i);
+  for (int r = 0; r < reps_; ++r) {
+    GT_CUDA(cudaMemsetAsync(flush_.get(), r & 0xff, flush_.bytes(), stream_.get()));
+    start_[r].record(stream_.get());
+    run_once(i);
+    stop_[r].record(stream_.get());
   }
-  stop_.record(stream_.get());
   GT_CUDA(cudaGetLastError());
-  return 1000.0 * stop_.since(start_) / reps_;
+  std::vector<double> us(reps_);
+  for (int r = 0; r < reps_; ++r) us[r] = 1000.0 * stop_[r].since(start_[r]);
+  std::nth_element(us.begin(), us.begin() + reps_ / 2, us.end());
+  return us[reps_ / 2];
 }
 
 }  // namespace gemmtune

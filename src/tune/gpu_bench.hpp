@@ -1,10 +1,13 @@
-// Timing candidates on the GPU: one sample = several launches over rotated input copies,
-// between CUDA events, after an L2 flush.
+// Timing candidates on the GPU, the way a kernel runs in isolation: cold L2, one launch
+// between two CUDA events.
 //
-// Cold L2: the inputs are copied enough times that the copies together exceed 3x the L2, and
-// launches rotate through them; the L2 is also flushed (a memset of 2x its size, outside the
-// timed region) before each sample. Short kernels are captured as a CUDA graph of the launches
-// and the graph is replayed, so that host launch gaps do not count.
+// Every timed launch is preceded by an L2 flush (a memset of 2x the L2, outside the timed
+// region), and launches rotate over copies of the inputs that together exceed 3x the L2. One
+// sample is the median of several such launches. No CUDA graph is needed for short kernels:
+// the flush before each launch keeps the GPU busy while the host enqueues the launch, so host
+// launch overhead never lands inside the timed region (checked on the H200: a graph of
+// back-to-back launches instead hid the second-kernel gap of split-k candidates, which
+// isolated launches, as torch and users see them, do pay).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,26 +28,23 @@ class GpuBench {
   // launches per sample from a first estimate of the candidates' times.
   GpuBench(const GemmProblem& p, std::vector<detail::Candidate*> cands, const TuneOptions& opt,
            const DeviceInfo& dev, const Stream& stream);
-  ~GpuBench();
 
-  // Microseconds per launch of candidate i, one sample. Throws Error if the candidate fails.
+  // Microseconds of one launch of candidate i (median of launches_per_sample() isolated,
+  // cold-L2 launches). Throws Error if the candidate fails.
   double sample(size_t i);
   int launches_per_sample() const { return reps_; }
 
  private:
-  struct Graph;
   void run_once(size_t i);
-  double time_launches(size_t i);
 
   GemmProblem p_;
   std::vector<detail::Candidate*> cands_;
   const Stream& stream_;
   std::vector<std::unique_ptr<OperandSet>> sets_;
   DeviceBuffer flush_;
-  Event start_, stop_;
+  std::vector<Event> start_, stop_;  // one pair per launch of a sample
   size_t next_set_ = 0;
   int reps_ = 1;
-  std::vector<std::unique_ptr<Graph>> graphs_;  // per candidate; null: plain launches
 };
 
 }  // namespace gemmtune
