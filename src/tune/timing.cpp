@@ -92,12 +92,13 @@ class Race {
 
 }  // namespace
 
-RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
+RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt, long preferred) {
   GT_CHECK(opt.min_rounds >= 1, "tune.min_rounds: must be >= 1");
   GT_CHECK(opt.max_rounds >= opt.min_rounds, "tune.max_rounds: must be >= tune.min_rounds");
   GT_CHECK(opt.prune_ratio >= 1, "tune.prune_ratio: must be >= 1");
   GT_CHECK(opt.tie_tolerance >= 0, "tune.tie_tolerance: must be >= 0");
   GT_CHECK(opt.tie_rounds >= 0, "tune.tie_rounds: must be >= 0");
+  GT_CHECK(opt.prefer_margin >= 0, "tune.prefer_margin: must be >= 0");
 
   Race r(n, sample);
   std::vector<size_t> alive(n);  // neither failed nor pruned, ascending indices
@@ -128,6 +129,11 @@ RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
   if (contenders.empty()) return r.res;
 
   size_t w = r.ranked(contenders)[0];
+  // The library's own pick keeps a near-tie: leaving it needs a lead larger than
+  // prefer_margin, which makes the choice stable from one tune to the next.
+  if (preferred >= 0 && size_t(preferred) < n && std::find(contenders.begin(), contenders.end(), size_t(preferred)) != contenders.end() &&
+      r.res.stats[size_t(preferred)].median <= r.res.stats[w].median * (1 + opt.prefer_margin))
+    w = size_t(preferred);
   const Stats& s = r.res.stats[w];
   r.res.winner = long(w);
   r.res.spread = s.median > 0 ? (s.p80 - s.p20) / s.median : 0;

@@ -292,4 +292,26 @@ TEST(RaceTest, ContinuesWhileLeaderUnclear) {
 }
 
 }  // namespace
+TEST(RaceTest, PreferredCandidateKeepsNearTiesOnly) {
+  // The preferred (library default) candidate wins when within prefer_margin of the fastest...
+  FakeClock close{.speed = {100, 100.5, 110}};
+  TuneOptions o = opts();
+  o.prefer_margin = 0.01;
+  EXPECT_EQ(race(3, close.sampler(), o, 1).winner, 1);
+  // ...but not when the fastest leads by more than the margin, nor when it was pruned.
+  FakeClock apart{.speed = {100, 101.5, 110}};
+  EXPECT_EQ(race(3, apart.sampler(), o, 1).winner, 0);
+  FakeClock slow{.speed = {100, 200}};
+  EXPECT_EQ(race(2, slow.sampler(), o, 1).winner, 0);
+  // No preference, or a margin of 0: the plain fastest.
+  FakeClock again{.speed = {100, 100.5, 110}};
+  EXPECT_EQ(race(3, again.sampler(), o).winner, 0);
+  o.prefer_margin = 0;
+  FakeClock zero{.speed = {100, 100.5, 110}};
+  EXPECT_EQ(race(3, zero.sampler(), o, 1).winner, 0);
+  o.prefer_margin = -1;
+  FakeClock bad{.speed = {100}};
+  EXPECT_THROW(race(1, bad.sampler(), o), Error);
+}
+
 }  // namespace gemmtune
