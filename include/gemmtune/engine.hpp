@@ -26,7 +26,7 @@ struct TuneOptions {
   double prune_ratio = 1.3;    // after min_rounds, drop candidates slower than this x best median
   double tie_tolerance = 0.02; // medians within this fraction are re-timed head to head
   int tie_rounds = 10;
-  double prefer_margin = 0.01; // the default pick wins near-ties closer than this fraction
+  double prefer_margin = 0.01; // near-ties closer than this go to the earlier candidate (default pick first)
   uint64_t seed = 0x9e3779b97f4a7c15ull;  // random inputs
 };
 

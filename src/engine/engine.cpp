@@ -269,10 +269,7 @@ Kernel Engine::Impl::tune(const GemmProblem& p, const std::string& key, TuneRepo
     std::vector<detail::Candidate*> cands;
     for (size_t i : racing) cands.push_back(entries[i].cand.get());
     GpuBench bench(p, cands, opt.tune, dev, stream);
-    long preferred = -1;
-    for (size_t j = 0; j < racing.size(); ++j)
-      if (entries[racing[j]].result.is_default) preferred = long(j);
-    RaceResult race_result = race(cands.size(), [&](size_t i) { return bench.sample(i); }, opt.tune, preferred);
+    RaceResult race_result = race(cands.size(), [&](size_t i) { return bench.sample(i); }, opt.tune);
     for (size_t j = 0; j < racing.size(); ++j) {
       auto& res = entries[racing[j]].result;
       const Stats& st = race_result.stats[j];

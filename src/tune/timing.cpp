@@ -92,7 +92,7 @@ class Race {
 
 }  // namespace
 
-RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt, long preferred) {
+RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
   GT_CHECK(opt.min_rounds >= 1, "tune.min_rounds: must be >= 1");
   GT_CHECK(opt.max_rounds >= opt.min_rounds, "tune.max_rounds: must be >= tune.min_rounds");
   GT_CHECK(opt.prune_ratio >= 1, "tune.prune_ratio: must be >= 1");
@@ -128,12 +128,13 @@ RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt, long pr
   }
   if (contenders.empty()) return r.res;
 
-  size_t w = r.ranked(contenders)[0];
-  // The library's own pick keeps a near-tie: leaving it needs a lead larger than
-  // prefer_margin, which makes the choice stable from one tune to the next.
-  if (preferred >= 0 && size_t(preferred) < n && std::find(contenders.begin(), contenders.end(), size_t(preferred)) != contenders.end() &&
-      r.res.stats[size_t(preferred)].median <= r.res.stats[w].median * (1 + opt.prefer_margin))
-    w = size_t(preferred);
+  // Within prefer_margin of the fastest, the earliest candidate in the given (stable) order
+  // wins: backends list the library's own pick first and then their heuristic's order, so a
+  // tune leaves it only on evidence, and ties resolve the same way from one tune to the next.
+  const double fastest = r.res.stats[r.ranked(contenders)[0]].median;
+  size_t w = n;
+  for (size_t i : contenders)
+    if (r.res.stats[i].median <= fastest * (1 + opt.prefer_margin)) w = std::min(w, i);
   const Stats& s = r.res.stats[w];
   r.res.winner = long(w);
   r.res.spread = s.median > 0 ? (s.p80 - s.p20) / s.median : 0;

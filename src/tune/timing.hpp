@@ -49,11 +49,11 @@ struct RaceResult {
 //     tie_tolerance, on samples older than the re-timed ones; if every near-tie failed while
 //     re-timed, among the other survivors), exact ties to the lower index.
 //     winner = -1 when every candidate failed. spread = the winner's (p80 - p20) / median.
-//  5. `preferred` (the library's default pick, or -1), if among the near-ties and within
-//     prefer_margin of that winner's median, wins instead: a tune leaves the default only on
-//     evidence, so ties resolve the same way every time.
+//     Among those near-ties, the lowest index within prefer_margin of the fastest median
+//     wins: the caller's order is a preference (the library's default pick first), so a tune
+//     leaves it only on evidence and ties resolve the same way every time.
 // Throws Error for invalid options (min_rounds < 1, max_rounds < min_rounds, prune_ratio < 1,
 // tie_tolerance < 0, tie_rounds < 0).
-RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt, long preferred = -1);
+RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt);
 
 }  // namespace gemmtune

@@ -141,6 +141,7 @@ TEST(RaceTest, DriftDoesNotFavourCandidateZero) {
         TuneOptions o = opts();
         o.max_rounds = max_rounds;
         o.tie_rounds = tie_rounds;
+        o.prefer_margin = 0;  // measure the rotation alone, not the preference for index 0
         FakeClock c{.speed = std::vector<double>(k, 100), .drift = 0.002};
         RaceResult r = race(k, c.sampler(), o);
         ASSERT_GE(r.winner, 0);
@@ -292,23 +293,21 @@ TEST(RaceTest, ContinuesWhileLeaderUnclear) {
 }
 
 }  // namespace
-TEST(RaceTest, PreferredCandidateKeepsNearTiesOnly) {
-  // The preferred (library default) candidate wins when within prefer_margin of the fastest...
-  FakeClock close{.speed = {100, 100.5, 110}};
+TEST(RaceTest, NearTiesGoToTheEarlierCandidate) {
+  // Within prefer_margin of the fastest, the lowest index (the caller's preference) wins...
   TuneOptions o = opts();
   o.prefer_margin = 0.01;
-  EXPECT_EQ(race(3, close.sampler(), o, 1).winner, 1);
-  // ...but not when the fastest leads by more than the margin, nor when it was pruned.
-  FakeClock apart{.speed = {100, 101.5, 110}};
-  EXPECT_EQ(race(3, apart.sampler(), o, 1).winner, 0);
-  FakeClock slow{.speed = {100, 200}};
-  EXPECT_EQ(race(2, slow.sampler(), o, 1).winner, 0);
-  // No preference, or a margin of 0: the plain fastest.
-  FakeClock again{.speed = {100, 100.5, 110}};
-  EXPECT_EQ(race(3, again.sampler(), o).winner, 0);
+  FakeClock close{.speed = {110, 100.5, 100}};
+  EXPECT_EQ(race(3, close.sampler(), o).winner, 1);
+  // ...but not when the fastest leads by more than the margin, nor after pruning.
+  FakeClock apart{.speed = {110, 101.5, 100}};
+  EXPECT_EQ(race(3, apart.sampler(), o).winner, 2);
+  FakeClock slow{.speed = {200, 100}};
+  EXPECT_EQ(race(2, slow.sampler(), o).winner, 1);
+  // A margin of 0: the plain fastest.
   o.prefer_margin = 0;
-  FakeClock zero{.speed = {100, 100.5, 110}};
-  EXPECT_EQ(race(3, zero.sampler(), o, 1).winner, 0);
+  FakeClock zero{.speed = {110, 100.5, 100}};
+  EXPECT_EQ(race(3, zero.sampler(), o).winner, 2);
   o.prefer_margin = -1;
   FakeClock bad{.speed = {100}};
   EXPECT_THROW(race(1, bad.sampler(), o), Error);
