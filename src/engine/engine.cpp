@@ -2,6 +2,8 @@
 #include "gemmtune/engine.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -42,6 +44,7 @@ constexpr Registered kBackends[] = {
 struct Entry {
   std::shared_ptr<detail::Candidate> cand;
   CandidateResult result;
+  bool prepared = false;
   bool racing = false;
 };
 
@@ -70,6 +73,7 @@ struct Engine::Impl {
   std::optional<Kernel> from_cache(const GemmProblem& p, const std::string& key, TuneReport* report);
   Kernel tune(const GemmProblem& p, const std::string& key, TuneReport* report);
   std::vector<Entry> gather(const GemmProblem& p, TuneReport& r);
+  void prepare_all(std::vector<Entry>& entries);
   void verify(const GemmProblem& p, std::vector<Entry>& entries, const Stream& s);
 };
 
@@ -210,7 +214,37 @@ std::vector<Entry> Engine::Impl::gather(const GemmProblem& p, TuneReport& r) {
   return out;
 }
 
-// Prepares every entry and checks it against the GPU reference; only correct ones race.
+// Compiles / prepares every candidate, several at once (compilers run as separate processes;
+// other preparation is cheap host work). A failure is recorded on the entry, never thrown.
+void Engine::Impl::prepare_all(std::vector<Entry>& entries) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    cudaSetDevice(opt.device);  // threads start on device 0
+    for (size_t i; (i = next++) < entries.size();) {
+      Entry& e = entries[i];
+      auto t0 = Clock::now();
+      try {
+        e.cand->prepare();
+        e.prepared = true;
+      } catch (const std::exception& err) {
+        e.result.status = CandidateStatus::failed;
+        auto* ge = dynamic_cast<const Error*>(&err);
+        e.result.reason = ge ? ge->message() : std::string("unexpected error: ") + err.what();
+      }
+      e.result.compile_s = std::max(e.cand->compile_seconds(), seconds_since(t0));
+    }
+  };
+  unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+  threads = unsigned(std::min<size_t>(threads, entries.size()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (auto& e : entries)
+    if (!e.prepared) log("  " + e.result.backend + " " + e.result.name + ": failed: " + e.result.reason);
+}
+
+// Checks every prepared entry against the GPU reference; only correct ones race.
 void Engine::Impl::verify(const GemmProblem& p, std::vector<Entry>& entries, const Stream& s) {
   OperandSet ops(p, opt.tune.seed, s.get());
   DeviceBuffer ref(size_t(p.m) * p.n * sizeof(float));
@@ -218,10 +252,8 @@ void Engine::Impl::verify(const GemmProblem& p, std::vector<Entry>& entries, con
   s.sync();
   for (auto& e : entries) {
     auto& r = e.result;
+    if (!e.prepared) continue;
     try {
-      auto t0 = Clock::now();
-      e.cand->prepare();
-      r.compile_s = std::max(e.cand->compile_seconds(), seconds_since(t0));
       ops.poison_d(s.get());
       e.cand->run(ops.args(), s.get());
       GT_CUDA(cudaGetLastError());
@@ -259,6 +291,7 @@ Kernel Engine::Impl::tune(const GemmProblem& p, const std::string& key, TuneRepo
     return s;
   }());
 
+  prepare_all(entries);
   Stream stream;
   verify(p, entries, stream);
   std::vector<size_t> racing;
