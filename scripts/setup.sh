@@ -17,6 +17,75 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# --- Python compile worker (Triton backend): the project's own venv .venv -------------------
+# Pinned in python/requirements.txt; installs only what is missing. A failure here is only a
+# warning: the Triton backend then reports "not available" and everything else works.
+# GEMMTUNE_SKIP_VENV=1 skips this block.
+setup_venv() {
+  local venv=.venv req=python/requirements.txt py=${GEMMTUNE_VENV_PYTHON:-python3}
+  if [ -e "$venv" ] && ! "$venv/bin/python" -c "" >/dev/null 2>&1; then
+    echo "setup: $venv is broken; recreating it" >&2
+    rm -rf "$venv"
+  fi
+  if [ ! -x "$venv/bin/python" ]; then
+    echo "setup: creating $venv with $py" >&2
+    if ! "$py" -m venv "$venv" >/dev/null 2>&1; then
+      # Debian's python3 needs python3-venv for ensurepip.
+      local SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+      if ! dpkg -s python3-venv >/dev/null 2>&1; then
+        $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null || true
+      fi
+      rm -rf "$venv"
+      "$py" -m venv "$venv" >/dev/null || return 1
+    fi
+  fi
+  # Quick check (no network) whether every pin is already installed.
+  if "$venv/bin/python" - "$req" <<'PY' 2>/dev/null; then return 0; fi
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, _, want = line.partition("==")
+    try:
+        if version(name) != want:
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+  echo "setup: installing python/requirements.txt into $venv" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" || return 1
+  "$venv/bin/python" -c "import triton" || return 1
+}
+if [ "${GEMMTUNE_SKIP_VENV:-0}" != 1 ]; then
+  setup_venv || echo "setup: WARNING: could not set up .venv with python/requirements.txt; the Triton backend will be unavailable" >&2
+fi
+# --- end of the Python compile worker block ----------------------------------------------
+
+# --- CUTLASS C++ headers (cutlass backend): nvidia-cutlass into .venv, --no-deps ----------------
+# Pinned in python/requirements-cutlass.txt. The backend finds
+# .venv/lib/python3*/site-packages/cutlass_library/source/include at run time ($GEMMTUNE_CUTLASS_DIR
+# overrides). A failure is only a warning: the backend then reports "not available".
+# Needs the .venv of the block above; GEMMTUNE_SKIP_VENV=1 skips this block too.
+setup_cutlass() {
+  local venv=.venv req=python/requirements-cutlass.txt
+  [ -x "$venv/bin/python" ] || return 1
+  local want
+  want=$(sed -n 's/^nvidia-cutlass==\([^ #]*\).*/\1/p' "$req")
+  if [ -n "$want" ] && [ "$("$venv/bin/python" -c 'from importlib.metadata import version; print(version("nvidia-cutlass"))' 2>/dev/null)" = "$want" ] \
+     && compgen -G "$venv/lib/python3*/site-packages/cutlass_library/source/include/cutlass/version.h" >/dev/null; then
+    return 0
+  fi
+  echo "setup: installing $req into $venv (--no-deps)" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$req" || return 1
+  compgen -G "$venv/lib/python3*/site-packages/cutlass_library/source/include/cutlass/version.h" >/dev/null
+}
+if [ "${GEMMTUNE_SKIP_VENV:-0}" != 1 ]; then
+  setup_cutlass || echo "setup: WARNING: could not install CUTLASS headers (python/requirements-cutlass.txt); the cutlass backend will be unavailable" >&2
+fi
+# --- end of the CUTLASS block -------------------------------------------------------------------
+
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
   echo "setup: no CUDA toolkit at $CUDA_HOME (set CUDA_HOME); gemmtune needs CUDA 13.0's nvcc and cuBLASLt" >&2
