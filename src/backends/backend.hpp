@@ -68,5 +68,7 @@ class Backend {
 // Factories, one per backend folder; each constructs without throwing (an unusable backend
 // reports it through available()).
 std::unique_ptr<Backend> make_cublaslt_backend(const BackendContext& ctx);
+std::unique_ptr<Backend> make_triton_backend(const BackendContext& ctx);
+std::unique_ptr<Backend> make_cutlass_backend(const BackendContext& ctx);
 
 }  // namespace gemmtune

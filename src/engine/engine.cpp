@@ -38,6 +38,8 @@ struct Registered {
 // Every backend the engine knows, in the order ties are broken.
 constexpr Registered kBackends[] = {
     {"cublaslt", &make_cublaslt_backend},
+    {"triton", &make_triton_backend},
+    {"cutlass", &make_cutlass_backend},
 };
 
 // A candidate during one tune: the variant, its result row, and whether it may race.

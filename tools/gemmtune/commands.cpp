@@ -29,6 +29,7 @@ int run_cli(int argc, char** argv) {
       case Command::run: return cmd_run(cli.run);
       case Command::cache: return cmd_cache(cli.cache);
       case Command::info: return cmd_info(cli.info);
+      case Command::precompile: return cmd_precompile(cli.precompile);
       case Command::none: break;
     }
     std::cerr << cli.app.help();

@@ -26,6 +26,7 @@ int cmd_suite(const SuiteArgs& args);
 int cmd_run(const RunArgs& args);
 int cmd_cache(const CacheArgs& args);
 int cmd_info(const InfoArgs& args);
+int cmd_precompile(const PrecompileArgs& args);
 
 // The tune command's human-readable report: problem, answer (tuned now / from cache), one
 // table row per candidate (sorted as report_results sorts), winner vs default, roof, notes.

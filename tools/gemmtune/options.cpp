@@ -155,6 +155,20 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   info_ = app.add_subcommand("info", "Device, versions, backends, cache path and measured ceilings");
   info_->add_flag("--no-measure", info.no_measure, "skip measuring the copy / bf16 / fp8 ceilings");
   add_engine_flags(info_, info.engine);
+
+  precompile_ = app.add_subcommand("precompile",
+                                   "Build the CUTLASS kernels every problem of a suite would try, without a GPU");
+  precompile_->add_option("file", precompile.file, "suite CSV, as for `suite`")->required();
+  precompile_->add_option("--m-values", precompile.m_values, "CSV with header phase,m, as for `suite`");
+  add_problem_flags(precompile_, precompile.problem, false);
+  precompile_->add_option("--artifacts", precompile.artifacts,
+                          "artifact store (default: $GEMMTUNE_ARTIFACTS, else ~/.cache/gemmtune/artifacts)");
+  precompile_->add_option("--jobs", precompile.jobs, "nvcc processes at once (default: $GEMMTUNE_NVCC_JOBS, else cores)");
+  precompile_->add_option("--max-configs", precompile.max_configs,
+                          "candidates per problem (default: $GEMMTUNE_CUTLASS_MAX_CONFIGS, else 16)");
+  precompile_->add_option("--sms", precompile.sms, "SM count of the target GPU (H200: 132)")->capture_default_str();
+  precompile_->add_option("--json", precompile.json, "one JSON line per instance to FILE (- = stdout)");
+  precompile_->footer("Copy the artifact directory to the GPU machine as a kernel pack: docs/cutlass.md.");
 }
 
 void Cli::parse(int argc, const char* const* argv) { app.parse(argc, argv); }
@@ -173,6 +187,7 @@ Command Cli::command() const {
   if (run_->parsed()) return Command::run;
   if (cache_->parsed()) return Command::cache;
   if (info_->parsed()) return Command::info;
+  if (precompile_->parsed()) return Command::precompile;
   return Command::none;
 }
 

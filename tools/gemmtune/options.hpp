@@ -80,7 +80,19 @@ struct InfoArgs {
   EngineFlags engine;
 };
 
-enum class Command { none, tune, suite, run, cache, info };
+// `precompile`: build the compiled backends' kernels for a suite without a GPU (cmd_precompile.cpp).
+struct PrecompileArgs {
+  std::string file;
+  std::string m_values;
+  ProblemFlags problem;
+  std::string artifacts;  // artifact store root; empty: $GEMMTUNE_ARTIFACTS, else the default
+  int jobs = 0;           // nvcc processes at once; 0: $GEMMTUNE_NVCC_JOBS, else the cores
+  int max_configs = 0;    // candidates per problem; 0: $GEMMTUNE_CUTLASS_MAX_CONFIGS, else 16
+  int sms = 132;          // SMs of the target device (H200: 132)
+  std::string json;       // one JSON line per instance to FILE (- = stdout)
+};
+
+enum class Command { none, tune, suite, run, cache, info, precompile };
 
 // The whole grammar, bound to `args`. Not movable (CLI11 binds member addresses).
 class Cli {
@@ -104,10 +116,11 @@ class Cli {
   RunArgs run;
   CacheArgs cache;
   InfoArgs info;
+  PrecompileArgs precompile;
   CLI::App app;
 
  private:
-  CLI::App *tune_ = nullptr, *suite_ = nullptr, *run_ = nullptr, *cache_ = nullptr, *info_ = nullptr;
+  CLI::App *tune_ = nullptr, *suite_ = nullptr, *run_ = nullptr, *cache_ = nullptr, *info_ = nullptr, *precompile_ = nullptr;
 };
 
 // Nominal H200 ceilings (copy TB/s, bf16 and fp8 TFLOP/s) measured with cuBLASLt on random

@@ -1,0 +1,86 @@
+// The CUTLASS backend's config space (docs/cutlass.md), its pruning per problem, and the
+// problem-level rules of our kernel template (kernel/sm90_gemm.cuh). Host-only: no CUDA calls.
+//
+// Space: CTA tile M, N in {64, 128, 256}, K spanning 128 bytes (64 for 16-bit inputs, 128 for
+// fp8); cluster 1x1, 2x1, 1x2; cooperative or ping-pong warp specialization; swap-AB (the kernel
+// computes D^T) for problems with small m. Tiles, clusters and schedules are in KERNEL terms:
+// with swap-AB the kernel's M is the problem's n.
+//
+// A config's id is compact and canonical: "co128x128x64c2x1" (cooperative, tile 128x128x64,
+// cluster 2x1), "pp64x128x64c1x1s" (ping-pong, swap-AB). Config::parse(c.id()) == c.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "gemmtune/problem.hpp"
+
+namespace gemmtune::cutlass_backend {
+
+enum class Schedule : uint8_t { cooperative, pingpong };
+
+struct Config {
+  int tile_m = 128, tile_n = 128, tile_k = 64;  // kernel terms
+  int cluster_m = 1, cluster_n = 1;
+  Schedule schedule = Schedule::cooperative;
+  bool swap_ab = false;
+
+  std::string id() const;
+  std::string name() const;  // "cooperative 128x128x64 cluster 2x1", "... swap-AB"
+  // Throws Error naming the id when it is not the canonical id of a config in range.
+  static Config parse(std::string_view id);
+  bool operator==(const Config&) const = default;
+};
+
+constexpr int64_t kMaxSharedBytes = 232448;  // 227 KiB: sm_90's opt-in shared memory per block
+constexpr int kMinStages = 2;                // fewer mainloop stages than this: not a candidate
+
+// Problem-level rules (no config): dtypes, layouts, TMA's 16-byte rule on leading dimensions,
+// the i32 sizes CUTLASS's problem shape takes.
+Verdict problem_verdict(const GemmProblem& p);
+// Whether the config can run `p` on a device with compute capability `dev` (the template's
+// static_asserts, restated; shared memory; fp8's tile K); the reason when not. Used for ids from
+// the cache too.
+Verdict check(const Config& c, const GemmProblem& p);
+// Bytes of one mainloop stage (A and B tiles) and the epilogue's shared memory, estimated.
+int64_t stage_bytes(const Config& c, const GemmProblem& p);
+int64_t epilogue_bytes(const Config& c, const GemmProblem& p);
+// Mainloop stages that fit next to the epilogue (what StageCountAutoCarveout picks).
+int stages(const Config& c, const GemmProblem& p);
+
+// Every config that passes check() for `p`, before ranking, in a stable order.
+std::vector<Config> valid_configs(const GemmProblem& p);
+// The pruned, ranked candidates for `p` on `sm_count` SMs: configs whose tiles are far larger
+// than the problem dropped, the rest ordered by a wave-quantization cost model, at most
+// `max_configs` kept (both schedules and swap-AB, where valid, are kept represented).
+std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs = 16);
+// Estimated relative cost (lower is better) that configs_for ranks by.
+double cost_estimate(const Config& c, const GemmProblem& p, int sm_count);
+
+// The kernel template's parameters for (config, problem): everything an instance bakes in.
+// alpha, beta, sizes and leading dimensions stay run-time arguments, so one instance serves
+// every shape with the same dtypes, layouts and epilogue.
+struct InstanceSpec {
+  DType a = DType::bf16, b = DType::bf16, d = DType::bf16;
+  bool a_row = true, b_row = false, d_row = true;
+  bool has_c = false, bias = false;
+  Activation act = Activation::none;
+  ScaleMode scale = ScaleMode::none;
+  Config config;
+
+  static InstanceSpec of(const Config& c, const GemmProblem& p);
+  // Canonical one-line text ("a=bf16 b=bf16 d=bf16 layout=rcr c=0 bias=1 act=gelu_tanh
+  // scale=none cfg=co128x128x64c1x1"): the config string the .so reports, part of its key.
+  std::string text() const;
+  // The generated translation unit: a few lines instantiating kernel/sm90_gemm.cuh.
+  std::string source() const;
+};
+
+// A device description for sm_90a / H200 (132 SMs) for enumerating and compiling candidates on
+// machines without a GPU (`gemmtune precompile`).
+DeviceInfo h200_device();
+
+}  // namespace gemmtune::cutlass_backend

@@ -1,0 +1,273 @@
+// The cutlass backend (see cutlass_backend.hpp).
+//
+// Candidates: configs_for(problem) on the engine's device (at most $GEMMTUNE_CUTLASS_MAX_CONFIGS,
+// default 16). A candidate's id is its config id ("co128x128x64c2x1"); with the problem it
+// determines the instance, so load(problem, id) rebuilds it in another process. In load-only
+// mode (a copied artifact store, no nvcc here) only configs already in the store are candidates.
+//
+// prepare(): build or store hit, load the .so, ask its can_implement for this problem (shapes and
+// leading dimensions), allocate the workspace it asks for. run(): fill the arguments, call the
+// entry point; a non-OK status throws Error with the instance's own status text.
+// Threads: run() may be called from several threads; the arguments live on the stack, and the
+// workspace (0 bytes for the persistent data-parallel scheduler) is shared, so runs of one
+// candidate on different streams must not overlap when it is not empty.
+#include "backends/cutlass/cutlass_backend.hpp"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/cuda.hpp"
+#include "gemmtune/error.hpp"
+
+namespace gemmtune {
+namespace cutlass_backend {
+
+// ---- Library ------------------------------------------------------------------------------------
+
+namespace {
+
+std::mutex g_libs_mu;
+std::map<std::string, std::shared_ptr<const Library>> g_libs;  // by artifact key
+
+void* open_bytes(const std::string& key, const std::string& bytes) {
+  int fd = memfd_create(("gt-cutlass-" + key.substr(0, 16)).c_str(), MFD_CLOEXEC);
+  if (fd < 0) GT_THROW("cutlass: memfd_create failed: " + std::string(std::strerror(errno)));
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ::close(fd);
+      GT_THROW("cutlass: writing the shared object to a memfd failed: " + std::string(std::strerror(errno)));
+    }
+    off += size_t(w);
+  }
+  // NOTES: the fd stays open for the life of the process (libraries are never unloaded): glibc
+  // treats a second dlopen of the same path as the same library, and a closed fd's number (so
+  // its /proc/self/fd path) is reused by the next memfd.
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* err = dlerror();
+    ::close(fd);
+    GT_THROW("cutlass: dlopen of artifact " + key.substr(0, 16) + " failed: " + (err ? err : "unknown"));
+  }
+  return h;
+}
+
+template <class Fn>
+Fn symbol(void* h, const char* name, const std::string& key) {
+  void* s = dlsym(h, name);
+  if (!s) GT_THROW(std::string("cutlass: artifact ") + key.substr(0, 16) + " has no symbol " + name);
+  return reinterpret_cast<Fn>(s);
+}
+
+}  // namespace
+
+std::shared_ptr<const Library> Library::open(const Artifact& artifact, const std::string& expect_config) {
+  std::lock_guard<std::mutex> lock(g_libs_mu);
+  if (auto it = g_libs.find(artifact.key); it != g_libs.end()) return it->second;
+  void* h = open_bytes(artifact.key, *artifact.bytes);
+  auto lib = std::make_shared<Library>();
+  lib->key = artifact.key;
+  auto abi = symbol<gt_cutlass_abi_version_fn>(h, "gt_cutlass_abi_version", artifact.key);
+  lib->config = symbol<gt_cutlass_config_fn>(h, "gt_cutlass_config", artifact.key);
+  lib->can_implement = symbol<gt_cutlass_can_implement_fn>(h, "gt_cutlass_can_implement", artifact.key);
+  lib->workspace = symbol<gt_cutlass_workspace_fn>(h, "gt_cutlass_workspace", artifact.key);
+  lib->run = symbol<gt_cutlass_run_fn>(h, "gt_cutlass_run", artifact.key);
+  lib->status_text = symbol<gt_cutlass_status_text_fn>(h, "gt_cutlass_status_text", artifact.key);
+  if (int v = abi(); v != GT_CUTLASS_ABI_VERSION)
+    GT_THROW("cutlass: artifact " + artifact.key.substr(0, 16) + " has ABI version " + std::to_string(v) +
+             ", this build expects " + std::to_string(GT_CUTLASS_ABI_VERSION));
+  if (std::string got = lib->config(); got != expect_config)
+    GT_THROW("cutlass: artifact " + artifact.key.substr(0, 16) + " is '" + got + "', expected '" + expect_config + "'");
+  g_libs[artifact.key] = lib;
+  return lib;
+}
+
+int default_max_configs() {
+  const char* v = std::getenv("GEMMTUNE_CUTLASS_MAX_CONFIGS");
+  int n = v ? std::atoi(v) : 0;
+  return n > 0 ? n : 16;
+}
+
+// ---- precompile ---------------------------------------------------------------------------------
+
+std::vector<PrecompileItem> precompile(Builder& builder, const std::vector<GemmProblem>& problems, int sm_count,
+                                       int max_configs, int threads,
+                                       const std::function<void(const PrecompileItem&)>& progress) {
+  std::vector<PrecompileItem> items;
+  std::vector<InstanceSpec> specs;
+  std::set<std::string> seen;
+  for (const GemmProblem& p : problems) {
+    if (Verdict v = problem_verdict(p); !v) {
+      PrecompileItem it;
+      it.problem = p.str();
+      it.error = "does not support: " + v.reason;
+      items.push_back(std::move(it));
+      continue;
+    }
+    for (const Config& c : configs_for(p, sm_count, max_configs)) {
+      InstanceSpec s = InstanceSpec::of(c, p);
+      std::string key = builder.key(s);
+      if (!seen.insert(key).second) continue;
+      PrecompileItem it;
+      it.problem = p.str(), it.config = c, it.instance = s.text(), it.key = key;
+      items.push_back(std::move(it));
+      specs.push_back(std::move(s));
+    }
+  }
+  // items without a key (unsupported problems) are done; the rest map 1:1 onto specs in order.
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < items.size(); ++i)
+    if (!items[i].key.empty()) todo.push_back(i);
+    else if (progress) progress(items[i]);
+
+  std::atomic<size_t> next{0};
+  std::mutex progress_mu;
+  auto work = [&] {
+    for (size_t j; (j = next++) < todo.size();) {
+      PrecompileItem& it = items[todo[j]];
+      try {
+        Built b = builder.build(specs[j]);
+        it.store_hit = b.store_hit;
+        it.seconds = b.compile_s;
+      } catch (const std::exception& e) {
+        auto* ge = dynamic_cast<const Error*>(&e);
+        it.error = ge ? ge->message() : e.what();
+      }
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        progress(it);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t n = std::min<size_t>(std::max(1, threads), todo.size());
+  for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return items;
+}
+
+// ---- the backend --------------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kName = "cutlass";
+
+class CutlassCandidate final : public detail::Candidate {
+ public:
+  CutlassCandidate(std::shared_ptr<Builder> builder, const DeviceInfo& dev, const GemmProblem& p, const Config& c)
+      : builder_(std::move(builder)), dev_(dev), p_(p), spec_(InstanceSpec::of(c, p)) {}
+
+  std::string backend() const override { return kName; }
+  std::string id() const override { return spec_.config.id(); }
+  std::string name() const override { return spec_.config.name(); }
+  double compile_seconds() const override { return compile_s_; }
+
+  void prepare() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lib_) return;
+    Built b = builder_->build(spec_);
+    compile_s_ = b.compile_s;
+    auto lib = Library::open(b.artifact, spec_.text());
+    GtCutlassArgs a = args({});
+    if (int st = lib->can_implement(&a); st != GT_CUTLASS_OK)
+      GT_THROW("cutlass: " + id() + " cannot run " + p_.str() + ": " + lib->status_text(st));
+    ws_ = DeviceBuffer(lib->workspace(&a));
+    lib_ = std::move(lib);
+  }
+
+  void run(const GemmArgs& g, cudaStream_t s) override {
+    if (!lib_) prepare();
+    GtCutlassArgs a = args(g);
+    if (int st = lib_->run(&a, ws_.get(), s); st != GT_CUTLASS_OK)
+      GT_THROW("cutlass: " + id() + ": " + lib_->status_text(st));
+  }
+
+ private:
+  GtCutlassArgs args(const GemmArgs& g) const {
+    GtCutlassArgs a{};
+    a.abi_version = GT_CUTLASS_ABI_VERSION;
+    a.device = dev_.index < 0 ? 0 : dev_.index;
+    a.sm_count = dev_.sm_count;
+    a.m = p_.m, a.n = p_.n, a.k = p_.k;
+    a.a = g.a, a.b = g.b, a.c = p_.uses_c() ? g.c : nullptr, a.d = g.d, a.bias = g.bias;
+    a.scale_a = g.scale_a, a.scale_b = g.scale_b;
+    a.lda = p_.lda(), a.ldb = p_.ldb(), a.ldc = p_.uses_c() ? p_.ldc() : p_.ldd(), a.ldd = p_.ldd();
+    a.alpha = p_.alpha, a.beta = p_.beta;
+    return a;
+  }
+
+  std::shared_ptr<Builder> builder_;
+  DeviceInfo dev_;
+  GemmProblem p_;
+  InstanceSpec spec_;
+  std::mutex mu_;
+  std::shared_ptr<const Library> lib_;
+  DeviceBuffer ws_;
+  double compile_s_ = 0;
+};
+
+class CutlassBackend final : public Backend {
+ public:
+  explicit CutlassBackend(const BackendContext& ctx) : dev_(ctx.device) {
+    try {
+      builder_ = std::make_shared<Builder>(BuilderOptions::defaults(ctx.log));
+      if (Verdict v = builder_->available(); !v) unavailable_ = v.reason;
+    } catch (const std::exception& e) {
+      unavailable_ = std::string("cannot set up the builder: ") + e.what();
+    }
+    if (unavailable_.empty() && dev_.index >= 0 && !(dev_.cc_major == 9 && dev_.cc_minor == 0))
+      unavailable_ = "kernels are built for sm_90a (Hopper); this device is " + dev_.name + " (cc " +
+                     std::to_string(dev_.cc_major) + "." + std::to_string(dev_.cc_minor) + ")";
+  }
+
+  std::string name() const override { return kName; }
+  std::string version() const override { return builder_ ? builder_->version() : "unavailable"; }
+  Verdict available() const override { return unavailable_.empty() ? Verdict::yes() : Verdict::no(unavailable_); }
+  Verdict supports(const GemmProblem& p) const override { return problem_verdict(p); }
+
+  std::vector<std::unique_ptr<detail::Candidate>> candidates(const GemmProblem& p) override {
+    std::vector<std::unique_ptr<detail::Candidate>> out;
+    for (const Config& c : configs_for(p, dev_.sm_count, default_max_configs())) {
+      if (builder_->load_only() && !builder_->cached(InstanceSpec::of(c, p))) continue;
+      out.push_back(std::make_unique<CutlassCandidate>(builder_, dev_, p, c));
+    }
+    if (out.empty() && builder_->load_only())
+      GT_THROW("load-only (no nvcc or CUTLASS here) and the artifact store holds none of this problem's instances");
+    return out;
+  }
+
+  std::unique_ptr<detail::Candidate> load(const GemmProblem& p, const std::string& id) override {
+    GT_CHECK(unavailable_.empty(), "cutlass: not available: " + unavailable_);
+    Config c = Config::parse(id);
+    if (Verdict v = check(c, p); !v) GT_THROW("cutlass: candidate " + id + " cannot run " + p.str() + ": " + v.reason);
+    return std::make_unique<CutlassCandidate>(builder_, dev_, p, c);
+  }
+
+ private:
+  DeviceInfo dev_;
+  std::shared_ptr<Builder> builder_;
+  std::string unavailable_;
+};
+
+}  // namespace
+}  // namespace cutlass_backend
+
+std::unique_ptr<Backend> make_cutlass_backend(const BackendContext& ctx) {
+  return std::make_unique<cutlass_backend::CutlassBackend>(ctx);
+}
+
+}  // namespace gemmtune

@@ -1,0 +1,73 @@
+/* The C ABI between gemmtune's CUTLASS loader (src/backends/cutlass/) and one generated
+ * CUTLASS kernel shared object (kernel/sm90_gemm.cuh instantiated by a few generated lines).
+ *
+ * Every generated .so exports exactly these functions, with C linkage and default visibility
+ * (everything else in it, its static CUDA runtime included, is hidden):
+ *
+ *   int         gt_cutlass_abi_version(void);                  GT_CUTLASS_ABI_VERSION
+ *   const char* gt_cutlass_config(void);                       the instance's config text
+ *   int         gt_cutlass_can_implement(const GtCutlassArgs*); GT_CUTLASS_OK or a status
+ *   size_t      gt_cutlass_workspace(const GtCutlassArgs*);    device bytes run() needs
+ *   int         gt_cutlass_run(const GtCutlassArgs*, void* workspace, cudaStream_t);
+ *   const char* gt_cutlass_status_text(int status);
+ *
+ * Arguments are always in the PROBLEM's terms (gemmtune's GemmProblem): D[m, n] = act(alpha *
+ * sa * sb * (A[m, k] @ B[k, n]) + beta * C[m, n] + bias[n]); an instance built with swap-AB
+ * transposes internally. Pointers are device pointers, 16-byte aligned; leading dimensions are
+ * in elements and resolved (never 0). The .so carries its own (static) CUDA runtime, so it
+ * reports CUDA errors of its launches itself: gt_cutlass_run returns GT_CUTLASS_CUDA_ERROR and
+ * gt_cutlass_status_text(status) then names the CUDA error.
+ */
+#ifndef GEMMTUNE_CUTLASS_ABI_H
+#define GEMMTUNE_CUTLASS_ABI_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GT_CUTLASS_ABI_VERSION 1
+
+/* Status codes returned by gt_cutlass_can_implement and gt_cutlass_run. */
+enum {
+  GT_CUTLASS_OK = 0,
+  GT_CUTLASS_BAD_ABI = 1,        /* args->abi_version != GT_CUTLASS_ABI_VERSION */
+  GT_CUTLASS_BAD_ARGS = 2,       /* a required pointer is null, a size or ld is out of range */
+  GT_CUTLASS_MISALIGNED = 3,     /* a pointer or leading dimension breaks TMA's 16-byte rule */
+  GT_CUTLASS_CANNOT_IMPLEMENT = 4, /* CUTLASS's can_implement said no */
+  GT_CUTLASS_INIT_FAILED = 5,    /* CUTLASS's initialize failed (e.g. shared memory attribute) */
+  GT_CUTLASS_CUDA_ERROR = 6      /* a CUDA error in the launch; see gt_cutlass_status_text */
+};
+
+typedef struct GtCutlassArgs {
+  int32_t abi_version; /* GT_CUTLASS_ABI_VERSION */
+  int32_t device;      /* CUDA device ordinal the stream belongs to */
+  int32_t sm_count;    /* SMs the persistent scheduler may use (0: query the device) */
+  int32_t reserved;
+  int64_t m, n, k;
+  const void* a;       /* [m, k] */
+  const void* b;       /* [k, n] */
+  const void* c;       /* [m, n]; read only by instances built with C (beta != 0) */
+  void* d;             /* [m, n] */
+  const void* bias;    /* [n], D's dtype; instances built with bias */
+  const float* scale_a; /* fp8: [1] tensorwise or [m] rowwise; else unused */
+  const float* scale_b; /* fp8: [1] tensorwise or [n] rowwise; else unused */
+  int64_t lda, ldb, ldc, ldd;
+  float alpha, beta;
+} GtCutlassArgs;
+
+typedef int (*gt_cutlass_abi_version_fn)(void);
+typedef const char* (*gt_cutlass_config_fn)(void);
+typedef int (*gt_cutlass_can_implement_fn)(const GtCutlassArgs*);
+typedef size_t (*gt_cutlass_workspace_fn)(const GtCutlassArgs*);
+typedef int (*gt_cutlass_run_fn)(const GtCutlassArgs*, void*, cudaStream_t);
+typedef const char* (*gt_cutlass_status_text_fn)(int);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GEMMTUNE_CUTLASS_ABI_H */

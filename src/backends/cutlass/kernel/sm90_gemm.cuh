@@ -1,0 +1,336 @@
+// gemmtune's CUTLASS 3.x GEMM for Hopper (sm_90a): one templated kernel, instantiated once per
+// config by a few generated lines (src/backends/cutlass/generate.cpp), compiled by nvcc into a
+// shared object whose C entry points are in gt_cutlass_abi.h.
+//
+//   D[m, n] = act( alpha * sa * sb * (A[m, k] @ B[k, n]) + beta * C[m, n] + bias[n] )
+//
+// Built on CUTLASS's collective builders: a TMA + warp-specialized (cooperative or ping-pong)
+// mainloop, a TMA warp-specialized epilogue whose fusion is an epilogue visitor tree (EVT)
+// written here, GemmUniversal with the persistent tile scheduler.
+//
+// Swap-AB: an instance with kSwapAB computes D^T[n, m] = B^T[n, k] @ A^T[k, m] (kernel M = n,
+// N = m). wgmma's M is at least 64 rows per warp group while its N goes down to 8, so a problem
+// with small m (decode: m = 1..64) wastes less of each tile as the kernel's N. Arguments stay in
+// the problem's terms; the swap, the layouts and which broadcast (row or column) carries bias
+// and rowwise scales all flip here.
+//
+// Layout terms: CUTLASS's A is (M, K) and "RowMajor" means K-contiguous; its B is (K, N) and
+// "ColumnMajor" means K-contiguous; C and D are (M, N). TMA needs 16-byte-aligned base pointers
+// and leading dimensions (checked in can_implement).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
+#include "cutlass/epilogue/thread/activation.h"
+#include "cutlass/functional.h"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/kernel_hardware_info.h"
+#include "gt_cutlass_abi.h"
+
+#if !defined(CUTLASS_ARCH_MMA_SM90_SUPPORTED) && defined(__CUDA_ARCH__)
+#error "gemmtune's CUTLASS kernels need sm_90a (-gencode=arch=compute_90a,code=sm_90a)"
+#endif
+
+namespace gemmtune::cutlass_kernel {
+
+// Operand dtypes the template takes (fp32/tf32 are left to cuBLASLt).
+enum class Dt : int { bf16 = 0, fp16 = 1, e4m3 = 2, e5m2 = 3 };
+enum class Sched : int { cooperative = 0, pingpong = 1 };
+enum class Act : int { none = 0, relu = 1, gelu_tanh = 2, silu = 3 };
+enum class Scale : int { none = 0, tensorwise = 1, rowwise = 2 };
+
+template <Dt> struct ElementOf;
+template <> struct ElementOf<Dt::bf16> { using type = cutlass::bfloat16_t; };
+template <> struct ElementOf<Dt::fp16> { using type = cutlass::half_t; };
+template <> struct ElementOf<Dt::e4m3> { using type = cutlass::float_e4m3_t; };
+template <> struct ElementOf<Dt::e5m2> { using type = cutlass::float_e5m2_t; };
+
+constexpr bool is_fp8(Dt t) { return t == Dt::e4m3 || t == Dt::e5m2; }
+constexpr int bytes_of(Dt t) { return is_fp8(t) ? 1 : 2; }
+
+template <Act> struct ActOf;
+template <> struct ActOf<Act::none> { template <class T> using fn = cutlass::epilogue::thread::Identity<T>; };
+template <> struct ActOf<Act::relu> { template <class T> using fn = cutlass::epilogue::thread::ReLu<T>; };
+// GELU_taylor is the tanh approximation (torch's approximate="tanh").
+template <> struct ActOf<Act::gelu_tanh> { template <class T> using fn = cutlass::epilogue::thread::GELU_taylor<T>; };
+template <> struct ActOf<Act::silu> { template <class T> using fn = cutlass::epilogue::thread::SiLu<T>; };
+
+// A stride type of CUTLASS (one static _1 and dynamic int64 modes) with its dynamic outer mode
+// set to `ld` (elements); the batch mode is unused (L = 1).
+template <class Stride>
+Stride stride_with_ld(int64_t ld) {
+  Stride s{};
+  if constexpr (cute::is_static_v<cute::remove_cvref_t<decltype(cute::get<0>(s))>>)
+    cute::get<1>(s) = ld;
+  else
+    cute::get<0>(s) = ld;
+  cute::get<2>(s) = 0;
+  return s;
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <Dt kA, Dt kB, Dt kD,                    // operand dtypes (C has D's)
+          bool kARow, bool kBRow, bool kDRow,     // problem layouts: A[m,k], B[k,n], D (and C) [m,n]
+          int kTileM, int kTileN, int kTileK,     // CTA tile, in kernel terms (after swap-AB)
+          int kClusterM, int kClusterN,           // thread-block cluster
+          Sched kSched,                           // warp-specialized schedule
+          bool kHasC, bool kBias, Act kAct, Scale kScale,
+          bool kSwapAB>
+struct Sm90Gemm {
+  // ---- the parameters' rules ------------------------------------------------------------------
+  static_assert(is_fp8(kA) == is_fp8(kB), "A and B must both be 16-bit or both be fp8");
+  static_assert(kA == kB || is_fp8(kA), "16-bit A and B must have the same dtype");
+  static_assert(!is_fp8(kD), "D must be bf16 or fp16 (fp8 outputs need a D scale: not supported)");
+  static_assert(kScale == Scale::none || is_fp8(kA), "scales apply to fp8 inputs only");
+  static_assert(kTileM == 64 || kTileM == 128 || kTileM == 256, "tile M must be 64, 128 or 256");
+  static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "tile N must be 64, 128 or 256");
+  static_assert(kTileK * bytes_of(kA) == 128 || kTileK * bytes_of(kA) == 256,
+                "tile K must span 128 or 256 bytes (64/128 for 16-bit, 128/256 for fp8)");
+  static_assert(kSched != Sched::cooperative || kTileM >= 128,
+                "the cooperative schedule splits tile M over two consumer warp groups: tile M >= 128");
+  static_assert(kSched != Sched::pingpong || kTileM <= 128,
+                "ping-pong gives each consumer warp group a whole tile: tile M <= 128");
+  // fp32 accumulators per consumer thread: cooperative splits a tile over 256 threads, ping-pong
+  // gives each 128-thread warp group a whole tile; more than 128 registers of them spills.
+  static_assert(kTileM * kTileN / (kSched == Sched::cooperative ? 256 : 128) <= 128,
+                "tile M x N too large for the schedule: at most 256x128 cooperative, 128x128 / 64x256 ping-pong");
+  static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN == 2) &&
+                    kClusterM * kClusterN <= 2,
+                "cluster must be 1x1, 2x1 or 1x2");
+  // fp8 wgmma reads both operands K-major from shared memory: A row-major, B column-major.
+  static_assert(!is_fp8(kA) || (kARow && !kBRow), "fp8 needs A row-major and B column-major (K-major)");
+
+  // ---- kernel terms (after swap-AB) -----------------------------------------------------------
+  static constexpr Dt kKA = kSwapAB ? kB : kA;
+  static constexpr Dt kKB = kSwapAB ? kA : kB;
+  // Kernel A = B^T [n, k]: row-major exactly when B [k, n] is column-major; likewise B = A^T.
+  static constexpr bool kKARow = kSwapAB ? !kBRow : kARow;
+  static constexpr bool kKBRow = kSwapAB ? !kARow : kBRow;
+  static constexpr bool kKDRow = kSwapAB ? !kDRow : kDRow;
+
+  using ElementA = typename ElementOf<kKA>::type;
+  using ElementB = typename ElementOf<kKB>::type;
+  using ElementD = typename ElementOf<kD>::type;
+  using ElementC = std::conditional_t<kHasC, ElementD, void>;  // void: C never read
+  using ElementAcc = float;
+  using ElementCompute = float;
+  using LayoutA = std::conditional_t<kKARow, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
+  using LayoutB = std::conditional_t<kKBRow, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
+  using LayoutD = std::conditional_t<kKDRow, cutlass::layout::RowMajor, cutlass::layout::ColumnMajor>;
+  static constexpr int kAlignA = 16 / bytes_of(kKA);  // elements per 16 bytes (TMA)
+  static constexpr int kAlignB = 16 / bytes_of(kKB);
+  static constexpr int kAlignD = 16 / bytes_of(kD);
+
+  using TileShape = cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>, cute::Int<kTileK>>;  // (BLK_M,BLK_N,BLK_K)
+  using ClusterShape = cute::Shape<cute::Int<kClusterM>, cute::Int<kClusterN>, cute::_1>;
+  using MainloopSchedule = std::conditional_t<kSched == Sched::cooperative,
+                                              cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                                              cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
+  using EpilogueSchedule = std::conditional_t<kSched == Sched::cooperative,
+                                              cutlass::epilogue::TmaWarpSpecializedCooperative,
+                                              cutlass::epilogue::TmaWarpSpecialized>;
+
+  // ---- the epilogue visitor tree --------------------------------------------------------------
+  // Vectors over the problem's m (rowwise sa) and n (bias, rowwise sb): over the kernel's rows
+  // (a column broadcast) or columns (a row broadcast), depending on the swap.
+  template <class Element>
+  using RowVec = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, Element, ElementCompute>;  // [N]
+  template <class Element>
+  using ColVec = cutlass::epilogue::fusion::Sm90ColBroadcast<0, TileShape, Element, ElementCompute>;  // [M]
+  template <class Element>
+  using VecM = std::conditional_t<kSwapAB, RowVec<Element>, ColVec<Element>>;  // problem [m]
+  template <class Element>
+  using VecN = std::conditional_t<kSwapAB, ColVec<Element>, RowVec<Element>>;  // problem [n]
+
+  template <template <class> class Fn, class Out = ElementCompute>
+  using Compute = cutlass::epilogue::fusion::Sm90Compute<Fn, Out, ElementCompute, cutlass::FloatRoundStyle::round_to_nearest>;
+  template <class Node, class... Children>
+  using EVT = cutlass::epilogue::fusion::Sm90EVT<Node, Children...>;
+  using Acc = cutlass::epilogue::fusion::Sm90AccFetch;
+  using Scalar1 = cutlass::epilogue::fusion::Sm90ScalarBroadcast<ElementCompute>;
+  // alpha * sa * sb, each factor a value or a device pointer.
+  using Scalar3 = cutlass::epilogue::fusion::Sm90ScalarBroadcast<ElementCompute, cute::Stride<cute::_0, cute::_0, cute::_0>, 3>;
+
+  // Z = alpha*sa*sb * acc (tensorwise / none), or alpha * (sb[n] * (sa[m] * acc)) (rowwise).
+  using ScaledAcc = std::conditional_t<
+      kScale == Scale::rowwise,
+      EVT<Compute<cutlass::multiplies>, Scalar1,
+          EVT<Compute<cutlass::multiplies>, VecN<float>, EVT<Compute<cutlass::multiplies>, VecM<float>, Acc>>>,
+      EVT<Compute<cutlass::multiplies>, Scalar3, Acc>>;
+  // Y = beta * C + Z.
+  using WithC = std::conditional_t<
+      kHasC,
+      EVT<Compute<cutlass::homogeneous_multiply_add>, Scalar1, cutlass::epilogue::fusion::Sm90SrcFetch<ElementD>, ScaledAcc>,
+      ScaledAcc>;
+  // X = Y + bias[n].
+  using WithBias = std::conditional_t<kBias, EVT<Compute<cutlass::plus>, WithC, VecN<ElementD>>, WithC>;
+  // D = act(X), converted to D's dtype.
+  using Fusion = EVT<Compute<ActOf<kAct>::template fn, ElementD>, WithBias>;
+
+  // ---- the kernel ----------------------------------------------------------------------------
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementCompute, ElementC, LayoutD, kAlignD,
+      ElementD, LayoutD, kAlignD, EpilogueSchedule, Fusion>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlignA, ElementB, LayoutB, kAlignB,
+      ElementAcc, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      MainloopSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
+                                                       CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using Arguments = typename Gemm::Arguments;
+
+  // ---- host side ------------------------------------------------------------------------------
+  static typename Fusion::Arguments fusion_args(const GtCutlassArgs& g) {
+    typename ScaledAcc::Arguments scaled = [&] {
+      if constexpr (kScale == Scale::rowwise) {
+        const float* sm = g.scale_a;  // [m]
+        const float* sn = g.scale_b;  // [n]
+        return typename ScaledAcc::Arguments{
+            typename Scalar1::Arguments{{g.alpha}},
+            {typename VecN<float>::Arguments{sn}, {typename VecM<float>::Arguments{sm}, {}, {}}, {}},
+            {}};
+      } else {
+        typename Scalar3::Arguments s{};
+        s.scalars[0] = g.alpha, s.scalars[1] = 1.0f, s.scalars[2] = 1.0f;
+        if constexpr (kScale == Scale::tensorwise) s.scalar_ptrs[1] = g.scale_a, s.scalar_ptrs[2] = g.scale_b;
+        return typename ScaledAcc::Arguments{s, {}, {}};
+      }
+    }();
+    typename WithC::Arguments with_c = [&] {
+      if constexpr (kHasC)
+        return typename WithC::Arguments{typename Scalar1::Arguments{{g.beta}}, {}, scaled, {}};
+      else
+        return scaled;
+    }();
+    typename WithBias::Arguments with_bias = [&] {
+      if constexpr (kBias)
+        return typename WithBias::Arguments{
+            with_c, typename VecN<ElementD>::Arguments{static_cast<const ElementD*>(g.bias)}, {}};
+      else
+        return with_c;
+    }();
+    return typename Fusion::Arguments{with_bias, {}};
+  }
+
+  // CUTLASS arguments in kernel terms, or a status when the problem's arguments are unusable.
+  // `for_run` false (can_implement, workspace): shapes and leading dimensions only, so the
+  // loader can ask before it has buffers; pointers are checked when given.
+  static int arguments(const GtCutlassArgs* g, Arguments& out, bool for_run) {
+    if (!g || g->abi_version != GT_CUTLASS_ABI_VERSION) return GT_CUTLASS_BAD_ABI;
+    if (g->m < 1 || g->n < 1 || g->k < 1 || g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)
+      return GT_CUTLASS_BAD_ARGS;
+    if (for_run && (!g->a || !g->b || !g->d || (kHasC && !g->c) || (kBias && !g->bias) ||
+                    (kScale != Scale::none && (!g->scale_a || !g->scale_b))))
+      return GT_CUTLASS_BAD_ARGS;
+    // Leading dimensions cover the contiguous extent (problem terms).
+    if (g->lda < (kARow ? g->k : g->m) || g->ldb < (kBRow ? g->n : g->k) || g->ldd < (kDRow ? g->n : g->m) ||
+        (kHasC && g->ldc < (kDRow ? g->n : g->m)))
+      return GT_CUTLASS_BAD_ARGS;
+    // TMA: 16-byte-aligned bases and leading dimensions.
+    if (!aligned16(g->a) || !aligned16(g->b) || !aligned16(g->d) || !aligned16(g->c) ||
+        (g->lda * bytes_of(kA)) % 16 || (g->ldb * bytes_of(kB)) % 16 || (g->ldd * bytes_of(kD)) % 16 ||
+        (kHasC && (g->ldc * bytes_of(kD)) % 16))
+      return GT_CUTLASS_MISALIGNED;
+
+    const int m = int(kSwapAB ? g->n : g->m), n = int(kSwapAB ? g->m : g->n), k = int(g->k);
+    const void* pa = kSwapAB ? g->b : g->a;
+    const void* pb = kSwapAB ? g->a : g->b;
+    const int64_t lda = kSwapAB ? g->ldb : g->lda, ldb = kSwapAB ? g->lda : g->ldb;
+
+    using StrideA = typename Gemm::GemmKernel::StrideA;
+    using StrideB = typename Gemm::GemmKernel::StrideB;
+    using StrideC = typename Gemm::GemmKernel::StrideC;
+    using StrideD = typename Gemm::GemmKernel::StrideD;
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = g->device;
+    hw.sm_count = g->sm_count > 0 ? g->sm_count : sm_count(g->device);
+    out = Arguments{cutlass::gemm::GemmUniversalMode::kGemm,
+                    {m, n, k, 1},
+                    {static_cast<const ElementA*>(pa), stride_with_ld<StrideA>(lda),
+                     static_cast<const ElementB*>(pb), stride_with_ld<StrideB>(ldb)},
+                    {fusion_args(*g), static_cast<const ElementD*>(kHasC ? g->c : nullptr),
+                     stride_with_ld<StrideC>(kHasC ? g->ldc : g->ldd), static_cast<ElementD*>(g->d),
+                     stride_with_ld<StrideD>(g->ldd)},
+                    hw};
+    return GT_CUTLASS_OK;
+  }
+
+  static int sm_count(int device) {
+    int n = 0;
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+    return n;
+  }
+
+  static int can_implement(const GtCutlassArgs* g) {
+    Arguments args;
+    if (int st = arguments(g, args, false); st != GT_CUTLASS_OK) return st;
+    return Gemm::can_implement(args) == cutlass::Status::kSuccess ? GT_CUTLASS_OK : GT_CUTLASS_CANNOT_IMPLEMENT;
+  }
+
+  static size_t workspace(const GtCutlassArgs* g) {
+    Arguments args;
+    if (arguments(g, args, false) != GT_CUTLASS_OK) return 0;
+    return Gemm::get_workspace_size(args);
+  }
+
+  static int run(const GtCutlassArgs* g, void* workspace, cudaStream_t stream, cudaError_t* cuda_error) {
+    Arguments args;
+    if (int st = arguments(g, args, true); st != GT_CUTLASS_OK) return st;
+    // This .so has its own CUDA runtime: make the caller's device current in it.
+    if (cudaError_t e = cudaSetDevice(g->device); e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
+    Gemm gemm;
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return GT_CUTLASS_CANNOT_IMPLEMENT;
+    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) {
+      cudaError_t e = cudaGetLastError();
+      if (e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
+      return GT_CUTLASS_INIT_FAILED;
+    }
+    cutlass::Status st = gemm.run(stream);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
+    return st == cutlass::Status::kSuccess ? GT_CUTLASS_OK : GT_CUTLASS_CUDA_ERROR;
+  }
+};
+
+}  // namespace gemmtune::cutlass_kernel
+
+// The C entry points of one instance (gt_cutlass_abi.h). `CONFIG` is a string literal naming
+// the config; the loader compares it with what it asked for.
+#define GT_CUTLASS_EXPORT extern "C" __attribute__((visibility("default")))
+#define GT_CUTLASS_DEFINE_ENTRY_POINTS(Instance, CONFIG)                                           \
+  namespace {                                                                                      \
+  thread_local cudaError_t gt_last_cuda_error = cudaSuccess;                                       \
+  }                                                                                                \
+  GT_CUTLASS_EXPORT int gt_cutlass_abi_version(void) { return GT_CUTLASS_ABI_VERSION; }           \
+  GT_CUTLASS_EXPORT const char* gt_cutlass_config(void) { return CONFIG; }                         \
+  GT_CUTLASS_EXPORT int gt_cutlass_can_implement(const GtCutlassArgs* g) { return Instance::can_implement(g); } \
+  GT_CUTLASS_EXPORT size_t gt_cutlass_workspace(const GtCutlassArgs* g) { return Instance::workspace(g); } \
+  GT_CUTLASS_EXPORT int gt_cutlass_run(const GtCutlassArgs* g, void* ws, cudaStream_t s) {        \
+    gt_last_cuda_error = cudaSuccess;                                                              \
+    return Instance::run(g, ws, s, &gt_last_cuda_error);                                           \
+  }                                                                                                \
+  GT_CUTLASS_EXPORT const char* gt_cutlass_status_text(int st) {                                   \
+    switch (st) {                                                                                  \
+      case GT_CUTLASS_OK: return "ok";                                                             \
+      case GT_CUTLASS_BAD_ABI: return "ABI version mismatch";                                      \
+      case GT_CUTLASS_BAD_ARGS: return "bad arguments (null pointer, size or leading dimension)";  \
+      case GT_CUTLASS_MISALIGNED: return "misaligned: TMA needs 16-byte-aligned pointers and leading dimensions"; \
+      case GT_CUTLASS_CANNOT_IMPLEMENT: return "CUTLASS cannot implement this problem with this config"; \
+      case GT_CUTLASS_INIT_FAILED: return "CUTLASS initialize failed";                             \
+      case GT_CUTLASS_CUDA_ERROR: return cudaGetErrorString(gt_last_cuda_error);                   \
+    }                                                                                              \
+    return "unknown status";                                                                       \
+  }

@@ -1,0 +1,261 @@
+// Triton compile side: availability probe, artifact keys, store-or-compile, precompile.
+#include "backends/triton/compiler.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "gemmtune/error.hpp"
+#include "store/sha256.hpp"
+
+namespace gemmtune::triton {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// The Python files whose bytes determine a compiled kernel (relative to the python dir).
+constexpr const char* kTemplate = "gemmtune/kernels/triton_gemm.py";
+constexpr const char* kSources[] = {kTemplate, "gemmtune/triton_compile.py", "gemmtune/worker.py"};
+
+std::optional<std::string> slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string first_line(const std::string& text, size_t max = 300) {
+  std::string line = text.substr(0, text.find('\n'));
+  return line.size() > max ? line.substr(0, max) + "..." : line;
+}
+
+// A compiler error on one line: its first line and, when different, its last non-empty one
+// (Triton's first line is often only "at 45:8:").
+std::string error_summary(const std::string& text) {
+  std::string first = first_line(text);
+  size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return first;
+  size_t start = text.rfind('\n', end);
+  std::string last = first_line(text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1)));
+  return last == first ? first : first + " ... " + last;
+}
+
+// A fresh private directory for one compile's output; removed with the object.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "gemmtune-compile-XXXXXX").string();
+    GT_CHECK(mkdtemp(tmpl.data()), "triton: cannot create a temporary directory in " +
+                                       fs::temp_directory_path().string());
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace
+
+CompilerOptions CompilerOptions::defaults(std::function<void(const std::string&)> log) {
+  CompilerOptions o;
+  o.pool = WorkerPoolOptions::defaults();
+  o.pool.log = log;
+  o.python_dir = gemmtune::python_dir();
+  if (const char* t = std::getenv("GEMMTUNE_COMPILE_TIMEOUT"); t && std::atof(t) > 0) o.timeout_s = std::atof(t);
+  o.log = std::move(log);
+  return o;
+}
+
+Compiler::Compiler(CompilerOptions options)
+    : opt_(std::move(options)),
+      pool_(std::make_unique<WorkerPool>(opt_.pool)),
+      store_(std::make_unique<ArtifactStore>(opt_.artifacts, opt_.log)) {}
+
+// ---- availability -----------------------------------------------------------------------------
+
+Verdict Compiler::available() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (available_) return *available_;
+  auto no = [&](std::string why) {
+    available_ = Verdict::no(std::move(why));
+    return *available_;
+  };
+  Sha256 h;
+  for (const char* rel : kSources) {
+    auto bytes = slurp(opt_.python_dir / rel);
+    if (!bytes && std::string_view(rel) == kTemplate)
+      return no("Triton templates not found at " + (opt_.python_dir / rel).string() + " (set GEMMTUNE_PYTHON_DIR)");
+    h.update(std::string(rel) + "\n" + (bytes ? std::to_string(bytes->size()) + "\n" + *bytes : "(absent)") + "\n");
+  }
+  sources_hash_ = h.hex();
+  json ready;
+  try {
+    ready = pool_->ready();
+  } catch (const Error& e) {
+    return no(e.message());
+  }
+  try {
+    return accept_ready(ready);
+  } catch (const json::exception& e) {
+    return no(std::string("the compile worker's ready line is malformed: ") + e.what());
+  }
+}
+
+// Under mu_: checks the ready line's protocol and Triton version.
+Verdict Compiler::accept_ready(const json& ready) {
+  auto no = [&](std::string why) {
+    available_ = Verdict::no(std::move(why));
+    return *available_;
+  };
+  if (ready.value("worker", 0) != kWorkerProtocol)
+    return no("the compile worker speaks protocol " + ready.value("worker", json(nullptr)).dump() + ", expected " +
+              std::to_string(kWorkerProtocol));
+  const json versions = ready.value("versions", json::object());
+  if (!versions.contains("triton") || !versions["triton"].is_string()) {
+    std::string why = ready.value("missing", json::object()).value("triton", std::string("not reported"));
+    return no("no triton in the compile worker's Python: " + why);
+  }
+  triton_version_ = versions["triton"].get<std::string>();
+  available_ = Verdict::yes();
+  return *available_;
+}
+
+std::string Compiler::triton_version() {
+  return available() ? triton_version_ : std::string();
+}
+
+std::string Compiler::sources_digest() {
+  available();
+  std::lock_guard<std::mutex> lock(mu_);
+  return sources_hash_.substr(0, 12);
+}
+
+std::string Compiler::key(const json& params) {
+  Verdict v = available();
+  GT_CHECK(v, "triton: not available: " + v.reason);
+  std::string material = "gemmtune-triton-artifact 1\nprotocol " + std::to_string(kWorkerProtocol) + "\ntriton " +
+                         triton_version_ + "\ntarget cuda sm_90a\nsources " + sources_hash_ + "\nparams " +
+                         params.dump() + "\n";
+  return ArtifactStore::make_key(material);
+}
+
+// ---- compile ----------------------------------------------------------------------------------
+
+CompiledArtifact Compiler::from_artifact(Artifact a, bool hit) {
+  const json& m = a.meta;
+  bool ok = m.contains("function") && m["function"].is_string() && m.contains("launch") &&
+            m["launch"].is_object() && m["launch"].contains("shared") && m["launch"].contains("num_warps");
+  GT_CHECK(ok, "triton: artifact " + a.key + " lacks its launch metadata");
+  CompiledArtifact out;
+  out.kernel = m.value("kernel", std::string());
+  out.function = m["function"].get<std::string>();
+  out.launch = m["launch"];
+  out.compile_s = hit ? 0.0 : m.value("compile_s", 0.0);
+  out.store_hit = hit;
+  out.artifact = std::move(a);
+  return out;
+}
+
+CompiledArtifact Compiler::compile(const json& params) {
+  const std::string k = key(params);
+  if (auto a = store_->get(k)) return from_artifact(std::move(*a), true);
+
+  std::promise<CompiledArtifact> promise;
+  std::shared_future<CompiledArtifact> result;
+  bool owner = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = in_flight_.find(k); it != in_flight_.end()) {
+      result = it->second;
+    } else {
+      result = in_flight_[k] = promise.get_future().share();
+      owner = true;
+    }
+  }
+  if (owner) {
+    try {
+      promise.set_value(compile_miss(k, params));
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.erase(k);
+  }
+  return result.get();  // rethrows the owner's Error
+}
+
+CompiledArtifact Compiler::compile_miss(const std::string& key, const json& params) {
+  TempDir dir;
+  const std::string kernel = params.value("kernel", std::string());
+  json request = {{"op", "compile"}, {"backend", "triton"}, {"kernel", kernel},
+                  {"params", params},  {"out_dir", dir.path().string()}};
+  auto t0 = std::chrono::steady_clock::now();
+  json r = pool_->request(std::move(request), opt_.timeout_s);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  try {
+    return accept_answer(key, params, r, wall);
+  } catch (const json::exception& e) {
+    GT_THROW(std::string("triton: the compile worker's answer is malformed: ") + e.what());
+  }
+}
+
+CompiledArtifact Compiler::accept_answer(const std::string& key, const json& params, const json& r, double wall) {
+  const std::string kernel = params.value("kernel", std::string());
+  if (!r.value("ok", false)) {
+    std::string kind = r.value("kind", std::string("compile"));
+    std::string error = r.value("error", std::string("(no error text)"));
+    if (opt_.log) opt_.log("triton: " + kernel + " " + params.dump() + ": " + kind + " error:\n" + error.substr(0, 2000));
+    GT_THROW("triton: compile failed (" + kind + "): " + error_summary(error));
+  }
+  bool ok = r.contains("artifact") && r["artifact"].is_string() && r.contains("name") && r["name"].is_string() &&
+            r.contains("meta") && r["meta"].is_object();
+  GT_CHECK(ok, "triton: the compile worker's answer lacks artifact, name or meta: " + first_line(r.dump()));
+  fs::path file = r["artifact"].get<std::string>();
+  auto bytes = slurp(file);
+  GT_CHECK(bytes && !bytes->empty(), "triton: the compile worker's artifact " + file.string() + " is missing or empty");
+  double compile_s = r.value("compile_s", wall);
+  json meta = {{"backend", "triton"},         {"kernel", kernel},     {"function", r["name"]},
+               {"launch", r["meta"]},         {"compile_s", compile_s}, {"triton", triton_version_},
+               {"sources", sources_hash_},    {"params", params}};
+  CompiledArtifact out = from_artifact(store_->put(key, std::move(*bytes), std::move(meta)), false);
+  out.compile_s = compile_s;
+  return out;
+}
+
+// ---- precompile -------------------------------------------------------------------------------
+
+std::vector<Precompiled> precompile(Compiler& compiler, const GemmProblem& problem, const std::vector<Config>& configs,
+                                    int num_sms) {
+  std::vector<std::future<Precompiled>> jobs;
+  for (const Config& c : configs) {
+    jobs.push_back(std::async(std::launch::async, [&compiler, &problem, c, num_sms] {
+      Precompiled out{c, {}, {}};
+      try {
+        out.artifacts.push_back(compiler.compile(gemm_params(c, problem, num_sms)));
+        if (c.split_k > 1) out.artifacts.push_back(compiler.compile(reduce_params(c, problem)));
+      } catch (const Error& e) {
+        out.artifacts.clear();
+        out.error = e.message();
+      }
+      return out;
+    }));
+  }
+  std::vector<Precompiled> out;
+  for (auto& j : jobs) out.push_back(j.get());
+  return out;
+}
+
+}  // namespace gemmtune::triton

@@ -1,0 +1,335 @@
+// The triton backend: our Triton templates (python/gemmtune/kernels/triton_gemm.py), compiled
+// ahead of time by Python compile workers, loaded and launched from C++ with the driver API.
+//
+// Candidates: configs_for(problem) (configs.hpp); a candidate's id is its config id, so
+// load(problem, id) rebuilds it without a heuristic, and its prepare() is then an artifact
+// store hit. prepare() = compile (store hit, or a worker compiles and the cubin is published)
+// + cuModuleLoadData + kernel attributes + scratch and split-k workspace; it is thread-safe
+// across candidates (each candidate has its own lock; compiles run in parallel workers).
+//
+// Launch ABI (docs/triton-backend.md): the GEMM kernels take
+//   a, b, c, d, bias, scale_a, scale_b, workspace, M, N, K, lda, ldb, ldc, ldd, alpha, beta,
+// splitk_reduce takes workspace, c, d, bias, scale_a, scale_b, M, N, ldc, ldd, alpha, beta,
+// and both then Triton's hidden global_scratch and profile_scratch pointers.
+//
+// One compiler (worker pool + artifact store) serves the whole process: the first backend
+// created starts it, reading $GEMMTUNE_PYTHON, $GEMMTUNE_PYTHON_DIR, $GEMMTUNE_ARTIFACTS,
+// $GEMMTUNE_COMPILE_WORKERS and $GEMMTUNE_COMPILE_TIMEOUT then; its first worker starts in the
+// background while the engine starts.
+//
+// Threads and streams: run() may be called from several threads, but a candidate owns ONE
+// scratch and workspace buffer, so runs of one candidate on different streams must not overlap.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include "backends/backend.hpp"
+#include "backends/triton/compiler.hpp"
+#include "backends/triton/configs.hpp"
+#include "core/cuda.hpp"
+#include "core/driver.hpp"
+
+namespace gemmtune {
+namespace {
+
+using nlohmann::json;
+using triton::CompiledArtifact;
+using triton::Config;
+using triton::Grid;
+
+constexpr const char* kName = "triton";
+constexpr int kDefaultSms = 132;              // H100 / H200 SXM, when the device reports none
+constexpr unsigned kDefaultSharedLimit = 48 * 1024;  // above this a kernel must opt in
+
+// ---- one process-wide compiler --------------------------------------------------------------
+
+// Forwards the compiler's warnings to every live backend's log.
+class LogHub {
+ public:
+  int add(std::function<void(const std::string&)> f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sinks_[next_] = std::move(f);
+    return next_++;
+  }
+  void remove(int id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sinks_.erase(id);
+  }
+  void operator()(const std::string& msg) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, f] : sinks_) f(msg);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int, std::function<void(const std::string&)>> sinks_;
+  int next_ = 0;
+};
+
+LogHub& log_hub() {
+  static LogHub* hub = new LogHub;  // never destroyed: the compiler may log during exit
+  return *hub;
+}
+
+std::shared_ptr<triton::Compiler> shared_compiler() {
+  static std::mutex mu;
+  static std::shared_ptr<triton::Compiler> compiler;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!compiler)
+    compiler = std::make_shared<triton::Compiler>(
+        triton::CompilerOptions::defaults([](const std::string& m) { log_hub()(m); }));
+  return compiler;
+}
+
+// ---- one loaded kernel ------------------------------------------------------------------------
+
+// A device buffer of at least `bytes`, `align`-aligned (cudaMalloc gives 256 bytes).
+struct Scratch {
+  DeviceBuffer buf;
+  CUdeviceptr ptr = 0;
+  void allocate(int64_t bytes, int64_t align) {
+    if (bytes <= 0) return;
+    align = std::max<int64_t>(align, 1);
+    buf = DeviceBuffer(size_t(bytes + align));
+    auto base = reinterpret_cast<uintptr_t>(buf.get());
+    ptr = CUdeviceptr((base + uintptr_t(align) - 1) / uintptr_t(align) * uintptr_t(align));
+  }
+};
+
+struct LoadedKernel {
+  driver::Module module;
+  CUfunction fn = nullptr;
+  Grid grid;
+  unsigned threads = 0, shared = 0;
+  Scratch global_scratch, profile_scratch;
+
+  // Enqueues the kernel with `args` (pointers to the runtime arguments, in order) followed by
+  // the two hidden scratch pointers.
+  void launch(std::vector<void*> args, cudaStream_t stream) {
+    args.push_back(&global_scratch.ptr);
+    args.push_back(&profile_scratch.ptr);
+    GT_CU(driver::api().launch(fn, grid.x, grid.y, grid.z, threads, 1, 1, shared, stream, args.data(), nullptr));
+  }
+};
+
+int64_t meta_int(const json& m, const char* key, int64_t fallback) {
+  auto it = m.find(key);
+  return it != m.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
+// Runtime arguments of each kernel before the two hidden scratch pointers.
+constexpr int64_t kGemmArgs = 17, kReduceArgs = 12;
+
+LoadedKernel load_kernel(const CompiledArtifact& a, Grid grid, int64_t runtime_args) {
+  const json& m = a.launch;
+  // Triton's count of kernel parameters (hidden ones included), when the worker reports it:
+  // a mismatch would make the launch read garbage.
+  int64_t params = meta_int(m, "num_params", runtime_args + 2);
+  GT_CHECK(params == runtime_args + 2, "triton: " + a.function + " takes " + std::to_string(params) +
+                                           " parameters; the launch ABI passes " + std::to_string(runtime_args + 2));
+  int64_t ctas = meta_int(m, "num_ctas", 1), warps = meta_int(m, "num_warps", 0), shared = meta_int(m, "shared", -1);
+  GT_CHECK(ctas == 1, "triton: " + a.function + " uses thread-block clusters (num_ctas " + std::to_string(ctas) +
+                          "), which this backend does not launch");
+  GT_CHECK(warps >= 1 && warps <= 32, "triton: " + a.function + ": bad num_warps " + std::to_string(warps));
+  GT_CHECK(shared >= 0 && shared <= triton::kMaxSharedBytes,
+           "triton: " + a.function + " needs " + std::to_string(shared) + " bytes of shared memory (sm_90: " +
+               std::to_string(triton::kMaxSharedBytes) + ")");
+  LoadedKernel k;
+  k.module = driver::Module(a.artifact.bytes->data());
+  k.fn = k.module.function(a.function);
+  k.grid = grid;
+  k.threads = unsigned(warps * 32);
+  k.shared = unsigned(shared);
+  if (k.shared > kDefaultSharedLimit)
+    GT_CU(driver::api().set_attribute(k.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(k.shared)));
+  k.global_scratch.allocate(meta_int(m, "global_scratch_size", 0) * grid.programs(),
+                            meta_int(m, "global_scratch_align", 1));
+  k.profile_scratch.allocate(meta_int(m, "profile_scratch_size", 0) * grid.programs(),
+                             meta_int(m, "profile_scratch_align", 1));
+  return k;
+}
+
+void check_aligned(const void* ptr, const char* what) {
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+    GT_THROW(std::string("triton: ") + what + " must be 16-byte aligned (the kernels were compiled for it)");
+}
+
+CUdeviceptr dptr(const void* p) { return CUdeviceptr(reinterpret_cast<uintptr_t>(p)); }
+
+// ---- the candidate ----------------------------------------------------------------------------
+
+class TritonCandidate final : public detail::Candidate {
+ public:
+  TritonCandidate(std::shared_ptr<triton::Compiler> compiler, const GemmProblem& p, const Config& c, int device,
+                  int num_sms)
+      : compiler_(std::move(compiler)), p_(p), cfg_(c), device_(device), sms_(num_sms) {}
+
+  std::string backend() const override { return kName; }
+  std::string id() const override { return cfg_.id(); }
+  std::string name() const override { return cfg_.name(); }
+  double compile_seconds() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return compile_s_;
+  }
+
+  void prepare() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    prepare_locked();
+  }
+
+  void run(const GemmArgs& g, cudaStream_t s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    prepare_locked();
+    ensure_context();
+    check_args(g);
+    CUdeviceptr a = dptr(g.a), b = dptr(g.b), c = p_.uses_c() ? dptr(g.c) : 0, d = dptr(g.d);
+    CUdeviceptr bias = p_.bias ? dptr(g.bias) : 0;
+    bool scaled = p_.scale != ScaleMode::none;
+    CUdeviceptr sa = scaled ? dptr(g.scale_a) : 0, sb = scaled ? dptr(g.scale_b) : 0, ws = workspace_.ptr;
+    int32_t M = int32_t(p_.m), N = int32_t(p_.n), K = int32_t(p_.k);
+    int32_t lda = int32_t(p_.lda()), ldb = int32_t(p_.ldb()), ldd = int32_t(p_.ldd());
+    int32_t ldc = p_.uses_c() ? int32_t(p_.ldc()) : ldd;
+    float alpha = p_.alpha, beta = p_.beta;
+    gemm_.launch({&a, &b, &c, &d, &bias, &sa, &sb, &ws, &M, &N, &K, &lda, &ldb, &ldc, &ldd, &alpha, &beta}, s);
+    if (cfg_.split_k > 1)
+      reduce_.launch({&ws, &c, &d, &bias, &sa, &sb, &M, &N, &ldc, &ldd, &alpha, &beta}, s);
+  }
+
+ private:
+  void prepare_locked() {
+    if (ready_) return;
+    std::vector<CompiledArtifact> arts;
+    arts.push_back(compiler_->compile(triton::gemm_params(cfg_, p_, sms_)));
+    if (cfg_.split_k > 1) arts.push_back(compiler_->compile(triton::reduce_params(cfg_, p_)));
+    compile_s_ = 0;
+    for (auto& a : arts) compile_s_ += a.compile_s;
+    GT_CUDA(cudaSetDevice(device_));  // makes the device's primary context current on this thread
+    gemm_ = load_kernel(arts[0], triton::gemm_grid(cfg_, p_, sms_), kGemmArgs);
+    if (cfg_.split_k > 1) {
+      reduce_ = load_kernel(arts[1], triton::reduce_grid(p_), kReduceArgs);
+      workspace_.allocate(triton::workspace_bytes(cfg_, p_), 16);
+    }
+    ready_ = true;
+  }
+
+  // A thread that never used the runtime has no current context: bind the device's.
+  void ensure_context() const {
+    CUcontext ctx = nullptr;
+    if (driver::api().current_context(&ctx) != CUDA_SUCCESS || !ctx) GT_CUDA(cudaSetDevice(device_));
+  }
+
+  void check_args(const GemmArgs& g) const {
+    check_aligned(g.a, "args.a");
+    check_aligned(g.b, "args.b");
+    check_aligned(g.d, "args.d");
+    if (p_.uses_c()) check_aligned(g.c, "args.c");
+    if (p_.bias) check_aligned(g.bias, "args.bias");
+    if (p_.scale != ScaleMode::none) {
+      check_aligned(g.scale_a, "args.scale_a");
+      check_aligned(g.scale_b, "args.scale_b");
+    }
+  }
+
+  std::shared_ptr<triton::Compiler> compiler_;
+  GemmProblem p_;
+  Config cfg_;
+  int device_, sms_;
+  mutable std::mutex mu_;
+  bool ready_ = false;
+  double compile_s_ = 0;
+  LoadedKernel gemm_, reduce_;
+  Scratch workspace_;  // split-k partials [split_k, m, n] fp32
+};
+
+// ---- the backend ------------------------------------------------------------------------------
+
+class TritonBackend final : public Backend {
+ public:
+  explicit TritonBackend(const BackendContext& ctx)
+      : dev_(ctx.device), sms_(ctx.device.sm_count > 0 ? ctx.device.sm_count : kDefaultSms),
+        log_id_(log_hub().add(ctx.log)) {
+    try {
+      compiler_ = shared_compiler();
+    } catch (const Error& e) {  // e.g. no home directory for the artifact store
+      broken_ = e.message();
+      return;
+    }
+    // Start the first worker (importing Triton takes seconds) while the engine starts.
+    auto probe = [c = compiler_] { return c->available(); };
+    try {
+      warm_ = std::async(std::launch::async, probe).share();
+    } catch (const std::system_error&) {  // no thread to spare: probe on first use
+      warm_ = std::async(std::launch::deferred, probe).share();
+    }
+  }
+  ~TritonBackend() override {
+    if (warm_.valid()) warm_.wait();
+    log_hub().remove(log_id_);
+  }
+
+  std::string name() const override { return kName; }
+  // Triton's version and a digest of our Python sources: both change what a config compiles to.
+  std::string version() const override {
+    if (!compiler_) return "triton (unavailable)";
+    return "triton " + compiler_->triton_version() + " (templates " + compiler_->sources_digest() + ")";
+  }
+
+  Verdict available() const override {
+    if (dev_.cc_major != 9 || dev_.cc_minor != 0)
+      return Verdict::no("the Triton kernels are compiled for sm_90a; this device is sm_" +
+                         std::to_string(dev_.cc_major) + std::to_string(dev_.cc_minor));
+    std::string why;
+    if (!driver::available(&why)) return Verdict::no(why);
+    if (!compiler_) return Verdict::no(broken_);
+    return warm_.get();
+  }
+
+  Verdict supports(const GemmProblem& p) const override {
+    if (Verdict v = triton::problem_verdict(p); !v) return v;
+    if (triton::configs_for(p, sms_).empty()) return Verdict::no("no Triton config fits this problem");
+    return Verdict::yes();
+  }
+
+  // Needs no GPU and no worker: compiling happens in each candidate's prepare().
+  std::vector<std::unique_ptr<detail::Candidate>> candidates(const GemmProblem& p) override {
+    require(p);
+    std::vector<std::unique_ptr<detail::Candidate>> out;
+    for (const Config& c : triton::configs_for(p, sms_))
+      out.push_back(std::make_unique<TritonCandidate>(compiler_, p, c, dev_.index, sms_));
+    return out;
+  }
+
+  std::unique_ptr<detail::Candidate> load(const GemmProblem& p, const std::string& id) override {
+    require(p);
+    Config c = Config::parse(id);
+    Verdict v = triton::check(c, p, sms_);
+    GT_CHECK(v, "triton: config " + id + " cannot run " + p.str() + ": " + v.reason);
+    return std::make_unique<TritonCandidate>(compiler_, p, c, dev_.index, sms_);
+  }
+
+ private:
+  void require(const GemmProblem& p) const {
+    GT_CHECK(compiler_, "triton: not available: " + broken_);
+    Verdict v = supports(p);
+    GT_CHECK(v, "triton: does not support " + p.str() + ": " + v.reason);
+  }
+
+  DeviceInfo dev_;
+  int sms_;
+  int log_id_;
+  std::shared_ptr<triton::Compiler> compiler_;  // null when it could not be created
+  std::string broken_;                          // why not
+  std::shared_future<Verdict> warm_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_triton_backend(const BackendContext& ctx) {
+  return std::make_unique<TritonBackend>(ctx);
+}
+
+}  // namespace gemmtune

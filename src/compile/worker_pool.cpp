@@ -1,0 +1,487 @@
+// Compile worker processes: spawning, the line protocol with deadlines, failure and reaping.
+#include "compile/worker_pool.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "gemmtune/error.hpp"
+
+extern char** environ;
+
+#ifndef GEMMTUNE_PYTHON_DIR
+#define GEMMTUNE_PYTHON_DIR ""
+#endif
+
+namespace gemmtune {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kStderrTail = 8192;  // bytes of a worker's stderr kept for error messages
+constexpr int kMaxDefaultWorkers = 32;
+
+std::string env_or(const char* name, const std::string& fallback = {}) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+// "60 s", "0.5 s".
+std::string seconds_text(double s) {
+  char buf[32];
+  if (s == double(int64_t(s))) std::snprintf(buf, sizeof buf, "%lld s", static_cast<long long>(s));
+  else std::snprintf(buf, sizeof buf, "%.3g s", s);
+  return buf;
+}
+
+// Moves fd to a number >= 3 (so that the child's dup2 onto 0..2 never collides, even when the
+// parent runs with stdin closed) and marks it close-on-exec.
+int high_cloexec(int fd) {
+  if (fd >= 3) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return moved;
+}
+
+void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+// "exited with status 1", "died (signal 9)".
+std::string status_text(int status) {
+  if (WIFSIGNALED(status)) return "died (signal " + std::to_string(WTERMSIG(status)) + ")";
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  return "stopped (wait status " + std::to_string(status) + ")";
+}
+
+// The last few non-empty lines of a worker's stderr, on one line.
+std::string tail_lines(const std::string& text, int lines = 3) {
+  std::vector<std::string> out;
+  size_t end = text.size();
+  while (end > 0 && int(out.size()) < lines) {
+    size_t start = text.rfind('\n', end - 1);
+    size_t from = start == std::string::npos ? 0 : start + 1;
+    std::string line = text.substr(from, end - from);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) out.push_back(line.size() > 400 ? line.substr(0, 400) + "..." : line);
+    if (start == std::string::npos) break;
+    end = start;
+  }
+  std::reverse(out.begin(), out.end());
+  std::string s;
+  for (auto& l : out) s += (s.empty() ? "" : " | ") + l;
+  return s;
+}
+
+std::string shorten(const std::string& s, size_t n = 200) { return s.size() > n ? s.substr(0, n) + "..." : s; }
+
+// The inherited environment with `overrides` applied.
+std::vector<std::string> child_environment(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    std::string name = kv.substr(0, kv.find('='));
+    if (!overrides.count(name)) out.push_back(std::move(kv));
+  }
+  for (auto& [k, v] : overrides) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+// ---- paths and defaults -------------------------------------------------------------------
+
+fs::path python_dir() { return env_or("GEMMTUNE_PYTHON_DIR", GEMMTUNE_PYTHON_DIR); }
+
+std::string python_executable() {
+  if (std::string p = env_or("GEMMTUNE_PYTHON"); !p.empty()) return p;
+  fs::path dir = python_dir();
+  std::error_code ec;
+  if (!dir.empty()) {
+    fs::path venv = dir.parent_path() / ".venv" / "bin" / "python";
+    if (fs::exists(venv, ec)) return venv.string();
+  }
+  return "python3";
+}
+
+WorkerPoolOptions WorkerPoolOptions::defaults() {
+  WorkerPoolOptions o;
+  o.command = {python_executable(), "-m", "gemmtune.worker"};
+  std::string pythonpath = python_dir().string();
+  if (std::string old = env_or("PYTHONPATH"); !old.empty()) pythonpath += ":" + old;
+  o.env = {{"PYTHONPATH", pythonpath}, {"PYTHONUNBUFFERED", "1"}};
+  int cores = int(std::thread::hardware_concurrency());
+  o.max_workers = std::clamp(cores, 1, kMaxDefaultWorkers);
+  if (std::string n = env_or("GEMMTUNE_COMPILE_WORKERS"); !n.empty()) o.max_workers = std::max(1, std::atoi(n.c_str()));
+  return o;
+}
+
+// ---- one worker process -------------------------------------------------------------------
+
+namespace detail {
+
+class Worker {
+ public:
+  // Spawns the worker and reads its ready line; throws Error (nothing left running) on failure.
+  static std::unique_ptr<Worker> start(const WorkerPoolOptions& opt) {
+    auto w = std::unique_ptr<Worker>(new Worker);
+    w->command_ = opt.command.empty() ? std::string("?") : opt.command[0];
+    w->spawn(opt);
+    try {
+      std::string line = w->read_line(Clock::now() + to_duration(opt.start_timeout_s), opt.start_timeout_s);
+      json ready = json::parse(line, nullptr, false);
+      if (!ready.is_object() || !ready.value("ready", false))
+        w->fail("compile worker's first line is not a ready line: " + shorten(line));
+      w->ready_ = std::move(ready);
+    } catch (const Error& e) {
+      w->kill_and_reap();
+      std::string why = e.message();
+      if (why.rfind("compile worker ", 0) == 0) why.erase(0, 15);
+      GT_THROW("compile worker '" + w->command_ + "' did not start: " + why);
+    }
+    return w;
+  }
+
+  ~Worker() { kill_and_reap(); }
+
+  const json& ready() const { return ready_; }
+  pid_t pid() const { return pid_; }
+
+  // One request and its response. Throws Error (the worker is then dead or unusable).
+  json exchange(const json& request, int64_t id, double timeout_s) {
+    auto deadline = Clock::now() + to_duration(timeout_s);
+    err_tail_.clear();
+    write_all(request.dump() + "\n", deadline, timeout_s);
+    std::string line = read_line(deadline, timeout_s);
+    json r = json::parse(line, nullptr, false);
+    if (!r.is_object()) fail("compile worker answered a line that is not a JSON object: " + shorten(line));
+    auto it = r.find("id");
+    if (it == r.end() || !it->is_number_integer() || it->get<int64_t>() != id)
+      fail("compile worker answered id " + (it == r.end() ? std::string("(none)") : it->dump()) + ", expected " +
+           std::to_string(id));
+    return r;
+  }
+
+  // False when the process has exited (it is reaped then).
+  bool alive() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == 0) return true;
+    pid_ = -1;
+    return false;
+  }
+
+  // Lets the worker exit on its own (EOF on stdin); finish() then waits for it.
+  void close_input() { close_fd(in_); }
+
+  // Waits until `deadline` for the worker to exit, then kills it; always reaps.
+  void finish(Clock::time_point deadline) {
+    close_input();
+    while (pid_ > 0 && Clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) != 0) pid_ = -1;
+      else std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    kill_and_reap();
+  }
+
+  void kill_and_reap() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      int status = 0;
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      pid_ = -1;
+    }
+    close_fd(in_);
+    close_fd(out_);
+    close_fd(err_);
+  }
+
+ private:
+  Worker() = default;
+
+  static Clock::duration to_duration(double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(0.0, s)));
+  }
+
+  [[noreturn]] void fail(const std::string& why) {
+    std::string tail = tail_lines(err_tail_);
+    GT_THROW(tail.empty() ? why : why + "; stderr: " + tail);
+  }
+
+  void spawn(const WorkerPoolOptions& opt) {
+    GT_CHECK(!opt.command.empty(), "compile worker: empty command");
+    // [0] ours, [1] the child's: stdin (a socket, so that writes can say MSG_NOSIGNAL), stdout, stderr.
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+    bool made = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 && pipe2(out, O_CLOEXEC) == 0 &&
+                pipe2(err, O_CLOEXEC) == 0;
+    for (int* fd : {&in[0], &in[1], &out[0], &out[1], &err[0], &err[1]})
+      if (*fd >= 0) *fd = high_cloexec(*fd);
+    made = made && in[0] >= 0 && in[1] >= 0 && out[0] >= 0 && out[1] >= 0 && err[0] >= 0 && err[1] >= 0;
+    std::string why = made ? "" : std::string("compile worker: cannot create pipes: ") + std::strerror(errno);
+    in_ = in[0], out_ = out[0], err_ = err[0];
+    int child_in = in[1], child_out = out[1], child_err = err[1];
+    if (!made) {
+      for (int fd : {child_in, child_out, child_err})
+        if (fd >= 0) close(fd);
+      GT_THROW(why);  // ours are closed by the destructor
+    }
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, child_in, 0);
+    posix_spawn_file_actions_adddup2(&fa, child_out, 1);
+    posix_spawn_file_actions_adddup2(&fa, child_err, 2);
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);  // descriptors others opened without CLOEXEC
+#endif
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGPIPE);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+    std::vector<std::string> args = opt.command, envs = child_environment(opt.env);
+    std::vector<char*> argv = c_strings(args), envp = c_strings(envs);
+    int rc = posix_spawnp(&pid_, args[0].c_str(), &fa, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(child_in);
+    close(child_out);
+    close(child_err);
+    if (rc != 0) {
+      pid_ = -1;
+      kill_and_reap();
+      GT_THROW("cannot start compile worker '" + args[0] + "': " + std::strerror(rc));
+    }
+    set_nonblocking(in_);
+    set_nonblocking(out_);
+    set_nonblocking(err_);
+  }
+
+  // Why the worker stopped answering: it exited (reaped here) or closed its stdout.
+  [[noreturn]] void died() {
+    int status = 0;
+    pid_t pid = std::exchange(pid_, -1);
+    auto grace = Clock::now() + std::chrono::seconds(2);
+    pid_t r = 0;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && Clock::now() < grace)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (r == 0) {  // closed stdout but kept running
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      drain_stderr();
+      fail("compile worker closed its stdout (killed)");
+    }
+    drain_stderr();  // after the exit: everything it wrote is in the pipe
+    fail("compile worker " + (r > 0 ? status_text(status) : std::string("vanished")));
+  }
+
+  [[noreturn]] void timed_out(double timeout_s) {
+    drain_stderr();
+    kill_and_reap();
+    fail("compile worker timed out after " + seconds_text(timeout_s));
+  }
+
+  void drain_stderr() {
+    char buf[4096];
+    while (err_ >= 0) {
+      ssize_t n = read(err_, buf, sizeof buf);
+      if (n > 0) {
+        err_tail_.append(buf, size_t(n));
+        if (err_tail_.size() > kStderrTail) err_tail_.erase(0, err_tail_.size() - kStderrTail);
+      } else if (n == 0) {
+        close_fd(err_);
+      } else if (errno != EINTR) {
+        break;  // EAGAIN: nothing more for now
+      }
+    }
+  }
+
+  int poll_ms(Clock::time_point deadline) const {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return int(std::clamp<int64_t>(left + 1, 0, 1000));
+  }
+
+  void write_all(const std::string& text, Clock::time_point deadline, double timeout_s) {
+    size_t done = 0;
+    while (done < text.size()) {
+      ssize_t n = send(in_, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+      if (n > 0) {
+        done += size_t(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) died();
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+        fail(std::string("compile worker: write: ") + std::strerror(errno));
+      if (Clock::now() >= deadline) timed_out(timeout_s);
+      pollfd p[2] = {{in_, POLLOUT, 0}, {err_, POLLIN, 0}};
+      poll(p, err_ >= 0 ? 2 : 1, poll_ms(deadline));
+      if (p[1].revents) drain_stderr();
+    }
+  }
+
+  // The next line of stdout (without the newline), draining stderr meanwhile.
+  std::string read_line(Clock::time_point deadline, double timeout_s) {
+    for (;;) {
+      if (size_t nl = out_buf_.find('\n'); nl != std::string::npos) {
+        std::string line = out_buf_.substr(0, nl);
+        out_buf_.erase(0, nl + 1);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        return line;
+      }
+      if (Clock::now() >= deadline) timed_out(timeout_s);
+      pollfd p[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+      int rc = poll(p, err_ >= 0 ? 2 : 1, poll_ms(deadline));
+      if (rc < 0 && errno != EINTR) fail(std::string("compile worker: poll: ") + std::strerror(errno));
+      if (rc <= 0) continue;
+      if (p[1].revents) drain_stderr();
+      if (p[0].revents) read_stdout();
+    }
+  }
+
+  void read_stdout() {
+    char buf[65536];
+    for (;;) {
+      ssize_t n = read(out_, buf, sizeof buf);
+      if (n > 0) {
+        out_buf_.append(buf, size_t(n));
+        if (out_buf_.size() > (size_t(64) << 20)) fail("compile worker sent a line over 64 MiB");
+        continue;
+      }
+      if (n == 0) {
+        if (out_buf_.find('\n') != std::string::npos) return;  // answer the complete line first
+        died();
+      }
+      if (errno == EINTR) continue;
+      return;  // EAGAIN
+    }
+  }
+
+  std::string command_;
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+  std::string out_buf_, err_tail_;
+  json ready_;
+};
+
+}  // namespace detail
+
+// ---- the pool -----------------------------------------------------------------------------
+
+WorkerPool::WorkerPool(WorkerPoolOptions options) : opt_(std::move(options)) {
+  opt_.max_workers = std::max(1, opt_.max_workers);
+}
+
+WorkerPool::~WorkerPool() {
+  std::vector<std::unique_ptr<detail::Worker>> idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle.swap(idle_);
+  }
+  for (auto& w : idle) w->close_input();  // all exit in parallel
+  auto deadline = Clock::now() + std::chrono::seconds(2);
+  for (auto& w : idle) w->finish(deadline);
+}
+
+int WorkerPool::live_workers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return live_;
+}
+
+json WorkerPool::ready() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!last_ready_.is_null()) return last_ready_;
+  }
+  release(acquire(), true);
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_ready_;
+}
+
+std::unique_ptr<detail::Worker> WorkerPool::acquire() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    freed_.wait(lock, [&] { return !idle_.empty() || live_ < opt_.max_workers; });
+    while (!idle_.empty()) {
+      auto w = std::move(idle_.back());
+      idle_.pop_back();
+      if (w->alive()) return w;
+      --live_;  // exited while idle (e.g. killed from outside): replace it
+      if (opt_.log) opt_.log("compile worker " + std::to_string(w->pid()) + " exited while idle; starting another");
+    }
+    ++live_;
+  }
+  try {
+    auto w = detail::Worker::start(opt_);
+    std::lock_guard<std::mutex> lock(mu_);
+    last_ready_ = w->ready();
+    return w;
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    --live_;
+    freed_.notify_one();
+    throw;
+  }
+}
+
+void WorkerPool::release(std::unique_ptr<detail::Worker> w, bool healthy) {
+  if (!healthy) w->kill_and_reap();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (healthy) idle_.push_back(std::move(w));
+  else --live_;
+  freed_.notify_one();
+}
+
+json WorkerPool::request(json req, double timeout_s) {
+  auto w = acquire();
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_id_++;
+  }
+  req["id"] = id;
+  try {
+    json r = w->exchange(req, id, timeout_s);
+    release(std::move(w), true);
+    return r;
+  } catch (...) {
+    release(std::move(w), false);
+    throw;
+  }
+}
+
+}  // namespace gemmtune

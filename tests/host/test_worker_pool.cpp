@@ -1,0 +1,313 @@
+// The compile worker pool against fake workers (small Python scripts speaking the protocol of
+// docs/compile-worker.md): round trips in parallel, and every way a worker can fail costing
+// only its request: crash, exit, hang past the timeout, garbage, wrong id, closed stdout,
+// failure to start. Also: no zombies, no leaked descriptors, SIGPIPE-safe, defaults.
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "compile/worker_pool.hpp"
+#include "gemmtune/error.hpp"
+
+namespace gemmtune {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kFakeWorker = R"PY(
+import json, os, sys, time
+mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
+if mode == "die_at_start":
+    sys.stderr.write("fake: cannot import triton\n")
+    sys.exit(3)
+if mode == "silent":
+    time.sleep(600)
+if mode == "bad_ready":
+    print("hello", flush=True)
+    time.sleep(600)
+print(json.dumps({"ready": True, "worker": 1, "python": "3", "versions": {"triton": "9.9.9"}}), flush=True)
+if mode == "ready_then_exit":
+    sys.exit(0)
+for line in sys.stdin:
+    req = json.loads(line)
+    op = req.get("op")
+    if op == "crash":
+        sys.stderr.write("fake: crashing now\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), 9)
+    if op == "exit":
+        sys.exit(7)
+    if op == "hang":
+        time.sleep(600)
+    if op == "garbage":
+        print("this is not json", flush=True)
+        continue
+    if op == "wrong_id":
+        print(json.dumps({"id": req["id"] + 1000, "ok": True}), flush=True)
+        continue
+    if op == "close_stdout":
+        os.close(1)
+        time.sleep(600)
+    if op == "sleep":
+        time.sleep(req["seconds"])
+    if op == "noisy":
+        sys.stderr.write("x" * 300000 + "\n")
+        sys.stderr.flush()
+    print(json.dumps({"id": req["id"], "ok": True, "pid": os.getpid(), "echo": req.get("echo")}), flush=True)
+)PY";
+
+bool have_python3() { return std::system("python3 -c '' >/dev/null 2>&1") == 0; }
+
+int open_fds() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// Children of this process (any state), and how many of them are zombies.
+std::pair<int, int> children() {
+  int all = 0, zombies = 0;
+  std::string me = std::to_string(getpid());
+  for (auto& e : fs::directory_iterator("/proc")) {
+    std::ifstream stat(e.path() / "stat");
+    std::string text;
+    if (!stat || !std::getline(stat, text)) continue;
+    size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 2));
+    std::string state, ppid;
+    rest >> state >> ppid;
+    if (ppid != me) continue;
+    ++all;
+    zombies += state == "Z";
+  }
+  return {all, zombies};
+}
+
+class WorkerPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_python3()) GTEST_SKIP() << "python3 not found";
+    char tmpl[] = "/tmp/gemmtune-pool-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::ofstream(dir_ / "fake_worker.py") << kFakeWorker;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  WorkerPoolOptions options(const std::string& mode = "ok", int workers = 2) const {
+    WorkerPoolOptions o;
+    o.command = {"python3", (dir_ / "fake_worker.py").string(), mode};
+    o.max_workers = workers;
+    o.start_timeout_s = 30;
+    return o;
+  }
+  static std::string failure(WorkerPool& pool, const json& req, double timeout_s = 30) {
+    try {
+      pool.request(req, timeout_s);
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return "(no error)";
+  }
+  fs::path dir_;
+};
+
+TEST_F(WorkerPoolTest, RoundTripAndReadyLine) {
+  WorkerPool pool(options());
+  json ready = pool.ready();
+  EXPECT_EQ(ready["versions"]["triton"], "9.9.9");
+  json r = pool.request({{"op", "ping"}, {"echo", "hello"}, {"id", 12345}}, 30);
+  EXPECT_TRUE(r["ok"].get<bool>());
+  EXPECT_EQ(r["echo"], "hello");
+  EXPECT_NE(r["id"], 12345);  // the pool assigns ids
+  json r2 = pool.request({{"op", "ping"}}, 30);
+  EXPECT_EQ(r2["pid"], r["pid"]);  // the same idle worker serves the next request
+  EXPECT_EQ(pool.live_workers(), 1);
+}
+
+TEST_F(WorkerPoolTest, ParallelRequestsUseUpToMaxWorkers) {
+  WorkerPool pool(options("ok", 4));
+  pool.ready();
+  std::vector<std::thread> threads;
+  std::vector<json> answers(8);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] { answers[i] = pool.request({{"op", "sleep"}, {"seconds", 0.6}, {"echo", i}}, 60); });
+  for (auto& t : threads) t.join();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::set<int> pids;
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(answers[i]["echo"], i);
+    pids.insert(answers[i]["pid"].get<int>());
+  }
+  EXPECT_LE(pids.size(), 4u);
+  EXPECT_GE(pids.size(), 2u);
+  EXPECT_LE(pool.live_workers(), 4);
+  EXPECT_LT(s, 8 * 0.6) << "requests did not run in parallel";
+}
+
+TEST_F(WorkerPoolTest, CrashCostsOnlyThatRequest) {
+  WorkerPool pool(options());
+  int first = pool.request({{"op", "ping"}}, 30)["pid"];
+  std::string why = failure(pool, {{"op", "crash"}});
+  EXPECT_NE(why.find("compile worker died (signal 9)"), std::string::npos) << why;
+  EXPECT_NE(why.find("fake: crashing now"), std::string::npos) << why;  // the worker's stderr
+  json r = pool.request({{"op", "ping"}}, 30);
+  EXPECT_TRUE(r["ok"].get<bool>());
+  EXPECT_NE(r["pid"].get<int>(), first);
+  EXPECT_EQ(pool.live_workers(), 1);
+}
+
+TEST_F(WorkerPoolTest, ExitStatusIsReported) {
+  WorkerPool pool(options());
+  std::string why = failure(pool, {{"op", "exit"}});
+  EXPECT_NE(why.find("exited with status 7"), std::string::npos) << why;
+}
+
+TEST_F(WorkerPoolTest, HangIsKilledAfterTheTimeout) {
+  WorkerPool pool(options());
+  pool.ready();
+  auto t0 = std::chrono::steady_clock::now();
+  std::string why = failure(pool, {{"op", "hang"}}, 0.5);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(why.find("compile worker timed out after 0.5 s"), std::string::npos) << why;
+  EXPECT_LT(s, 5.0);
+  EXPECT_TRUE(pool.request({{"op", "ping"}}, 30)["ok"].get<bool>());
+  EXPECT_EQ(pool.live_workers(), 1);
+}
+
+TEST_F(WorkerPoolTest, GarbageAndWrongIdCostOnlyThatRequest) {
+  WorkerPool pool(options());
+  std::string why = failure(pool, {{"op", "garbage"}});
+  EXPECT_NE(why.find("not a JSON object: this is not json"), std::string::npos) << why;
+  why = failure(pool, {{"op", "wrong_id"}});
+  EXPECT_NE(why.find("answered id"), std::string::npos) << why;
+  EXPECT_TRUE(pool.request({{"op", "ping"}}, 30)["ok"].get<bool>());
+}
+
+TEST_F(WorkerPoolTest, ClosedStdoutIsAFailure) {
+  WorkerPool pool(options());
+  std::string why = failure(pool, {{"op", "close_stdout"}});
+  EXPECT_NE(why.find("closed its stdout"), std::string::npos) << why;
+  EXPECT_TRUE(pool.request({{"op", "ping"}}, 30)["ok"].get<bool>());
+}
+
+TEST_F(WorkerPoolTest, LoudStderrDoesNotBlock) {
+  WorkerPool pool(options());
+  EXPECT_TRUE(pool.request({{"op", "noisy"}}, 30)["ok"].get<bool>());
+}
+
+TEST_F(WorkerPoolTest, WorkerKilledWhileIdleIsReplaced) {
+  WorkerPool pool(options());
+  int pid = pool.request({{"op", "ping"}}, 30)["pid"];
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  json r = pool.request({{"op", "ping"}}, 30);
+  EXPECT_NE(r["pid"].get<int>(), pid);
+}
+
+TEST_F(WorkerPoolTest, DeadWorkerNeverRaisesSigpipe) {
+  WorkerPool pool(options("ready_then_exit"));
+  for (int i = 0; i < 3; ++i) {
+    std::string why = failure(pool, {{"op", "ping"}, {"echo", std::string(1 << 20, 'x')}});
+    EXPECT_TRUE(why.find("exited with status 0") != std::string::npos || why.find("died") != std::string::npos)
+        << why;
+  }
+}
+
+TEST_F(WorkerPoolTest, MissingPythonIsAClearError) {
+  WorkerPoolOptions o = options();
+  o.command = {"/nonexistent/python3", "-m", "gemmtune.worker"};
+  WorkerPool pool(o);
+  try {
+    pool.ready();
+    FAIL() << "started a missing python";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("cannot start compile worker '/nonexistent/python3': No such file or directory"),
+              std::string::npos)
+        << e.message();
+  }
+  EXPECT_EQ(pool.live_workers(), 0);
+  o.command = {"no-such-python-anywhere", "-m", "gemmtune.worker"};
+  WorkerPool pool2(o);
+  std::string why = failure(pool2, {{"op", "ping"}});
+  EXPECT_NE(why.find("cannot start compile worker 'no-such-python-anywhere'"), std::string::npos) << why;
+}
+
+TEST_F(WorkerPoolTest, WorkerThatCannotStartSaysWhy) {
+  WorkerPool dies(options("die_at_start"));
+  std::string why = failure(dies, {{"op", "ping"}});
+  EXPECT_NE(why.find("did not start: exited with status 3"), std::string::npos) << why;
+  EXPECT_NE(why.find("fake: cannot import triton"), std::string::npos) << why;
+
+  WorkerPool bad(options("bad_ready"));
+  why = failure(bad, {{"op", "ping"}});
+  EXPECT_NE(why.find("first line is not a ready line: hello"), std::string::npos) << why;
+
+  WorkerPoolOptions o = options("silent");
+  o.start_timeout_s = 0.5;
+  WorkerPool silent(o);
+  why = failure(silent, {{"op", "ping"}});
+  EXPECT_NE(why.find("did not start: timed out after 0.5 s"), std::string::npos) << why;
+  EXPECT_EQ(silent.live_workers(), 0);
+}
+
+TEST_F(WorkerPoolTest, NoZombiesNoLeakedDescriptors) {
+  // Baselines: other tests may have left a process-wide compiler's workers running.
+  int fds = open_fds();
+  int kids = children().first;
+  {
+    WorkerPool pool(options("ok", 3));
+    failure(pool, {{"op", "crash"}});
+    failure(pool, {{"op", "hang"}}, 0.3);
+    failure(pool, {{"op", "garbage"}});
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 3; ++i) threads.emplace_back([&] { pool.request({{"op", "sleep"}, {"seconds", 0.2}}, 30); });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(children().second, 0) << "zombie workers";
+  }
+  EXPECT_EQ(children().first, kids) << "workers left running after the pool";
+  EXPECT_EQ(open_fds(), fds) << "descriptors leaked";
+}
+
+TEST(WorkerPoolDefaults, PythonAndPathsFromTheEnvironment) {
+  setenv("GEMMTUNE_PYTHON", "/opt/py/bin/python", 1);
+  setenv("GEMMTUNE_PYTHON_DIR", "/opt/gemmtune/python", 1);
+  setenv("GEMMTUNE_COMPILE_WORKERS", "3", 1);
+  WorkerPoolOptions o = WorkerPoolOptions::defaults();
+  unsetenv("GEMMTUNE_PYTHON");
+  unsetenv("GEMMTUNE_PYTHON_DIR");
+  unsetenv("GEMMTUNE_COMPILE_WORKERS");
+  ASSERT_EQ(o.command.size(), 3u);
+  EXPECT_EQ(o.command[0], "/opt/py/bin/python");
+  EXPECT_EQ(o.command[1], "-m");
+  EXPECT_EQ(o.command[2], "gemmtune.worker");
+  EXPECT_EQ(o.env.at("PYTHONPATH").substr(0, 20), "/opt/gemmtune/python");
+  EXPECT_EQ(o.max_workers, 3);
+  // Without overrides: the build's python dir, and the repo's .venv python when present.
+  fs::path dir = python_dir();
+  EXPECT_TRUE(fs::exists(dir / "gemmtune" / "__init__.py")) << dir;
+  std::string py = python_executable();
+  EXPECT_TRUE(py == "python3" || py == (dir.parent_path() / ".venv" / "bin" / "python").string()) << py;
+  EXPECT_GE(WorkerPoolOptions::defaults().max_workers, 1);
+}
+
+}  // namespace
+}  // namespace gemmtune

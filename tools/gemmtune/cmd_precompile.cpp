@@ -1,0 +1,74 @@
+// `gemmtune precompile SUITE`: build every CUTLASS instance the suite's problems would try, on a
+// machine without a GPU (candidates are enumerated for an H200: sm_90a, --sms SMs), into the
+// artifact store. Copying that store to the GPU machine makes a kernel pack (docs/cutlass.md).
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+
+#include "backends/cutlass/cutlass_backend.hpp"
+#include "commands.hpp"
+#include "gemmtune/error.hpp"
+
+namespace gemmtune::cli {
+
+int cmd_precompile(const PrecompileArgs& args) {
+  const std::string shapes = read_text_file(args.file);
+  std::string m_values;
+  if (!args.m_values.empty()) m_values = read_text_file(args.m_values);
+  const std::vector<SuiteEntry> entries =
+      suite_entries(shapes, args.file, args.m_values.empty() ? nullptr : &m_values, args.m_values);
+  std::vector<GemmProblem> problems;
+  for (const SuiteEntry& e : entries) problems.push_back(build_problem(e.m, e.n, e.k, args.problem));
+
+  auto opt = cutlass_backend::BuilderOptions::defaults(log_stderr);
+  if (!args.artifacts.empty()) opt.artifacts = args.artifacts;
+  if (args.jobs > 0) opt.jobs = args.jobs;
+  cutlass_backend::Builder builder(opt);
+  if (Verdict v = builder.available(); !v) {
+    std::cerr << "gemmtune: cutlass: not available: " << v.reason << "\n";
+    return kNoDevice;
+  }
+  if (builder.load_only()) {
+    std::cerr << "gemmtune: cutlass: this machine has no nvcc or CUTLASS headers (load-only); nothing can be built\n";
+    return kNoDevice;
+  }
+  const int max_configs = args.max_configs > 0 ? args.max_configs : cutlass_backend::default_max_configs();
+  std::cerr << "gemmtune: precompiling for sm_90a (" << args.sms << " SMs), " << problems.size() << " problems, "
+            << builder.version() << ", " << opt.jobs << " nvcc job(s), store " << builder.store().root().string()
+            << "\n";
+
+  std::string json_lines;
+  size_t done = 0, built = 0, hits = 0, failed = 0, skipped = 0;
+  double nvcc_s = 0;
+  auto progress = [&](const cutlass_backend::PrecompileItem& it) {
+    ++done;
+    std::string what = it.key.empty() ? it.problem : it.config.id() + " [" + it.instance + "]";
+    std::string state;
+    if (it.key.empty()) {
+      ++skipped;  // a problem the backend does not support: not an error of the build
+      state = "skipped: " + it.error;
+    } else if (!it.error.empty()) {
+      ++failed;
+      state = "FAILED: " + it.error;
+    } else if (it.store_hit) {
+      ++hits;
+      state = "in store";
+    } else {
+      ++built, nvcc_s += it.seconds;
+      state = "built in " + fixed(it.seconds, 1) + " s";
+    }
+    std::cerr << "[" << done << "] " << what << ": " << state << "\n";
+    nlohmann::json j{{"problem", it.problem}, {"config", it.key.empty() ? "" : it.config.id()},
+                     {"instance", it.instance}, {"key", it.key}, {"store_hit", it.store_hit},
+                     {"nvcc_s", it.seconds}, {"error", it.error}};
+    json_lines += j.dump() + "\n";
+  };
+  auto items = cutlass_backend::precompile(builder, problems, args.sms, max_configs, opt.jobs, progress);
+  std::cerr << "gemmtune: " << items.size() - skipped << " instances: " << built << " built (" << fixed(nvcc_s, 1)
+            << " s of nvcc), " << hits << " already in the store, " << failed << " failed; " << skipped
+            << " problems skipped\n";
+  if (!args.json.empty()) write_output(args.json, json_lines);
+  return failed ? kError : kOk;
+}
+
+}  // namespace gemmtune::cli
