@@ -5,7 +5,8 @@
 #
 #   run(command="bash bench/device.sh", carry=["build"])                       # default: all parts
 #   run(command="bash bench/device.sh --dtypes bf16 --part ceilings,suite,cachehit", carry=["build"])
-#   run(command="SKIP_GPU_TESTS=1 bash bench/device.sh --limit 4 --inductor-subset none", carry=["build"])
+#   run(command="SKIP_GPU_TESTS=1 bash bench/device.sh --limit 4 --inductor-subset none --inductor-triton-subset none", carry=["build"])
+#   run(command="SKIP_GPU_TESTS=1 bash bench/device.sh --backends cublaslt,triton --dtypes bf16 --part ceilings,coldtune,suite --inductor-subset none --tag triton-bf16", carry=["build"])
 #
 # Arguments go to bench/h200.py. Unless --budget-s is given, the bench gets what is left of
 # DEVICE_BUDGET_S (default 540 s) after the GPU tests, so the whole call stays under the device
@@ -38,6 +39,13 @@ if [ "$need_lt" = 1 ]; then
 fi
 echo "== $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader 2>&1 | head -1)"
 echo "== python: $(python3 --version 2>&1); $(python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' 2>&1 | tail -1)"
+
+# The Triton backend's compile workers (GPU tests, the CLI, the bench): this machine's python3
+# (with its triton), and this checkout's python/ (the path compiled into build/ is the build
+# machine's). The bench sets the same for its engines and uses its own, empty artifact store.
+export GEMMTUNE_PYTHON=${GEMMTUNE_PYTHON:-$(command -v python3)}
+export GEMMTUNE_PYTHON_DIR=${GEMMTUNE_PYTHON_DIR:-$PWD/python}
+echo "== GEMMTUNE_PYTHON=$GEMMTUNE_PYTHON GEMMTUNE_PYTHON_DIR=$GEMMTUNE_PYTHON_DIR; $(nproc) cores"
 
 # 1. GPU tests (exit 77 = no device: skipped)
 gpu_rc=0

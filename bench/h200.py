@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""gemmtune on the H200: ceilings, the LLM-layer suite against cuBLASLt's default, torch and
-TorchInductor, tuning stability, and cache-hit select times. One process, one script.
+"""gemmtune on the H200: ceilings, the LLM-layer suite against cuBLASLt's default, Triton's
+best candidate, torch and TorchInductor (max-autotune, and max-autotune restricted to its Triton
+backend), a cold tune against Inductor's compile time, tuning stability, and cache-hit select
+times. One process, one script.
 
     python3 bench/h200.py                                  # everything, within --budget-s
-    python3 bench/h200.py --part suite --dtypes bf16 --limit 4 --inductor-subset none   # smoke
+    python3 bench/h200.py --part suite --dtypes bf16 --limit 4 --inductor-subset none \
+        --inductor-triton-subset none                      # smoke
 
 Writes $OUT/<YYYY-MM-DD>-h200.json and .md (bench/README.md documents the JSON), plus
 h200-rows.partial.jsonl while the suite runs. The summary table is printed LAST on stdout.
@@ -16,9 +19,13 @@ torch's output; NaN or mismatch fails the run (exit 1) after everything is writt
 
 Parts (--part, comma-separated; default all):
   ceilings   copy TB/s, bf16 and fp8 TFLOP/s measured now (also re-measured at the end)
+  coldtune   one problem (--cold-tune-problem): wall time of a cold gemmtune tune (a separate
+             process, empty tuning cache AND empty artifact store, --cold-tune-backends) vs
+             Inductor max-autotune (default gemm backends) of the same problem from a cold cache
   suite      bench/suites/llm_layers.csv x m_values.csv x --dtypes: gemmtune select (tunes from an
-             empty cache) vs cuBLASLt's default (the report's is_default candidate) vs torch.mm /
-             torch._scaled_mm (+ TorchInductor max-autotune on --inductor-subset)
+             empty cache) vs cuBLASLt's default (the report's is_default candidate) vs Triton's
+             best correct candidate vs torch.mm / torch._scaled_mm (+ TorchInductor max-autotune on
+             --inductor-subset, + max-autotune restricted to Triton on --inductor-triton-subset)
   stability  re-tune every finished suite problem from an EMPTY cache (a second engine) and
              compare picks; different picks are timed head to head
   cachehit   in a separate process (the gemmtune CLI's `suite --cache`), answer every finished
@@ -51,7 +58,7 @@ from pathlib import Path
 T_START = time.monotonic()
 REPO = Path(__file__).resolve().parent.parent
 
-PARTS = ("ceilings", "suite", "stability", "cachehit")
+PARTS = ("ceilings", "coldtune", "suite", "stability", "cachehit")
 DTYPES = {
     # name -> (gemmtune dtype, scale mode, baseline name)
     "bf16": ("bf16", "none", "torch.mm"),
@@ -60,6 +67,15 @@ DTYPES = {
 }
 DEFAULT_INDUCTOR_SUBSET = ("16:llama3-70b:qkv,128:llama3-70b:down,2048:llama3-70b:gate_up,"
                            "8192:llama3-70b:o,8192:llama3-70b:down")
+# The Triton-only Inductor comparison: the same five bf16 problems, and three of them in fp8 with
+# tensorwise and with rowwise scales (Inductor's Triton scaled-mm templates take both). Entries whose
+# dtype is not in --dtypes are ignored.
+DEFAULT_INDUCTOR_TRITON_SUBSET = (DEFAULT_INDUCTOR_SUBSET + ","
+                                  "128:llama3-70b:down:fp8,2048:llama3-70b:gate_up:fp8,8192:llama3-70b:o:fp8,"
+                                  "128:llama3-70b:down:fp8-rowwise,2048:llama3-70b:gate_up:fp8-rowwise,"
+                                  "8192:llama3-70b:o:fp8-rowwise")
+DEFAULT_COLD_TUNE_PROBLEM = "2048:llama3-70b:gate_up"
+INDUCTOR_TRITON_TARGET = 0.98   # the issue's bar: Triton's best >= 0.98x Inductor-Triton's pick (geomean)
 
 
 def log(msg: str) -> None:
@@ -82,7 +98,8 @@ def parse_args(argv=None):
         epilog="Examples:\n"
                "  python3 bench/h200.py                                  # all parts, default budget\n"
                "  python3 bench/h200.py --dtypes bf16 --budget-s 0        # bf16 only, no time limit\n"
-               "  python3 bench/h200.py --part suite --limit 4 --inductor-subset none   # smoke run\n"
+               "  python3 bench/h200.py --part suite --limit 4 --inductor-subset none --inductor-triton-subset none   # smoke\n"
+               "  python3 bench/h200.py --backends cublaslt,triton --dtypes bf16,fp8,fp8-rowwise --part ceilings,coldtune,suite\n"
                "  python3 bench/h200.py --mock --out /tmp/h200-mock      # CPU self-test of this script\n")
     ap.add_argument("--part", default=",".join(PARTS), help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     ap.add_argument("--dtypes", default="bf16,fp8", help="comma-separated: bf16, fp8 (e4m3, tensorwise scales, bf16 out), "
@@ -93,11 +110,36 @@ def parse_args(argv=None):
     ap.add_argument("--models", default="", help="comma-separated model names (or model/layer) to keep (default: all)")
     ap.add_argument("--limit", type=int, default=0, help="at most N suite problems (after ordering; 0 = all)")
     ap.add_argument("--inductor-subset", default=DEFAULT_INDUCTOR_SUBSET,
-                    help="bf16 problems also run through torch.compile(mode='max-autotune'): comma-separated "
-                         "m:model:layer, or 'none' (default: %(default)s)")
+                    help="problems also run through torch.compile(mode='max-autotune'): comma-separated "
+                         "m:model:layer[:dtype] (dtype bf16 unless given), or 'none' (default: %(default)s)")
     ap.add_argument("--inductor-mode", default="max-autotune",
                     help="torch.compile mode for the subset (default %(default)s; its CUDA graphs see A and W as "
                          "static inputs, as a model's weights are, so nothing is copied per call)")
+    ap.add_argument("--inductor-triton-subset", default=DEFAULT_INDUCTOR_TRITON_SUBSET,
+                    help="problems also run through torch.compile max-autotune RESTRICTED TO ITS TRITON BACKEND "
+                         "(max_autotune_gemm_backends='TRITON'; rows with backend inductor-triton), timed beside "
+                         "gemmtune's pick and Triton's best: m:model:layer[:dtype], or 'none'; entries whose dtype "
+                         "is not in --dtypes are ignored (default: %(default)s)")
+    ap.add_argument("--inductor-triton-mode", default="max-autotune-no-cudagraphs",
+                    help="mode whose options (torch._inductor.list_mode_options) the Triton-only compile uses, plus "
+                         "max_autotune_gemm_backends='TRITON' (default %(default)s: kernels compared without CUDA graphs)")
+    ap.add_argument("--inductor-triton-options", default="",
+                    help="extra Inductor config for the Triton-only compile as JSON, e.g. "
+                         "'{\"triton.enable_persistent_tma_matmul\": true}' (default: none)")
+    ap.add_argument("--inductor-triton-estimate-s", type=float, default=20.0,
+                    help="budget estimate of one Triton-only Inductor compile before one was measured (default %(default)s)")
+    ap.add_argument("--cold-tune-problem", default=DEFAULT_COLD_TUNE_PROBLEM,
+                    help="coldtune part: m:model:layer[:dtype] from --layers (default: %(default)s, bf16)")
+    ap.add_argument("--cold-tune-backends", default="cublaslt,triton",
+                    help="coldtune part: gemmtune backends of the cold tune (default %(default)s)")
+    ap.add_argument("--cold-tune-timeout-s", type=float, default=300.0,
+                    help="coldtune part: kill the cold gemmtune tune after this (default %(default)s)")
+    ap.add_argument("--artifacts", default="", help="GEMMTUNE_ARTIFACTS of the bench's engines (default: a fresh "
+                    "temporary folder, so the suite's Triton compiles are cold)")
+    ap.add_argument("--compile-hit-s", type=float, default=0.05,
+                    help="Triton candidates prepared faster than this count as artifact-store hits in the compile-time "
+                         "statistics (a real compile takes tenths of a second; default %(default)s)")
+    ap.add_argument("--cold-tune-child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--budget-s", type=float, default=480.0,
                     help="wall-time budget of this script from its start (0 = unlimited); parts stop taking "
                          "new problems when the next would not fit (default %(default)s)")
@@ -142,13 +184,27 @@ def parse_args(argv=None):
     except ValueError:
         ap.error(f"--m-values: '{args.m_values}' is not a comma-separated list of integers")
     args.model_keep = [x.strip() for x in args.models.split(",") if x.strip()]
-    args.subset = set()
-    if args.inductor_subset.strip().lower() not in ("", "none"):
-        for item in args.inductor_subset.split(","):
-            parts = item.strip().split(":")
-            if len(parts) != 3 or not parts[0].isdigit():
-                ap.error(f"--inductor-subset: '{item}' is not m:model:layer")
-            args.subset.add((int(parts[0]), parts[1], parts[2]))
+
+    def subset(text, flag):
+        out = set()
+        if text.strip().lower() in ("", "none"):
+            return out
+        for item in text.split(","):
+            if item.strip():
+                out.add(parse_problem_ref(item, flag, ap))
+        return out
+    args.subset = subset(args.inductor_subset, "--inductor-subset")
+    args.triton_subset = subset(args.inductor_triton_subset, "--inductor-triton-subset")
+    args.cold_problem = parse_problem_ref(args.cold_tune_problem, "--cold-tune-problem", ap)
+    args.cold_backends = [b.strip() for b in args.cold_tune_backends.split(",") if b.strip()]
+    args.itriton_options = {}
+    if args.inductor_triton_options:
+        try:
+            args.itriton_options = json.loads(args.inductor_triton_options)
+        except json.JSONDecodeError as e:
+            ap.error(f"--inductor-triton-options: {e}")
+        if not isinstance(args.itriton_options, dict):
+            ap.error("--inductor-triton-options: a JSON object")
     args.tune = None
     if args.tune_json:
         try:
@@ -161,6 +217,17 @@ def parse_args(argv=None):
     if not args.out:
         args.out = str(Path.cwd() / "bench-out")
     return args
+
+
+def parse_problem_ref(item, flag, ap):
+    """'m:model:layer[:dtype]' -> (m, model, layer, dtype name); dtype bf16 unless given."""
+    parts = item.strip().split(":")
+    if len(parts) not in (3, 4) or not parts[0].isdigit():
+        ap.error(f"{flag}: '{item}' is not m:model:layer[:dtype]")
+    dname = parts[3] if len(parts) == 4 else "bf16"
+    if dname not in DTYPES:
+        ap.error(f"{flag}: '{item}': unknown dtype '{dname}' (known: {', '.join(DTYPES)})")
+    return (int(parts[0]), parts[1], parts[2], dname)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,12 +289,17 @@ class Problem:
         self.m, self.n, self.k = m, n, k
         self.dname = dname
         self.dtype, self.scale, self.baseline = DTYPES[dname]
-        self.inductor = False
+        self.inductor = False          # also torch.compile max-autotune (default gemm backends)
+        self.inductor_triton = False   # also torch.compile max-autotune restricted to Triton
         self.index = 0
 
     @property
     def label(self):
         return f"{self.model}/{self.layer} m={self.m} {self.dname}"
+
+    @property
+    def slug(self):
+        return f"{self.m}x{self.n}x{self.k}-{self.dname}"
 
     @property
     def key(self):
@@ -268,7 +340,7 @@ def read_csv(path):
     return [dict(zip(head, (c.strip() for c in r))) for r in rows[1:]]
 
 
-def load_problems(args):
+def read_layers(args):
     # --layers: comma-separated CSVs, each either model,layer,n,k (crossed with the m values)
     # or m,n,k (e.g. squares.csv: model "square").
     layers = []
@@ -277,9 +349,24 @@ def load_problems(args):
             if "m" in row:
                 row = dict(row, model=row.get("model", "square"), layer=row.get("layer", f"{row['m']}x{row['n']}x{row['k']}"))
             layers.append(row)
+    return layers
+
+
+def cold_tune_problem(args):
+    """The --cold-tune-problem as a Problem (looked up in --layers, whatever --models / --m-values say)."""
+    m, model, layer, dname = args.cold_problem
+    for lay in read_layers(args):
+        if lay.get("model") == model and lay.get("layer") == layer:
+            return Problem(model, layer, "cold", m, int(lay["n"]), int(lay["k"]), dname)
+    raise RuntimeError(f"--cold-tune-problem: no layer {model}/{layer} in {args.layers}")
+
+
+def load_problems(args):
+    layers = read_layers(args)
     ms = read_csv(args.m_file)
     out = []
     seen = {}  # (m, n, k, dtype) -> problem: layers of the same shape are one problem, named by all
+    matched = set()
     for dname in args.dtype_list:
         for lay in layers:
             model, layer = lay.get("model", ""), lay.get("layer", "")
@@ -290,7 +377,10 @@ def load_problems(args):
                 if args.m_keep and m not in args.m_keep:
                     continue
                 key = (m, int(lay["n"]), int(lay["k"]), dname)
-                inductor = dname == "bf16" and (m, model, layer) in args.subset
+                inductor = (m, model, layer, dname) in args.subset
+                inductor_triton = (m, model, layer, dname) in args.triton_subset
+                if inductor or inductor_triton:
+                    matched.add((m, model, layer, dname))
                 if key in seen:
                     q = seen[key]
                     if layer == q.layer:
@@ -298,15 +388,20 @@ def load_problems(args):
                     else:
                         q.layer += "+" + model + "/" + layer
                     q.inductor = q.inductor or inductor
+                    q.inductor_triton = q.inductor_triton or inductor_triton
                     continue
                 p = Problem(model, layer, mv.get("phase", ""), m, int(lay["n"]), int(lay["k"]), dname)
                 p.inductor = inductor
+                p.inductor_triton = inductor_triton
                 seen[key] = p
                 out.append(p)
-    # The Inductor subset first (their compile times must not be cut by the budget), then a
+    # The Inductor subsets first (their compile times must not be cut by the budget), then a
     # fixed shuffle, so that a budget-limited run still covers every model, m and dtype.
-    first = [p for p in out if p.inductor]
-    rest = [p for p in out if not p.inductor]
+    # Subset entries that name no planned problem (a dtype not in --dtypes, a typo, --models ...).
+    args.subset_unmatched = {"inductor": sorted(":".join(map(str, r)) for r in args.subset - matched),
+                             "inductor_triton": sorted(":".join(map(str, r)) for r in args.triton_subset - matched)}
+    first = [p for p in out if p.inductor or p.inductor_triton]
+    rest = [p for p in out if not (p.inductor or p.inductor_triton)]
     random.Random(args.seed).shuffle(rest)
     ordered = first + rest
     if args.limit > 0:
@@ -430,34 +525,130 @@ class TorchGpu:
             return d
         return fn, d
 
-    def inductor_fn(self, p: Problem, x):
-        """(fn, compile_s): torch.compile(mode='max-autotune') of a @ w.t(), compiled now."""
+    def inductor_init(self):
+        """Inductor's one-time start-up (imports, compile worker pool), kept out of the per-problem
+        compile times; its seconds in inductor_init_s."""
+        if self.inductor_init_s is not None:
+            return
         t = self.torch
         import torch._dynamo
-        if self.inductor_init_s is None:
-            # One-time start-up (imports, worker pool) kept out of the per-problem compile times.
-            t0 = time.perf_counter()
-            torch._dynamo.reset()
-            a0 = t.randn(256, 256, device=self.dev, dtype=t.bfloat16)
-            t.compile(self.mm_nt, mode=self.inductor_mode, dynamic=False)(a0, a0)
-            self.sync()
-            self.inductor_init_s = time.perf_counter() - t0
-        torch._dynamo.reset()
-        f = t.compile(self.mm_nt, mode=self.inductor_mode, dynamic=False)
-        a, w = x["a"], x["w"]
-        # Without this, CUDA graphs (part of mode max-autotune) copy every non-static input into
-        # the graph's own buffers before each replay: a copy of W per call, which a model (whose
-        # weights are parameters) never pays.
-        try:
-            torch._dynamo.mark_static_address(a)
-            torch._dynamo.mark_static_address(w)
-        except Exception as e:
-            warn(f"inductor: mark_static_address failed ({e}); inputs may be copied per call")
         t0 = time.perf_counter()
-        f(a, w)
+        torch._dynamo.reset()
+        a0 = t.randn(256, 256, device=self.dev, dtype=t.bfloat16)
+        t.compile(self.mm_nt, mode=self.inductor_mode, dynamic=False)(a0, a0)
+        self.sync()
+        self.inductor_init_s = time.perf_counter() - t0
+
+    def inductor_reset(self):
+        """Drops every compiled function (and CUDA graph pools) of earlier problems. Never between
+        two compiles of one problem: a reset clears the caches of every compiled function, and the
+        first would compile again when called."""
+        import torch._dynamo
+        torch._dynamo.reset()
+
+    def _gemm_fn(self, p: Problem, tag: str):
+        """A new function (its own code object, so its own Dynamo cache) computing the problem as
+        torch does: a @ w.t(), or torch._scaled_mm(a, w.t(), sa, sb, out_dtype=bf16)."""
+        self.n_fns = getattr(self, "n_fns", 0) + 1
+        name = f"gemm_{tag.replace('-', '_')}_{self.n_fns}"
+        if p.dtype == "bf16":
+            src = f"def {name}(a, w):\n    return torch.mm(a, w.t())\n"
+        else:
+            src = (f"def {name}(a, w, sa, sb):\n"
+                   f"    return torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)\n")
+        ns = {"torch": self.torch}
+        exec(compile(src, f"<h200 {name}>", "exec"), ns)
+        return ns[name]
+
+    def _first_call_with_code(self, f, args):
+        """Calls f (compiling it) and returns the wrapper code Inductor generated, captured as
+        torch._inductor.utils.run_and_get_code does but without its Dynamo reset (which would drop
+        the other compiled function of the problem). [] when the hook is not there."""
+        codes = []
+        try:
+            from unittest import mock
+            from torch._inductor.graph import GraphLowering
+            hook = hasattr(GraphLowering, "save_output_code")
+        except Exception:
+            hook = False
+        if hook:
+            with mock.patch.object(GraphLowering, "save_output_code", lambda *a: codes.append(a[-1])):
+                f(*args)
+        else:
+            f(*args)
+        return codes
+
+    def inductor_defaults(self):
+        """Inductor's gemm backends as configured in this process (what plain max-autotune uses)."""
+        try:
+            import torch._inductor.config as ic
+            return {"max_autotune_gemm_backends": ic.max_autotune_gemm_backends,
+                    "enable_persistent_tma_matmul": getattr(ic.triton, "enable_persistent_tma_matmul", None)}
+        except Exception as e:
+            return {"error": f"{type(e).__name__}: {e}"}
+
+    def _fresh_inductor_cache(self, d):
+        """What torch._inductor.utils.fresh_cache does, without deleting the folder at the end (the
+        compiled module and kernels are used after the compile): empty cache folders for Inductor
+        and Triton, and Inductor's in-memory caches cleared."""
+        d = Path(d)
+        d.mkdir(parents=True, exist_ok=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(d)
+        os.environ["TRITON_CACHE_DIR"] = str(d / "triton")
+        try:
+            import torch._inductor.utils as iu
+            clear = getattr(iu, "clear_caches", None) or getattr(iu, "clear_inductor_caches", None)
+            if clear is not None:
+                clear()
+        except Exception as e:
+            warn(f"inductor: clearing its in-memory caches failed ({type(e).__name__}: {e})")
+
+    def inductor_fn(self, p: Problem, x, mode, backends=None, extra_options=None, fresh_dir=None, code_path=None):
+        """(fn, compile_s, info): torch.compile of a @ w.t() (fp8: torch._scaled_mm with the problem's
+        scales, bf16 out), compiled now from a cold cache (fresh_dir). backends=None: the mode as is
+        (Inductor's default gemm backends); else the mode's options plus max_autotune_gemm_backends
+        = backends (e.g. "TRITON") and extra_options. info: options, the generated code's kernels and
+        whether it calls an ATen/extern GEMM (kind 'triton', 'aten', 'mixed' or 'unknown')."""
+        t = self.torch
+        import torch._dynamo
+        import torch._inductor
+        self.inductor_init()
+        if fresh_dir is not None:
+            self._fresh_inductor_cache(fresh_dir)
+        fn = self._gemm_fn(p, backends or "default")
+        args = (x["a"], x["w"]) if p.dtype == "bf16" else (x["a"], x["w"], x["sa"], x["sb"])
+        if backends is None and not extra_options:
+            options = dict(torch._inductor.list_mode_options(mode))
+            f = t.compile(fn, mode=mode, dynamic=False)
+        else:
+            # torch.compile takes a mode or options, not both: the mode's options, then ours.
+            options = dict(torch._inductor.list_mode_options(mode))
+            if backends is not None:
+                options["max_autotune_gemm_backends"] = backends
+            options.update(extra_options or {})
+            f = t.compile(fn, options=options, dynamic=False)
+        if options.get("triton.cudagraphs"):
+            # Without this, CUDA graphs copy every non-static input into the graph's own buffers
+            # before each replay: a copy of W per call, which a model (whose weights are
+            # parameters) never pays.
+            try:
+                for a in args:
+                    torch._dynamo.mark_static_address(a)
+            except Exception as e:
+                warn(f"inductor: mark_static_address failed ({e}); inputs may be copied per call")
+        t0 = time.perf_counter()
+        codes = self._first_call_with_code(f, args)
         self.sync()
         compile_s = time.perf_counter() - t0
-        return (lambda: f(a, w)), compile_s
+        info = {"mode": mode, "options": {k: v for k, v in options.items()}, **analyze_inductor_code(codes)}
+        if code_path is not None and codes:
+            try:
+                Path(code_path).parent.mkdir(parents=True, exist_ok=True)
+                Path(code_path).write_text("\n\n# ---- next module ----\n\n".join(codes))
+                info["code_file"] = str(Path(code_path).name)
+            except OSError as e:
+                info["code_file_error"] = str(e)
+        return (lambda: f(*args)), compile_s, info
 
     # -- correctness -------------------------------------------------------------------------------
     def reference(self, p: Problem, x):
@@ -485,17 +676,22 @@ class TorchGpu:
         return (t.linalg.vector_norm(o - r) / t.linalg.vector_norm(r)).item()
 
     # -- timing --------------------------------------------------------------------------------
-    def _flush(self):
+    def _flush(self, spin_scale=1):
         self.flush_count += 1
         self.flush_buf.fill_(self.flush_count & 0x7F)
         if self.can_sleep:
-            self.torch.cuda._sleep(self.sleep_cycles)
+            self.torch.cuda._sleep(self.sleep_cycles * spin_scale)
 
-    def time_interleaved(self, fns, rounds, warmup_ms):
+    def time_interleaved(self, fns, rounds, warmup_ms, spin_scale=1):
         """{name: [us, ...]}: `rounds` rounds, each one sample of every fn in a rotated order;
-        each sample = L2 flush, then CUDA events around one call."""
+        each sample = L2 flush, then CUDA events around one call. spin_scale lengthens the GPU spin
+        queued before each sample (contenders with a heavy host side: Inductor's wrapper). The
+        host time of each call is kept in last_host_us (median per name) with the spin's length
+        (last_spin_us, at most; at 2 GHz): a call whose host side outlasts the spin would have its
+        launch overhead inside the timed region."""
         t = self.torch
         names = list(fns)
+        self.last_spin_us = (self.sleep_cycles * spin_scale / 2000.0) if self.can_sleep else 0.0
         t0 = time.perf_counter()
         n = 0
         while True:
@@ -508,17 +704,22 @@ class TorchGpu:
         starts = [t.cuda.Event(enable_timing=True) for _ in names]
         ends = [t.cuda.Event(enable_timing=True) for _ in names]
         out = {nm: [] for nm in names}
+        host = {nm: [] for nm in names}
+        clock = time.perf_counter
         for r in range(rounds):
             shift = r % len(names)
             order = names[shift:] + names[:shift]
             for j, nm in enumerate(order):
-                self._flush()
+                self._flush(spin_scale)
                 starts[j].record()
+                h0 = clock()
                 fns[nm]()
+                host[nm].append((clock() - h0) * 1e6)
                 ends[j].record()
             ends[len(order) - 1].synchronize()
             for j, nm in enumerate(order):
                 out[nm].append(starts[j].elapsed_time(ends[j]) * 1e3)
+        self.last_host_us = {nm: quantile(sorted(v), 0.5) for nm, v in host.items()}
         return out
 
     def ceilings(self, rounds):
@@ -562,6 +763,46 @@ class TorchGpu:
 
     def release(self, *objs):
         pass
+
+
+_MM_EXTERNS = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "_int_mm", "_scaled_mm_v2"}
+
+
+def analyze_inductor_code(codes):
+    """What Inductor's generated wrapper code runs: {kernels: Triton kernels it defines, extern:
+    ATen/extern GEMMs it calls, kind: 'triton' (template kernels only), 'aten' (an extern GEMM only),
+    'mixed', or 'unknown' (no code captured), config: the first template's tile and launch
+    parameters as far as the source shows them}."""
+    import re
+    if not codes:
+        return {"kernels": [], "extern": [], "kind": "unknown", "config": ""}
+    text = "\n".join(codes)
+    kernels = list(dict.fromkeys(re.findall(r"async_compile\.triton\(\s*['\"](\w+)['\"]", text)))
+    extern = re.findall(r"extern_kernels\.(\w+)\(", text)
+    extern += re.findall(r"(?:torch\.ops\.)?aten\.(\w+)\.(?:default|out)\(", text)
+    extern = sorted({e for e in extern if e in _MM_EXTERNS})
+    templates = [k for k in kernels if "_tem_" in k]
+    if templates and not extern:
+        kind = "triton"
+    elif extern and not templates:
+        kind = "aten"
+    elif extern and templates:
+        kind = "mixed"
+    else:
+        kind = "triton" if kernels else "unknown"
+    cfg = []
+    blocks = [re.search(rf"\b{nm}\s*:\s*tl\.constexpr\s*=\s*(\d+)", text) for nm in ("BLOCK_M", "BLOCK_N", "BLOCK_K")]
+    if all(blocks):
+        cfg.append("x".join(b.group(1) for b in blocks))
+    for nm, short in (("num_warps", "w"), ("num_stages", "s")):
+        mt = re.search(rf"\b{nm}\s*=\s*(\d+)", text)
+        if mt:
+            cfg.append(f"{short}{mt.group(1)}")
+    for nm in ("GROUP_M", "NUM_SMS"):
+        mt = re.search(rf"\b{nm}\s*:\s*tl\.constexpr\s*=\s*(\d+)", text)
+        if mt:
+            cfg.append(f"{nm}={mt.group(1)}")
+    return {"kernels": kernels, "extern": extern, "kind": kind, "config": " ".join(cfg)}
 
 
 def gpu_state():
@@ -614,10 +855,31 @@ class MockGpu:
             return ("out", base)
         return fn, out
 
-    def inductor_fn(self, p, x):
+    def inductor_init(self):
+        pass
+
+    def inductor_reset(self):
+        pass
+
+    def inductor_defaults(self):
+        return {"max_autotune_gemm_backends": "ATEN,TRITON", "enable_persistent_tma_matmul": False}
+
+    def inductor_fn(self, p, x, mode, backends=None, extra_options=None, fresh_dir=None, code_path=None):
         time.sleep(0.01)
-        base = self._base_us(p) * 1.02
-        return (lambda: ("out", base)), 0.01
+        base = self._base_us(p) * (1.02 if backends is None else 1.04)
+        name = "triton_tem_fused__scaled_mm_0" if p.dtype != "bf16" else "triton_tem_fused_mm_0"
+        code = (f"{name} = async_compile.triton('{name}', \'\'\'\n    BLOCK_M : tl.constexpr = 128\n"
+                f"    BLOCK_N : tl.constexpr = 128\n    BLOCK_K : tl.constexpr = 64\n    GROUP_M : tl.constexpr = 8\n"
+                f"\'\'\', device_str='cuda')\n@triton_heuristics.template(num_stages=3, num_warps=8)\n")
+        if backends is None and p.m <= 16:
+            code += "extern_kernels.mm(arg0_1, reinterpret_tensor(arg1_1, (8192, 10240), (1, 8192), 0), out=buf0)\n"
+        info = {"mode": mode, "options": {"max_autotune": True, **({"max_autotune_gemm_backends": backends} if backends else {}),
+                                          **(extra_options or {})}, **analyze_inductor_code([code])}
+        if code_path is not None:
+            Path(code_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(code_path).write_text(code)
+            info["code_file"] = Path(code_path).name
+        return (lambda: ("out", base)), 0.01, info
 
     def reference(self, p, x):
         return "ref"
@@ -634,11 +896,13 @@ class MockGpu:
     def rel_diff(self, out, other):
         return 4e-4
 
-    def time_interleaved(self, fns, rounds, warmup_ms):
+    def time_interleaved(self, fns, rounds, warmup_ms, spin_scale=1):
         res = {}
         for nm, fn in fns.items():
             base = fn()[1]
             res[nm] = [base * (1 + 0.03 * self.rng.random()) for _ in range(rounds)]
+        self.last_spin_us = 50.0 * spin_scale
+        self.last_host_us = {nm: (25.0 if nm.startswith("inductor") else 6.0) for nm in fns}
         return res
 
     def ceilings(self, rounds):
@@ -664,48 +928,78 @@ class MockKernel:
 
 
 class MockEngine:
-    """Tunes 6 fake candidates; the pick differs between engines now and then."""
+    """Tunes fake cuBLASLt (4) and Triton (6) candidates; the pick differs between engines now and
+    then; rowwise problems get Triton candidates only. A Triton config compiles (0.3-0.9 s) the
+    first time this process sees it (the artifact store), later it is a store hit."""
     count = 0
+    compiled = set()
 
     def __init__(self, cache_path=None, backends=None, tune=None, **kw):
         MockEngine.count += 1
         self.salt = MockEngine.count
         self.cache_path = cache_path
+        self.backends = list(backends) if backends else ["cublaslt", "triton"]
 
     def info(self):
         return {"version": "mock", "device": {"name": "Mock H200", "str": "Mock H200 (sm_90)"},
-                "environment": "mock", "backends": [{"name": "cublaslt", "status": "available (mock)"}],
+                "environment": "mock", "backends": [{"name": b, "status": "available (mock)"} for b in self.backends],
                 "cache_path": self.cache_path}
 
-    def _speeds(self, problem):
+    TRITON_IDS = ("t128x128x64w8s3g8", "t64x128x64w4s4g8", "p128x256x64w8s3g8", "t128x256x64w8s3g8",
+                  "t16x64x128w4s4g8k4", "t256x256x128w8s5g8")
+
+    def _cands(self, problem):
+        """[(backend, id, name, speed)] in a stable order."""
         rng = random.Random(json.dumps(problem, sort_keys=True))
-        return [1.0 + 0.1 * rng.random() for _ in range(6)]
+        out = []
+        if "cublaslt" in self.backends and problem.get("scale") != "rowwise":
+            for i in range(4):
+                out.append(("cublaslt", f"{i:02x}" * 4, f"algo={i} tile=128x128", 1.0 + 0.1 * rng.random()))
+        if "triton" in self.backends:
+            for tid in self.TRITON_IDS:
+                out.append(("triton", tid, f"triton {tid}", 0.97 + 0.12 * rng.random()))
+        return out
 
     def select(self, problem, force=False):
         time.sleep(0.02)
-        speeds = self._speeds(problem)
+        cands = self._cands(problem)
+        if not cands:
+            raise MockError("no backend has a candidate (mock)")
+        speeds = [c[3] for c in cands]
         if self.salt % 2 == 0 and problem["n"] % 3 == 0:
             speeds[1] = min(speeds) - 0.001  # a different pick in the second engine
-        if problem.get("scale") == "rowwise":
-            raise MockError("no backend has a candidate for rowwise (mock)")
-        win = min(range(6), key=lambda i: speeds[i])
         results = []
-        for i, s in enumerate(speeds):
-            results.append({"backend": "cublaslt", "id": f"{i:02x}" * 4, "name": f"algo={i} tile=128x128",
-                            "status": "ok" if i != 5 else "wrong", "reason": "" if i != 5 else "mock wrong",
-                            "rel_err": 1e-3 if i != 5 else 0.5, "median_us": 10 * s, "p20_us": 9.9 * s,
-                            "p80_us": 10.1 * s, "samples": 10, "compile_s": 0.001, "winner": i == win,
-                            "is_default": i == 0})
-        results.sort(key=lambda r: (not r["winner"], r["median_us"]))
+        for i, ((backend, id_, name, _), sp) in enumerate(zip(cands, speeds)):
+            status, reason, rel = "ok", "", 1e-3
+            if backend == "cublaslt" and i == 3:
+                status, reason, rel = "wrong", "mock wrong", 0.5
+            if id_ == "t256x256x128w8s5g8":
+                status, reason, rel = "failed", "triton: compile failed (resource): out of shared memory (mock)", -1
+            compile_s = 0.001
+            if backend == "triton":
+                key = (id_, problem.get("dtype"), problem.get("scale"))
+                if key not in MockEngine.compiled:
+                    MockEngine.compiled.add(key)
+                    compile_s = 0.3 + 0.6 * random.Random(id_).random()
+                else:
+                    compile_s = 0.002
+            timed = status == "ok"
+            results.append({"backend": backend, "id": id_, "name": name, "status": status, "reason": reason,
+                            "rel_err": rel, "median_us": 10 * sp if timed else 0, "p20_us": 9.9 * sp if timed else 0,
+                            "p80_us": 10.1 * sp if timed else 0, "samples": 10 if timed else 0, "compile_s": compile_s,
+                            "winner": False, "is_default": backend == "cublaslt" and i == 0})
+        win = min((r for r in results if r["status"] == "ok"), key=lambda r: r["median_us"])
+        win["winner"] = True
+        results.sort(key=lambda r: (not r["winner"], r["median_us"] or math.inf))
         rep = {"problem": str(problem), "key": "mock", "from_cache": False, "seconds": 0.005,
                "spread": 0.01, "notes": [], "results": results}
-        r = results[0]
-        return MockKernel("cublaslt", r["id"], r["name"], speeds[win]), rep
+        return MockKernel(win["backend"], win["id"], win["name"], win["median_us"] / 10), rep
 
     def load(self, problem, backend, id_):
-        speeds = self._speeds(problem)
-        i = int(id_[:2], 16)
-        return MockKernel(backend, id_, f"algo={i} tile=128x128", speeds[i])
+        for b, i, name, sp in self._cands(problem):
+            if b == backend and i == id_:
+                return MockKernel(backend, id_, name, sp)
+        raise MockError(f"mock: no candidate {backend} {id_}")
 
     def close(self):
         pass
@@ -713,6 +1007,64 @@ class MockEngine:
 
 class MockError(RuntimeError):
     pass
+
+
+def cold_tune_child(args):
+    """--cold-tune-child SPEC: runs in a new process; creates an engine and tunes one problem (the
+    parent gives an empty cache and artifact store), prints COLDTUNE_RESULT {json}."""
+    spec = json.loads(args.cold_tune_child)
+    out = {}
+    try:
+        t0 = time.perf_counter()
+        if spec.get("mock"):
+            Engine = MockEngine
+        else:
+            sys.path.insert(0, str(REPO / "python"))
+            import gemmtune
+            Engine = gemmtune.Engine
+        out["import_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        eng = Engine(cache_path=spec["cache"], backends=spec["backends"], tune=spec.get("tune"), log_to_stderr=True)
+        out["engine_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        kernel, rep = eng.select(spec["problem"])
+        out["select_s"] = time.perf_counter() - t0
+        out["report"] = rep
+        try:
+            out["engine_backends"] = eng.info().get("backends")
+        except Exception:
+            pass
+        kernel.close()
+        eng.close()
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+        traceback.print_exc()
+    print("COLDTUNE_RESULT " + json.dumps(out), flush=True)
+    return 0 if "error" not in out else 1
+
+
+def backend_stats(results):
+    """{backend: {n, ok, pruned, wrong, failed}} over a report's results."""
+    out = {}
+    for r in results:
+        b = out.setdefault(r.get("backend", "?"), {"n": 0, "ok": 0, "pruned": 0, "wrong": 0, "failed": 0})
+        b["n"] += 1
+        if r.get("status") in b:
+            b[r["status"]] += 1
+    return out
+
+
+def compile_stats(values, hit_s):
+    """Compile times (s) of Triton candidates: all, and those over hit_s (compiled now, not
+    artifact-store hits)."""
+    vals = sorted(v for v in values if v is not None)
+    comp = [v for v in vals if v >= hit_s]
+    out = {"n": len(vals), "median_s": quantile(vals, 0.5) if vals else None, "max_s": vals[-1] if vals else None,
+           "n_compiled": len(comp), "store_hit_below_s": hit_s}
+    if comp:
+        out.update({"compiled_median_s": quantile(comp, 0.5), "compiled_p90_s": quantile(comp, 0.9),
+                    "compiled_max_s": comp[-1], "compiled_total_s": sum(comp)})
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -733,6 +1085,8 @@ class Run:
         self.problems = []       # per-problem summaries (suite)
         self.stability = []
         self.cachehit = {}
+        self.coldtune = {}
+        self.n_inductor_dirs = 0
         self.ceilings = {}
         self.ceilings_end = {}
         self.part_seconds = {}
@@ -745,6 +1099,18 @@ class Run:
         if self.partial.exists():
             self.partial.unlink()
 
+        # The engines' Triton compile workers: this interpreter (the GPU machine's python, with its
+        # triton), the repository's python/ (the build's compiled-in path is the build machine's),
+        # and an artifact store of our own, empty at the start (so compile times are cold). Read
+        # once, when the first engine of the process starts its compiler.
+        self.artifacts = Path(args.artifacts) if args.artifacts else self.tmp / "artifacts"
+        os.environ["GEMMTUNE_ARTIFACTS"] = str(self.artifacts)
+        os.environ.setdefault("GEMMTUNE_PYTHON", sys.executable)
+        os.environ.setdefault("GEMMTUNE_PYTHON_DIR", str(REPO / "python"))
+        self.env["gemmtune_env"] = {k: os.environ.get(k) for k in (
+            "GEMMTUNE_ARTIFACTS", "GEMMTUNE_PYTHON", "GEMMTUNE_PYTHON_DIR", "GEMMTUNE_COMPILE_WORKERS",
+            "GEMMTUNE_COMPILE_TIMEOUT")}
+        self.env["cpu_count"] = os.cpu_count()
         if args.mock:
             self.gpu = MockGpu(args)
             self.Engine = MockEngine
@@ -755,6 +1121,8 @@ class Run:
             elif "GEMMTUNE_LIB" not in os.environ:
                 os.environ["GEMMTUNE_LIB"] = str(REPO / "build")
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", args.inductor_cache_dir or str(self.tmp / "inductor"))
+            # Triton's cache too (Inductor's compile workers start with it): never a warm ~/.triton.
+            os.environ.setdefault("TRITON_CACHE_DIR", str(Path(os.environ["TORCHINDUCTOR_CACHE_DIR"]) / "triton"))
             # torch first: gemmtune then shares the libcublasLt that torch loaded (one copy).
             self.gpu = TorchGpu(args)
             sys.path.insert(0, str(REPO / "python"))
@@ -767,6 +1135,11 @@ class Run:
         a = self.args
         return self.Engine(cache_path=str(cache_path), backends=a.backend_list, tune=a.tune,
                            log_to_stderr=not a.quiet_engine)
+
+    def inductor_dir(self, tag):
+        """A fresh, empty Inductor + Triton cache folder for one compile."""
+        self.n_inductor_dirs += 1
+        return self.tmp / f"inductor-{self.n_inductor_dirs:03d}-{tag}"
 
     def add_rows(self, rows):
         self.rows.extend(rows)
@@ -793,6 +1166,120 @@ class Run:
         peak = c["bf16_tflops"] if p.dtype == "bf16" else c["fp8_tflops"]
         return max(p.flops / (peak * 1e12), p.min_bytes / (c["copy_TBps"] * 1e12)) * 1e6
 
+    # -- cold tune vs Inductor -----------------------------------------------------------------------
+    def part_coldtune(self):
+        """One problem: a cold gemmtune tune (a separate process with an empty tuning cache and an
+        empty artifact store, so every Triton candidate is compiled now; compile workers started on
+        demand) against Inductor max-autotune with its default gemm backends from a cold cache, in
+        this process (after Inductor's one-time start-up, which is reported apart)."""
+        a, gpu = self.args, self.gpu
+        p = cold_tune_problem(a)
+        res = {"label": p.label, **p.fields(), "backends": a.cold_backends, "status": "ok", "errors": []}
+        self.coldtune = res
+        deadline = self.budget.end() - a.reserve_s
+        est = 30.0 + 2 * a.inductor_triton_estimate_s
+        if not self.budget.fits(deadline, est):
+            res["status"] = "skipped"
+            res["errors"].append(f"not enough budget left (estimate {est:.0f} s)")
+            warn(f"coldtune: skipped, not enough budget left (estimate {est:.0f} s)")
+            return
+
+        # 1. gemmtune, cold, in a child process.
+        d = self.tmp / "coldtune"
+        d.mkdir(parents=True, exist_ok=True)
+        spec = {"problem": p.gt(), "backends": a.cold_backends, "tune": a.tune, "cache": str(d / "tuning.sqlite"),
+                "mock": bool(a.mock)}
+        env = os.environ.copy()
+        env["GEMMTUNE_ARTIFACTS"] = str(d / "artifacts")   # empty: does not exist yet
+        env["GEMMTUNE_CACHE"] = str(d / "tuning.sqlite")   # empty: does not exist yet
+        env["GEMMTUNE_PYTHON"] = os.environ.get("GEMMTUNE_PYTHON") or sys.executable
+        env["GEMMTUNE_PYTHON_DIR"] = os.environ.get("GEMMTUNE_PYTHON_DIR") or str(REPO / "python")
+        lt = self.gpu.loaded_cublaslt()
+        if lt:  # the same cuBLASLt as this process (and torch)
+            env["LD_PRELOAD"] = lt + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--cold-tune-child", json.dumps(spec)]
+        timeout = a.cold_tune_timeout_s
+        if not self.budget.unlimited():
+            timeout = max(30.0, min(timeout, deadline - time.monotonic() - a.inductor_triton_estimate_s))
+        log(f"coldtune: {p.label}: gemmtune ({','.join(a.cold_backends)}) from an empty cache and artifact store, "
+            f"in a new process")
+        t0 = time.monotonic()
+        log_path = self.out / "coldtune-gemmtune.log"
+        child = None
+        try:
+            with open(log_path, "w") as errf:
+                r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=errf, text=True, timeout=timeout, env=env)
+            rc = r.returncode
+            for line in r.stdout.splitlines():
+                if line.startswith("COLDTUNE_RESULT "):
+                    child = json.loads(line[len("COLDTUNE_RESULT "):])
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        process_s = time.monotonic() - t0
+        g = {"process_s": process_s, "rc": rc, "log": log_path.name}
+        if child is None or child.get("error"):
+            err = (child or {}).get("error") or f"rc={rc}, no result line"
+            g["error"] = err
+            try:
+                g["log_tail"] = log_path.read_text()[-1500:]
+            except OSError:
+                pass
+            res["errors"].append(f"gemmtune cold tune: {err}")
+            warn(f"coldtune: gemmtune failed: {err}")
+        else:
+            rep = child.pop("report", {}) or {}
+            results = rep.get("results", [])
+            win = next((r for r in results if r.get("winner")), None)
+            g.update(child)
+            g["seconds"] = child["engine_s"] + child["select_s"]
+            g["report_seconds"] = rep.get("seconds")
+            g["from_cache"] = rep.get("from_cache")
+            g["pick"] = {"backend": win["backend"], "candidate": win["name"], "candidate_id": win["id"],
+                         "median_us": win.get("median_us")} if win else None
+            g["backends_stats"] = backend_stats(results)
+            g["triton_compile"] = compile_stats([r.get("compile_s") for r in results if r.get("backend") == "triton"],
+                                                a.compile_hit_s)
+            g["notes"] = rep.get("notes", [])
+            if rep.get("from_cache"):
+                res["errors"].append("the cold tune was answered from a cache: not cold")
+            # Its candidates, as tune rows (timing "coldtune").
+            rows = self.tune_rows(p, rep)
+            for row in rows:
+                row["timing"] = "coldtune"
+            self.add_rows(rows)
+            log(f"coldtune: gemmtune {g['seconds']:.2f} s (engine start {child['engine_s']:.2f} s + select "
+                f"{child['select_s']:.2f} s; process {process_s:.2f} s); {len(results)} candidates; pick "
+                f"{(g['pick'] or {}).get('backend')} {(g['pick'] or {}).get('candidate')}")
+        res["gemmtune"] = g
+
+        # 2. Inductor max-autotune (its default gemm backends), cold cache, this process.
+        try:
+            gpu.empty_cache()
+            x = gpu.make_inputs(p, a.seed + 104729)
+            gpu.inductor_init()
+            gpu.inductor_reset()
+            fn, compile_s, info = gpu.inductor_fn(p, x, a.inductor_mode, fresh_dir=self.inductor_dir("coldtune"),
+                                                  code_path=self.out / "inductor-code" / f"coldtune-inductor-{p.slug}.py")
+            ref = gpu.reference(p, x)
+            rel, finite = gpu.check(fn(), ref)
+            res["inductor"] = {"seconds": compile_s, "mode": a.inductor_mode, "defaults": gpu.inductor_defaults(),
+                               "init_s": gpu.inductor_init_s, "rel_err": rel, "finite": finite, **info}
+            log(f"coldtune: inductor ({a.inductor_mode}, default gemm backends) {compile_s:.2f} s "
+                f"(one-time start-up {fnum(gpu.inductor_init_s, 1)} s excluded), kernels {info.get('kind')}")
+            fn = x = ref = None
+        except Exception as e:
+            res["errors"].append(f"inductor: {type(e).__name__}: {str(e)[:300]}")
+            warn(f"coldtune: inductor failed: {type(e).__name__}: {e}")
+            traceback.print_exc()
+        gs = (res.get("gemmtune") or {}).get("seconds")
+        it = (res.get("inductor") or {}).get("seconds")
+        if gs and it:
+            res["inductor_over_gemmtune"] = it / gs
+            res["gemmtune_faster"] = gs < it
+        if res["errors"]:
+            res["status"] = "error"
+        self.gpu.empty_cache()
+
     # -- suite ----------------------------------------------------------------------------------
     def part_suite(self, problems):
         a = self.args
@@ -801,12 +1288,19 @@ class Run:
             deadline = T_START + (a.budget_s - a.reserve_s) * a.suite_share
         eng = self.engine(self.cache1)
         self.env["engine"] = eng.info()
-        log(f"suite: {len(problems)} problems planned; engine {self.env['engine'].get('version')}, "
-            f"{self.env['engine']['device'].get('str')}")
-        durations, extra_inductor = [], []
+        log(f"suite: {len(problems)} problems planned ({sum(p.inductor for p in problems)} with Inductor, "
+            f"{sum(p.inductor_triton for p in problems)} with Inductor-Triton); engine "
+            f"{self.env['engine'].get('version')}, {self.env['engine']['device'].get('str')}; backends "
+            + ", ".join(f"{b.get('name')}: {b.get('status')}" for b in self.env['engine'].get('backends', [])))
+        um = getattr(a, "subset_unmatched", {})
+        for k, v in um.items():
+            if v:
+                log(f"suite: {k} subset entries that name no planned problem (dtype not in --dtypes?): {', '.join(v)}")
+        durations, extra_inductor, extra_itriton = [], [], []
         try:
             for p in problems:
-                est = estimate(durations, 1.0) + (estimate(extra_inductor, 10.0) if p.inductor else 0)
+                est = (estimate(durations, 1.5) + (estimate(extra_inductor, 10.0) if p.inductor else 0)
+                       + (estimate(extra_itriton, a.inductor_triton_estimate_s) if p.inductor_triton else 0))
                 if not self.budget.fits(deadline, est):
                     self.skipped["suite"].append(p.label)
                     continue
@@ -814,11 +1308,14 @@ class Run:
                 summary = self.suite_problem(eng, p)
                 dt = time.monotonic() - t0
                 summary["wall_s"] = dt
+                extra = 0.0
                 if p.inductor and summary.get("inductor"):
                     extra_inductor.append(summary["inductor"].get("compile_s") or 0)
-                    durations.append(max(dt - (summary["inductor"].get("compile_s") or 0), 0.1))
-                else:
-                    durations.append(dt)
+                    extra += summary["inductor"].get("compile_s") or 0
+                if p.inductor_triton and summary.get("inductor_triton"):
+                    extra_itriton.append(summary["inductor_triton"].get("compile_s") or 0)
+                    extra += summary["inductor_triton"].get("compile_s") or 0
+                durations.append(max(dt - extra, 0.1) if extra else dt)
                 self.problems.append(summary)
                 self.print_problem(len(self.problems), len(problems), summary)
         finally:
@@ -847,8 +1344,9 @@ class Run:
     def suite_problem(self, eng, p: Problem):
         a, gpu = self.args, self.gpu
         s = {"label": p.label, **p.fields(), "flops": p.flops, "min_bytes": p.min_bytes, "roof_us": self.roof_us(p),
-             "inductor_subset": p.inductor, "status": "ok", "errors": []}
-        kernel = dkernel = None
+             "inductor_subset": p.inductor, "inductor_triton_subset": p.inductor_triton, "status": "ok", "errors": [],
+             "notes": []}
+        kernel = dkernel = tkernel = None
         x = ref = None
         try:
             gpu.empty_cache()
@@ -869,18 +1367,30 @@ class Run:
                          "from_cache": rep.get("from_cache"), "key": rep.get("key"), "notes": rep.get("notes", []),
                          "n_candidates": len(results),
                          **{f"n_{st}": sum(r["status"] == st for r in results) for st in ("ok", "pruned", "wrong", "failed")},
-                         "compile_s_total": sum(r.get("compile_s") or 0 for r in results)}
+                         "compile_s_total": sum(r.get("compile_s") or 0 for r in results),
+                         "backends": backend_stats(results),
+                         "triton_compile_s_total": sum(r.get("compile_s") or 0 for r in results if r.get("backend") == "triton")}
             if rep.get("from_cache"):
                 s["errors"].append("pass 1 answered from the cache: nothing was tuned (stale cache file?)")
             self.add_rows(self.tune_rows(p, rep))
             if win is None:
                 raise RuntimeError("the report has no winner")
+            s["pick_backend"] = win["backend"]
             if dflt is not None and dflt["status"] in ("ok", "pruned"):
                 dkernel = eng.load(p.gt(), dflt["backend"], dflt["id"])
             elif dflt is not None:
                 s["errors"].append(f"cuBLASLt's default candidate is {dflt['status']}: {dflt.get('reason', '')}")
+            elif not any(r.get("backend") == "cublaslt" for r in results):
+                s["notes"].append("cuBLASLt has no candidate for this problem: no default to compare with")
             else:
                 s["errors"].append("the report has no default candidate")
+            # Triton's best: its correct (status ok) candidate with the lowest tune median.
+            tri = min((r for r in results if r.get("backend") == "triton" and r.get("status") == "ok"
+                       and (r.get("median_us") or 0) > 0), key=lambda r: r["median_us"], default=None)
+            if tri is not None:
+                tkernel = eng.load(p.gt(), "triton", tri["id"])
+            elif any(r.get("backend") == "triton" for r in results):
+                s["errors"].append("Triton has candidates but none is correct and timed")
 
             x = gpu.make_inputs(p, a.seed + 7919 * p.index)
             fns, meta = {}, {}
@@ -895,19 +1405,51 @@ class Run:
                 meta["default"] = {"backend": dflt["backend"], "candidate": dflt["name"], "candidate_id": dflt["id"],
                                    "role": "default", "winner": bool(dflt.get("winner")), "default": True,
                                    "out": d_def, "compile_s": dflt.get("compile_s")}
+            if tkernel is not None:
+                fn, d_tri = gpu.gemmtune_fn(tkernel, p, x)
+                fns["triton_best"] = fn
+                meta["triton_best"] = {"backend": "triton", "candidate": tri["name"], "candidate_id": tri["id"],
+                                       "role": "backend_best", "winner": bool(tri.get("winner")),
+                                       "default": bool(tri.get("is_default")), "out": d_tri,
+                                       "compile_s": tri.get("compile_s"), "backend_best": True}
             base = gpu.baseline_fn(p, x)
             fns["torch"] = base
             meta["torch"] = {"backend": p.baseline, "candidate": p.baseline, "candidate_id": "", "role": "baseline",
                              "winner": False, "default": False, "out": None, "compile_s": None}
+            if p.inductor or p.inductor_triton:
+                gpu.inductor_reset()  # the previous problem's compiled functions and graph pools
             if p.inductor:
                 try:
-                    ifn, compile_s = gpu.inductor_fn(p, x)
+                    ifn, compile_s, info = gpu.inductor_fn(
+                        p, x, a.inductor_mode, fresh_dir=self.inductor_dir("max-autotune"),
+                        code_path=self.out / "inductor-code" / f"inductor-{p.slug}.py")
                     fns["inductor"] = ifn
                     meta["inductor"] = {"backend": "inductor", "candidate": a.inductor_mode, "candidate_id": "",
                                         "role": "baseline", "winner": False, "default": False, "out": None,
-                                        "compile_s": compile_s}
+                                        "compile_s": compile_s, "inductor": info}
                 except Exception as e:
                     s["errors"].append(f"inductor: {type(e).__name__}: {str(e)[:300]}")
+                    warn(f"{p.label}: inductor: {type(e).__name__}: {str(e)[:300]}")
+            if p.inductor_triton:
+                try:
+                    ifn, compile_s, info = gpu.inductor_fn(
+                        p, x, a.inductor_triton_mode, backends="TRITON", extra_options=a.itriton_options,
+                        fresh_dir=self.inductor_dir("triton"),
+                        code_path=self.out / "inductor-code" / f"inductor-triton-{p.slug}.py")
+                    fns["inductor_triton"] = ifn
+                    desc = info.get("config") or ",".join(info.get("kernels", [])[:3])
+                    meta["inductor_triton"] = {"backend": "inductor-triton",
+                                               "candidate": f"{a.inductor_triton_mode} TRITON: {desc}".strip(),
+                                               "candidate_id": "", "role": "baseline", "winner": False, "default": False,
+                                               "out": None, "compile_s": compile_s, "inductor": info}
+                    if info.get("kind") in ("aten", "mixed"):
+                        msg = (f"inductor-triton: the generated code calls an ATen GEMM ({', '.join(info.get('extern', []))}): "
+                               f"not Triton only")
+                        s["errors"].append(msg)
+                        warn(f"{p.label}: {msg}")
+                except Exception as e:
+                    s["errors"].append(f"inductor-triton: {type(e).__name__}: {str(e)[:300]}")
+                    warn(f"{p.label}: inductor-triton: {type(e).__name__}: {str(e)[:300]}")
 
             # Correctness: every contender vs the fp32 reference; gemmtune's also vs torch's output.
             ref = gpu.reference(p, x)
@@ -941,7 +1483,18 @@ class Run:
             del torch_out
             ref = None
 
-            samples = gpu.time_interleaved(fns, a.rounds, a.warmup_ms)
+            # Inductor's Python wrapper (guards, launcher) costs more host time per call than a
+            # ctypes launch: a longer spin keeps it outside the timed region (same for everyone).
+            spin_scale = 3 if ("inductor" in fns or "inductor_triton" in fns) else 1
+            samples = gpu.time_interleaved(fns, a.rounds, a.warmup_ms, spin_scale=spin_scale)
+            host_us, spin_us = dict(getattr(gpu, "last_host_us", {})), getattr(gpu, "last_spin_us", None)
+            s["spin_us"] = spin_us
+            for nm, h in host_us.items():
+                if spin_us and h > 0.8 * spin_us:
+                    msg = (f"{nm}: host time per call {h:.0f} us vs a GPU spin of about {spin_us:.0f} us before each "
+                           f"sample: its launch overhead may be inside its timing")
+                    s["errors"].append(msg)
+                    warn(f"{p.label}: {msg}")
             rows = []
             for nm, smp in samples.items():
                 st = summarize(smp)
@@ -953,19 +1506,26 @@ class Run:
                             "samples": st["samples"], "tflops": tflops(p.flops, st["median_us"]),
                             "rel_err": c.get("rel_err"), "rel_err_vs_torch": c.get("rel_err_vs_torch"),
                             "compile_s": m["compile_s"], "correct": c.get("correct"), "status": "ok",
-                            "reason": "", "winner": m["winner"], "default": m["default"], "spread": st["spread"]})
+                            "reason": "", "winner": m["winner"], "default": m["default"], "spread": st["spread"],
+                            "backend_best": bool(m.get("backend_best")), "host_us": host_us.get(nm)})
+                if m.get("inductor"):
+                    row["inductor"] = {k: m["inductor"].get(k) for k in ("kind", "kernels", "extern", "config", "code_file")}
                 rows.append(row)
                 s[nm] = {"backend": m["backend"], "candidate": m["candidate"], "candidate_id": m["candidate_id"],
                          "median_us": st["median_us"], "p20_us": st["p20_us"], "p80_us": st["p80_us"],
                          "spread": st["spread"], "tflops": tflops(p.flops, st["median_us"]),
                          "rel_err": c.get("rel_err"), "rel_err_vs_torch": c.get("rel_err_vs_torch"),
-                         "correct": c.get("correct"), "compile_s": m["compile_s"]}
+                         "correct": c.get("correct"), "compile_s": m["compile_s"], "host_us": host_us.get(nm)}
+                if m.get("inductor"):
+                    s[nm]["inductor"] = m["inductor"]
             self.add_rows(rows)
             if "pick" not in s:
                 raise RuntimeError("gemmtune's pick could not be checked or timed: " + "; ".join(s["errors"]))
             s["pick"]["tune_median_us"] = win.get("median_us")
             if "default" in s:
                 s["default"]["tune_median_us"] = dflt.get("median_us")
+            if "triton_best" in s:
+                s["triton_best"]["tune_median_us"] = tri.get("median_us")
             s["same_kernel"] = dflt is not None and dflt["id"] == win["id"]
             self.ratios(s)
             self.done.append((p, win["id"], win["backend"], rep))
@@ -978,7 +1538,7 @@ class Run:
             if not isinstance(e, self.GemmtuneError):
                 traceback.print_exc()
         finally:
-            for k in (kernel, dkernel):
+            for k in (kernel, dkernel, tkernel):
                 if k is not None:
                     try:
                         k.close()
@@ -998,6 +1558,15 @@ class Run:
         s["speedup_vs_default"] = sp("default")
         s["speedup_vs_torch"] = sp("torch")
         s["speedup_vs_inductor"] = sp("inductor")
+        s["speedup_vs_triton_best"] = sp("triton_best")
+        s["speedup_vs_inductor_triton"] = sp("inductor_triton")
+        # Triton's best against the others (other's median / Triton best's median: > 1 = Triton faster).
+        tb = (s.get("triton_best") or {}).get("median_us")
+        for other in ("inductor_triton", "torch", "default"):
+            om = (s.get(other) or {}).get("median_us")
+            s[f"triton_best_vs_{other}"] = om / tb if (tb and om) else None
+        if tb and (s.get("inductor_triton") or {}).get("median_us"):
+            s["triton_noise"] = max(s["triton_best"].get("spread") or 0, s["inductor_triton"].get("spread") or 0)
         d = s.get("default")
         if pm and d and d.get("median_us"):
             noise = max(pick.get("spread") or 0, d.get("spread") or 0)
@@ -1015,10 +1584,14 @@ class Run:
             log(f"[{i}/{total}] {s['label']}: ERROR {'; '.join(s['errors'])[:200]}")
             return
         pk = s.get("pick", {})
-        line = (f"[{i}/{total}] {s['label']}: pick {fnum(pk.get('median_us'), 1)} us {fnum(pk.get('tflops'), 0)} TF"
-                f" | vs default {fratio(s.get('speedup_vs_default'))} vs torch {fratio(s.get('speedup_vs_torch'))}")
+        line = (f"[{i}/{total}] {s['label']}: pick ({s.get('pick_backend', '?')}) {fnum(pk.get('median_us'), 1)} us "
+                f"{fnum(pk.get('tflops'), 0)} TF | vs default {fratio(s.get('speedup_vs_default'))} vs torch "
+                f"{fratio(s.get('speedup_vs_torch'))} vs triton-best {fratio(s.get('speedup_vs_triton_best'))}")
         if s.get("inductor"):
             line += f" vs inductor {fratio(s.get('speedup_vs_inductor'))} (compile {fnum(s['inductor'].get('compile_s'), 1)} s)"
+        if s.get("inductor_triton"):
+            line += (f" | triton-best vs inductor-triton {fratio(s.get('triton_best_vs_inductor_triton'))} (compile "
+                     f"{fnum(s['inductor_triton'].get('compile_s'), 1)} s, {s['inductor_triton'].get('inductor', {}).get('kind')})")
         line += f" | tune {fnum(s.get('tune', {}).get('select_s'), 2)} s, {s.get('tune', {}).get('n_candidates')} cands"
         if s["status"] != "ok":
             line += f" [{s['status'].upper()}]"
@@ -1238,6 +1811,18 @@ class Run:
             if ind:
                 g["speedup_vs_inductor"] = geomean([s["speedup_vs_inductor"] for s in ind])
                 g["n_inductor"] = len(ind)
+            tb = [s for s in group if s.get("speedup_vs_triton_best")]
+            if tb:
+                g["speedup_vs_triton_best"] = geomean([s["speedup_vs_triton_best"] for s in tb])
+                g["triton_best_vs_torch"] = geomean([s.get("triton_best_vs_torch") for s in tb])
+                g["n_triton_best"] = len(tb)
+            it = [s for s in group if s.get("triton_best_vs_inductor_triton")]
+            if it:
+                g["triton_best_vs_inductor_triton"] = geomean([s["triton_best_vs_inductor_triton"] for s in it])
+                g["speedup_vs_inductor_triton"] = geomean([s.get("speedup_vs_inductor_triton") for s in it])
+                g["n_inductor_triton"] = len(it)
+            g["pick_backends"] = {b: sum(s.get("pick_backend") == b for s in group)
+                                  for b in sorted({s.get("pick_backend") for s in group if s.get("pick_backend")})}
             return g
         out["geomean"]["all"] = agg(probs)
         for d in sorted({s["dtype_name"] for s in probs}):
@@ -1271,6 +1856,10 @@ class Run:
                                         "torch_tflops": (s.get("torch") or {}).get("tflops"),
                                         "speedup_vs_inductor": s.get("speedup_vs_inductor"),
                                         "gemmtune_tune_s": s.get("tune", {}).get("select_s")})
+        out["inductor_triton"] = self.inductor_triton_summary(probs)
+        out["triton"] = self.triton_summary(probs)
+        if self.coldtune:
+            out["coldtune"] = self.coldtune
         tunes = [s["tune"]["select_s"] for s in probs if s.get("tune")]
         if tunes:
             out["tune"] = {"select_s_median": statistics.median(tunes), "select_s_max": max(tunes),
@@ -1293,6 +1882,80 @@ class Run:
         out["part_seconds"] = self.part_seconds
         out["part_errors"] = self.errors
         return out
+
+    def inductor_triton_summary(self, probs):
+        """Triton's best vs torch.compile max-autotune restricted to Triton, per subset problem."""
+        a = self.args
+        per = []
+        for s in probs:
+            it = s.get("inductor_triton")
+            if not it:
+                continue
+            info = it.get("inductor") or {}
+            per.append({"label": s["label"], "dtype_name": s["dtype_name"], "m": s["m"], "n": s["n"], "k": s["k"],
+                        "compile_s": it.get("compile_s"), "kind": info.get("kind"), "config": info.get("config"),
+                        "kernels": info.get("kernels"), "inductor_triton_us": it.get("median_us"),
+                        "inductor_triton_tflops": it.get("tflops"), "inductor_triton_correct": it.get("correct"),
+                        "triton_best_us": (s.get("triton_best") or {}).get("median_us"),
+                        "triton_best_tflops": (s.get("triton_best") or {}).get("tflops"),
+                        "triton_best": (s.get("triton_best") or {}).get("candidate"),
+                        "pick_us": s["pick"].get("median_us"), "pick_tflops": s["pick"].get("tflops"),
+                        "pick_backend": s.get("pick_backend"),
+                        "default_tflops": (s.get("default") or {}).get("tflops"),
+                        "torch_tflops": (s.get("torch") or {}).get("tflops"),
+                        "triton_best_vs_inductor_triton": s.get("triton_best_vs_inductor_triton"),
+                        "pick_vs_inductor_triton": s.get("speedup_vs_inductor_triton"),
+                        "noise": s.get("triton_noise"), "gemmtune_tune_s": s.get("tune", {}).get("select_s")})
+        out = {"problems": per, "target": INDUCTOR_TRITON_TARGET, "mode": a.inductor_triton_mode,
+               "backends": "TRITON", "extra_options": a.itriton_options, "geomean": {},
+               "what": "triton_best_vs_inductor_triton = inductor-triton median / Triton best median (> 1: Triton's "
+                       "best faster); pick_vs_inductor_triton likewise for gemmtune's pick over all backends"}
+        groups = {"all": per}
+        for d in sorted({e["dtype_name"] for e in per}):
+            groups[d] = [e for e in per if e["dtype_name"] == d]
+        for name, grp in groups.items():
+            ok = [e for e in grp if e["triton_best_vs_inductor_triton"]]
+            gm = geomean([e["triton_best_vs_inductor_triton"] for e in ok])
+            out["geomean"][name] = {"n": len(ok), "triton_best_vs_inductor_triton": gm,
+                                    "pick_vs_inductor_triton": geomean([e["pick_vs_inductor_triton"] for e in ok]),
+                                    "meets_target": (gm >= INDUCTOR_TRITON_TARGET) if gm else None,
+                                    "n_not_triton_only": sum(e["kind"] in ("aten", "mixed") for e in grp)}
+        return out
+
+    def triton_summary(self, probs):
+        """The Triton backend over the suite: candidates by status (wrong ones listed), compile times
+        (every tune row of backend triton), picks by backend, Triton's best against the pick."""
+        a = self.args
+        tr = [r for r in self.rows if r.get("timing") == "tune" and r.get("backend") == "triton"]
+        counts = {st: sum(r["status"] == st for r in tr) for st in ("ok", "pruned", "wrong", "failed")}
+        reasons = {}
+        for r in tr:
+            if r["status"] == "failed":
+                key = (r.get("reason") or "?").split("\n")[0][:120]
+                reasons[key] = reasons.get(key, 0) + 1
+        with_tb = [s for s in probs if s.get("speedup_vs_triton_best")]
+        return {
+            "candidates": {"n": len(tr), **counts},
+            "wrong": [{"label": f"{r['model']}/{r['layer']} m={r['m']} {r['dtype_name']}", "candidate": r["candidate"],
+                       "candidate_id": r["candidate_id"], "rel_err": r.get("rel_err"), "reason": r.get("reason")}
+                      for r in tr if r["status"] == "wrong"],
+            "failed_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:15]),
+            "problems_with_candidates": len({(r["m"], r["n"], r["k"], r["dtype_name"]) for r in tr}),
+            "problems_without_correct_candidate": [s["label"] for s in probs
+                                                   if (s.get("tune", {}).get("backends", {}).get("triton") or {}).get("n")
+                                                   and not s.get("triton_best")],
+            "compile_s": compile_stats([r.get("compile_s") for r in tr], a.compile_hit_s),
+            "compile_note": (f"compile_s of every Triton candidate of the suite's tunes, on the GPU machine "
+                             f"({os.cpu_count()} cores, compile workers in parallel, artifact store empty at the start of "
+                             f"the run: a config compiled for one problem is a store hit for the next); 'compiled' = "
+                             f"compile_s >= {a.compile_hit_s} s. The 2-core figure (<= 1 s median) comes from the "
+                             f"CPU build machine's tests."),
+            "pick_backends": {b: sum(s.get("pick_backend") == b for s in probs)
+                              for b in sorted({s.get("pick_backend") for s in probs if s.get("pick_backend")})},
+            "speedup_vs_triton_best_geomean": geomean([s["speedup_vs_triton_best"] for s in with_tb]),
+            "triton_best_vs_torch_geomean": geomean([s.get("triton_best_vs_torch") for s in with_tb]),
+            "triton_best_vs_default_geomean": geomean([s.get("triton_best_vs_default") for s in with_tb]),
+            "n_triton_best": len(with_tb)}
 
     def write(self, planned, final=False):
         doc = {"device": self.env.get("device_str", ""), "date": self.date, "command": self.env.get("command", ""),
@@ -1370,10 +2033,16 @@ def render_markdown(doc):
     rows = []
     for name, g in list(s["geomean"].items()) + list(s["by_dtype_m"].items()):
         rows.append([name, g["n"], fratio(g.get("speedup_vs_default")), fratio(g.get("speedup_vs_torch")),
+                     fratio(g.get("speedup_vs_triton_best")), fratio(g.get("triton_best_vs_torch")),
                      fratio(g.get("speedup_vs_inductor")), fnum(g.get("pick_tflops_geomean"), 1),
-                     fpct(g.get("fraction_of_roof_geomean"))])
-    L += [md_table(["group", "n", "pick vs cuBLASLt default", "pick vs torch", "pick vs inductor", "pick TFLOP/s",
-                    "of measured roof"], rows), ""]
+                     fpct(g.get("fraction_of_roof_geomean")),
+                     ", ".join(f"{b} {n}" for b, n in (g.get("pick_backends") or {}).items())])
+    L += [md_table(["group", "n", "pick vs cuBLASLt default", "pick vs torch", "pick vs Triton best",
+                    "Triton best vs torch", "pick vs inductor", "pick TFLOP/s", "of measured roof", "picks by backend"],
+                   rows), ""]
+    L.append("pick = gemmtune's tuned pick over all its backends; ratios are the other's median / the first's "
+             "median (> 1: the first is faster).")
+    L.append("")
     pv = s.get("pick_vs_default", {})
     if pv.get("n"):
         L.append(f"gemmtune's pick at least as fast as cuBLASLt's default within noise: **{pv['at_least_as_fast_within_noise']}"
@@ -1393,7 +2062,7 @@ def render_markdown(doc):
               f"{fnum(t['select_s_max'], 2)} s, total {fnum(t['select_s_total'], 0)} s; median {t['candidates_median']} "
               f"candidates; {t['wrong_total']} wrong and {t['failed_total']} failed candidates in all (never selected).", ""]
     if s.get("inductor"):
-        L += ["## TorchInductor max-autotune subset (bf16)", "", md_table(
+        L += ["## TorchInductor max-autotune subset (its default gemm backends)", "", md_table(
             ["problem", "m", "n", "k", "compile+autotune s", "inductor TFLOP/s", "gemmtune TFLOP/s", "torch.mm TFLOP/s",
              "pick vs inductor", "gemmtune tune s"],
             [[e["label"], e["m"], e["n"], e["k"], fnum(e["compile_s"], 1), fnum(e["inductor_tflops"], 1),
@@ -1401,6 +2070,7 @@ def render_markdown(doc):
               fnum(e["gemmtune_tune_s"], 2)] for e in s["inductor"]]), ""]
         if doc["environment"].get("inductor_init_s") is not None:
             L += [f"(Inductor's one-time start-up, excluded above: {fnum(doc['environment']['inductor_init_s'], 1)} s.)", ""]
+    L += render_triton_markdown(doc)
     st = s.get("stability")
     if st:
         L += ["## Stability: re-tuned from an empty cache", "",
@@ -1443,15 +2113,19 @@ def render_markdown(doc):
             continue
         rows.append([p["model"], p["layer"], p["m"], p["n"], p["k"], p["dtype_name"],
                      fnum(p["pick"].get("tflops"), 1), fnum((p.get("default") or {}).get("tflops"), 1),
+                     fnum((p.get("triton_best") or {}).get("tflops"), 1),
                      fnum((p.get("torch") or {}).get("tflops"), 1), fnum((p.get("inductor") or {}).get("tflops"), 1),
-                     fratio(p.get("speedup_vs_default")), fratio(p.get("speedup_vs_torch")), fpct(p.get("noise")),
+                     fnum((p.get("inductor_triton") or {}).get("tflops"), 1),
+                     fratio(p.get("speedup_vs_default")), fratio(p.get("speedup_vs_triton_best")),
+                     fratio(p.get("speedup_vs_torch")), fpct(p.get("noise")),
                      {True: "yes", False: "NO", None: "-"}[p.get("pick_within_noise_of_default")],
                      "=" if p.get("same_kernel") else "", fpct(p.get("fraction_of_roof")),
                      fnum(p.get("tune", {}).get("select_s"), 2), p.get("tune", {}).get("n_candidates", ""),
-                     f"{p['pick'].get('rel_err', 0) or 0:.1e}", p["pick"].get("candidate", "")])
-    L += [md_table(["model", "layer", "m", "n", "k", "dtype", "gemmtune TFLOP/s", "cuBLASLt default", "torch",
-                    "inductor", "pick vs default", "pick vs torch", "noise", "within noise", "same", "of roof",
-                    "tune s", "cands", "rel err", "gemmtune pick"], rows), ""]
+                     f"{p['pick'].get('rel_err', 0) or 0:.1e}", p.get("pick_backend", ""), p["pick"].get("candidate", "")])
+    L += [md_table(["model", "layer", "m", "n", "k", "dtype", "gemmtune TFLOP/s", "cuBLASLt default", "Triton best",
+                    "torch", "inductor", "inductor-triton", "pick vs default", "pick vs Triton best", "pick vs torch",
+                    "noise", "within noise", "same", "of roof", "tune s", "cands", "rel err", "pick backend",
+                    "gemmtune pick"], rows), ""]
     skipped = cov["skipped_for_budget"]
     if skipped.get("suite") or skipped.get("stability"):
         L += ["## Skipped for the time budget", ""]
@@ -1459,9 +2133,97 @@ def render_markdown(doc):
             if labels:
                 L.append(f"- {part}: {len(labels)}: " + ", ".join(labels))
         L.append("")
-    L += ["JSON: rows[] (one per problem and candidate/baseline; `timing` = tune | side_by_side | stability_h2h) "
+    L += ["JSON: rows[] (one per problem and candidate/baseline; `timing` = tune | coldtune | side_by_side | stability_h2h) "
           "and summary{} as documented in bench/README.md.", ""]
     return "\n".join(L)
+
+
+def render_triton_markdown(doc):
+    """The Triton backend's sections: candidates and compile times, Triton's best vs Inductor
+    restricted to Triton, the cold tune vs Inductor."""
+    s = doc["summary"]
+    L = []
+    tr = s.get("triton") or {}
+    c = tr.get("candidates") or {}
+    if c.get("n"):
+        L += ["## Triton backend", ""]
+        L.append(f"Triton candidates in the suite's tunes: {c['n']} over {tr.get('problems_with_candidates')} problems: "
+                 f"{c.get('ok', 0)} ok, {c.get('pruned', 0)} pruned, **{c.get('wrong', 0)} wrong**, {c.get('failed', 0)} "
+                 f"failed (wrong and failed ones are never selected).")
+        if tr.get("wrong"):
+            L += ["", "Wrong Triton candidates:", ""] + [
+                f"- {e['label']}: {e['candidate']} (`{e['candidate_id']}`), rel_err {fnum(e.get('rel_err'), 4)}: "
+                f"{(e.get('reason') or '')[:200]}" for e in tr["wrong"][:40]]
+        if tr.get("failed_reasons"):
+            L += ["", "Failed Triton candidates by reason:", ""] + [f"- {n} x {r}" for r, n in tr["failed_reasons"].items()]
+        if tr.get("problems_without_correct_candidate"):
+            L += ["", "Problems where Triton had no correct timed candidate: "
+                  + ", ".join(tr["problems_without_correct_candidate"])]
+        cs = tr.get("compile_s") or {}
+        L += ["", md_table(["compile time per Triton candidate", "n", "median s", "p90 s", "max s"], [
+            ["every candidate (store hits included)", cs.get("n"), fnum(cs.get("median_s"), 3), "-", fnum(cs.get("max_s"), 2)],
+            ["compiled in this run (not store hits)", cs.get("n_compiled"), fnum(cs.get("compiled_median_s"), 3),
+             fnum(cs.get("compiled_p90_s"), 2), fnum(cs.get("compiled_max_s"), 2)]]
+            + ([["cold tune (empty store: every candidate compiled)", ctc.get("n"), fnum(ctc.get("median_s"), 3),
+                 fnum(ctc.get("compiled_p90_s"), 2), fnum(ctc.get("max_s"), 2)]]
+               if (ctc := ((s.get("coldtune") or {}).get("gemmtune") or {}).get("triton_compile")) else [])), ""]
+        L.append(f"{tr.get('compile_note', '')}")
+        L.append("")
+        pb = tr.get("pick_backends") or {}
+        L.append(f"Picks by backend: {', '.join(f'{b} {n}' for b, n in pb.items()) or '-'}; pick vs Triton's best "
+                 f"(geomean, > 1: the pick is faster): {fratio(tr.get('speedup_vs_triton_best_geomean'))} over "
+                 f"{tr.get('n_triton_best')} problems; Triton's best vs torch: {fratio(tr.get('triton_best_vs_torch_geomean'))}, "
+                 f"vs cuBLASLt's default: {fratio(tr.get('triton_best_vs_default_geomean'))}.")
+        L.append("")
+    it = s.get("inductor_triton") or {}
+    if it.get("problems"):
+        L += ["## Triton's best vs torch.compile max-autotune restricted to Triton (`inductor-triton`)", ""]
+        L.append(f"`torch.compile(options=list_mode_options('{it.get('mode')}') + max_autotune_gemm_backends='TRITON'"
+                 + (f" + {json.dumps(it.get('extra_options'))}" if it.get("extra_options") else "")
+                 + ")`, cold cache per problem; timed interleaved with gemmtune's pick, Triton's best, cuBLASLt's "
+                   "default and torch in the same rounds. Ratio = inductor-triton median / Triton best median (> 1: "
+                   f"Triton's best faster). Target: geomean >= {it.get('target')}.")
+        L += ["", md_table(["problem", "m", "n", "k", "Triton best TFLOP/s", "inductor-triton TFLOP/s",
+                            "Triton best vs inductor-triton", "noise", "pick TFLOP/s (backend)", "pick vs inductor-triton",
+                            "torch TFLOP/s", "compile s", "Inductor kernels", "Inductor config", "Triton best config"],
+                           [[e["label"], e["m"], e["n"], e["k"], fnum(e["triton_best_tflops"], 1),
+                             fnum(e["inductor_triton_tflops"], 1), fratio(e["triton_best_vs_inductor_triton"]),
+                             fpct(e.get("noise")), f"{fnum(e['pick_tflops'], 1)} ({e.get('pick_backend')})",
+                             fratio(e["pick_vs_inductor_triton"]), fnum(e["torch_tflops"], 1), fnum(e["compile_s"], 1),
+                             e.get("kind") or "-", e.get("config") or "-", e.get("triton_best") or "-"]
+                            for e in it["problems"]]), ""]
+        L += [md_table(["group", "n", "Triton best vs inductor-triton (geomean)", "pick vs inductor-triton",
+                        f"meets {it.get('target')}", "compiles not Triton-only"],
+                       [[name, g["n"], fratio(g.get("triton_best_vs_inductor_triton")), fratio(g.get("pick_vs_inductor_triton")),
+                         {True: "yes", False: "**NO**", None: "-"}[g.get("meets_target")], g.get("n_not_triton_only")]
+                        for name, g in it.get("geomean", {}).items()]), ""]
+    ct = s.get("coldtune") or {}
+    if ct:
+        L += [f"## Cold tune vs Inductor: {ct.get('label')}", ""]
+        g, ind = ct.get("gemmtune") or {}, ct.get("inductor") or {}
+        rows = []
+        if g:
+            bs = g.get("backends_stats") or {}
+            rows.append([f"gemmtune ({', '.join(ct.get('backends', []))}), new process, empty tuning cache and artifact store",
+                         fnum(g.get("seconds"), 2),
+                         f"engine start {fnum(g.get('engine_s'), 2)} s + select {fnum(g.get('select_s'), 2)} s; whole process "
+                         f"{fnum(g.get('process_s'), 2)} s; candidates " + ", ".join(f"{b} {v.get('n')}" for b, v in bs.items())
+                         + (f"; pick {g['pick']['backend']} {g['pick']['candidate']}" if g.get("pick") else "")
+                         + (f"; ERROR {g['error']}" if g.get("error") else "")])
+        if ind:
+            rows.append([f"Inductor {ind.get('mode')} (gemm backends "
+                         f"{(ind.get('defaults') or {}).get('max_autotune_gemm_backends')}), cold cache, in process",
+                         fnum(ind.get("seconds"), 2),
+                         f"compile + autotune of the first call; Inductor's one-time start-up ({fnum(ind.get('init_s'), 1)} s) "
+                         f"excluded; kernels: {ind.get('kind')} {ind.get('config') or ''}"])
+        L += [md_table(["what", "wall s", "detail"], rows), ""]
+        if ct.get("inductor_over_gemmtune"):
+            L.append(f"Inductor / gemmtune: {fratio(ct['inductor_over_gemmtune'])}; gemmtune faster: "
+                     f"**{'yes' if ct.get('gemmtune_faster') else 'NO'}**.")
+        for e in ct.get("errors", []):
+            L.append(f"- error: {e}")
+        L.append("")
+    return L
 
 
 def print_summary(doc):
@@ -1482,11 +2244,14 @@ def print_summary(doc):
       f"{len(cov['skipped_for_budget'].get('suite', []))}, stability {len(cov['skipped_for_budget'].get('stability', []))}; "
       f"errors {len(cov['errors'])}; not supported {len(cov['skipped_not_supported'])}")
     P("")
-    P(f"{'group':<22}{'n':>4}{'vs default':>12}{'vs torch':>10}{'vs induct':>11}{'pick TF':>9}{'of roof':>9}")
+    P(f"{'group':<22}{'n':>4}{'vs default':>12}{'vs torch':>10}{'vs trit.best':>13}{'vs induct':>11}{'pick TF':>9}"
+      f"{'of roof':>9}  picks")
     for name, g in list(s["geomean"].items()) + list(s["by_dtype_m"].items()):
         P(f"{name:<22}{g['n']:>4}{fratio(g.get('speedup_vs_default')):>12}{fratio(g.get('speedup_vs_torch')):>10}"
+          f"{fratio(g.get('speedup_vs_triton_best')):>13}"
           f"{fratio(g.get('speedup_vs_inductor')):>11}{fnum(g.get('pick_tflops_geomean'), 1):>9}"
-          f"{fpct(g.get('fraction_of_roof_geomean')):>9}")
+          f"{fpct(g.get('fraction_of_roof_geomean')):>9}  "
+          + ",".join(f"{b} {n}" for b, n in (g.get("pick_backends") or {}).items()))
     pv = s.get("pick_vs_default") or {}
     if pv.get("n"):
         P(f"pick >= default within noise: {pv['at_least_as_fast_within_noise']}/{pv['n']} (faster beyond noise "
@@ -1508,6 +2273,34 @@ def print_summary(doc):
     for e in s.get("inductor", []):
         P(f"inductor {e['label']}: compile {fnum(e['compile_s'], 1)} s, {fnum(e['inductor_tflops'], 1)} TF vs gemmtune "
           f"{fnum(e['pick_tflops'], 1)} TF (pick/inductor {fratio(e['speedup_vs_inductor'])}), torch {fnum(e['torch_tflops'], 1)}")
+    tr = s.get("triton") or {}
+    c = tr.get("candidates") or {}
+    if c.get("n"):
+        cs = tr.get("compile_s") or {}
+        P(f"triton candidates: {c['n']} ({c.get('ok')} ok, {c.get('pruned')} pruned, {c.get('wrong')} WRONG, "
+          f"{c.get('failed')} failed); compile_s median {fnum(cs.get('median_s'), 3)} max {fnum(cs.get('max_s'), 2)} "
+          f"(compiled in this run: n {cs.get('n_compiled')}, median {fnum(cs.get('compiled_median_s'), 3)}, "
+          f"max {fnum(cs.get('compiled_max_s'), 2)}; GPU machine, {os.cpu_count()} cores)")
+        P(f"triton: picks by backend {tr.get('pick_backends')}; pick vs triton-best geomean "
+          f"{fratio(tr.get('speedup_vs_triton_best_geomean'))}; triton-best vs torch {fratio(tr.get('triton_best_vs_torch_geomean'))}")
+        for e in tr.get("wrong", [])[:10]:
+            P(f"  WRONG triton candidate: {e['label']}: {e['candidate']} rel_err {fnum(e.get('rel_err'), 4)}")
+    it = s.get("inductor_triton") or {}
+    for e in it.get("problems", []):
+        P(f"inductor-triton {e['label']}: triton-best {fnum(e['triton_best_tflops'], 1)} TF vs inductor-triton "
+          f"{fnum(e['inductor_triton_tflops'], 1)} TF ({fratio(e['triton_best_vs_inductor_triton'])}, noise "
+          f"{fpct(e.get('noise'))}); compile {fnum(e['compile_s'], 1)} s, kernels {e.get('kind')} {e.get('config') or ''}")
+    for name, g in (it.get("geomean") or {}).items():
+        if g.get("n"):
+            P(f"inductor-triton geomean {name}: triton-best/inductor-triton {fratio(g.get('triton_best_vs_inductor_triton'))} "
+              f"over {g['n']} (target {it.get('target')}: {'met' if g.get('meets_target') else 'NOT met'}); "
+              f"pick/inductor-triton {fratio(g.get('pick_vs_inductor_triton'))}")
+    ct = s.get("coldtune") or {}
+    if ct:
+        g, ind = ct.get("gemmtune") or {}, ct.get("inductor") or {}
+        P(f"coldtune {ct.get('label')}: gemmtune ({','.join(ct.get('backends', []))}) {fnum(g.get('seconds'), 2)} s "
+          f"(process {fnum(g.get('process_s'), 2)} s) vs inductor {fnum(ind.get('seconds'), 2)} s -> gemmtune faster: "
+          f"{ct.get('gemmtune_faster')}" + (f"; errors: {'; '.join(ct.get('errors', []))[:300]}" if ct.get("errors") else ""))
     st = s.get("stability")
     if st:
         P(f"stability: {st['same_pick']}/{st['n']} same pick; {st['different_pick']} different "
@@ -1542,12 +2335,15 @@ def print_summary(doc):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.cold_tune_child:
+        return cold_tune_child(args)
     run = Run(args)
     run.env["command"] = "python3 bench/h200.py " + " ".join(argv if argv is not None else sys.argv[1:])
     run.env["argv"] = sys.argv
     run.env["versions"] = run.gpu.versions()
     run.env["cublaslt"] = run.gpu.loaded_cublaslt()
     run.env["gpu_state_start"] = gpu_state() if not args.mock else None
+    run.env["inductor_defaults"] = run.gpu.inductor_defaults()
     problems = load_problems(args) if "suite" in args.parts else []
     log(f"h200.py: parts {','.join(args.parts)}; {len(problems)} suite problems; budget "
         f"{'unlimited' if args.budget_s <= 0 else f'{args.budget_s:.0f} s'}; output {run.out}/{run.stem}.*")
@@ -1572,6 +2368,10 @@ def main(argv=None):
     try:
         if "ceilings" in args.parts:
             part("ceilings", run.part_ceilings)
+        if "coldtune" in args.parts:
+            part("coldtune", run.part_coldtune)
+            if getattr(run.gpu, "inductor_init_s", None) is not None:
+                run.env["inductor_init_s"] = run.gpu.inductor_init_s
         if "suite" in args.parts:
             part("suite", run.part_suite, problems)
             if getattr(run.gpu, "inductor_init_s", None) is not None:
