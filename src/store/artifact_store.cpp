@@ -1,8 +1,9 @@
 // Content-addressed artifact store: atomic publish, verified reads, corrupt entries set aside.
 #include "store/artifact_store.hpp"
 
+#include "core/paths.hpp"
+
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -25,19 +26,6 @@ namespace {
 constexpr const char* kFormat = "gemmtune-artifact";
 constexpr int kFormatVersion = 1;
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-std::string home_dir() {
-  if (std::string home = env("HOME"); !home.empty()) return home;
-  std::vector<char> buf(16384);
-  passwd pw{};
-  passwd* found = nullptr;
-  if (getpwuid_r(getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found && found->pw_dir) return found->pw_dir;
-  return "";
-}
 
 void check_key(const std::string& key) {
   bool hex = key.size() >= 8 && key.find_first_not_of("0123456789abcdef") == std::string::npos;
@@ -140,13 +128,7 @@ class ShardLock {
 ArtifactStore::ArtifactStore(fs::path root, std::function<void(const std::string&)> log, size_t memory_bytes)
     : root_(root.empty() ? default_root() : std::move(root)), log_(std::move(log)), memory_cap_(memory_bytes) {}
 
-fs::path ArtifactStore::default_root() {
-  if (std::string p = env("GEMMTUNE_ARTIFACTS"); !p.empty()) return p;
-  if (fs::path xdg = env("XDG_CACHE_HOME"); xdg.is_absolute()) return xdg / "gemmtune" / "artifacts";
-  const std::string home = home_dir();
-  GT_CHECK(!home.empty(), "artifact store: none of GEMMTUNE_ARTIFACTS, XDG_CACHE_HOME, HOME is set");
-  return fs::path(home) / ".cache" / "gemmtune" / "artifacts";
-}
+fs::path ArtifactStore::default_root() { return user_cache_path("GEMMTUNE_ARTIFACTS", "artifacts"); }
 
 std::string ArtifactStore::make_key(std::string_view material) { return sha256_hex(material); }
 

@@ -10,7 +10,6 @@
 #include "gemmtune/tuning_cache.hpp"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -31,6 +30,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/paths.hpp"
 #include "gemmtune/error.hpp"
 
 #ifndef GEMMTUNE_VERSION
@@ -545,19 +545,6 @@ std::vector<Entry> parse_export(const std::string& text) {
   return out;
 }
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-std::string home_dir() {
-  if (std::string home = env("HOME"); !home.empty()) return home;
-  std::vector<char> buf(16384);
-  passwd pw{};
-  passwd* found = nullptr;
-  if (getpwuid_r(getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found && found->pw_dir) return found->pw_dir;
-  return "";
-}
 
 }  // namespace
 
@@ -709,13 +696,6 @@ int TuningCache::import_json(const std::string& json_text) {
   return static_cast<int>(entries.size());
 }
 
-fs::path default_cache_path() {
-  if (std::string p = env("GEMMTUNE_CACHE"); !p.empty()) return p;
-  // The XDG spec says to ignore a relative XDG_CACHE_HOME.
-  if (fs::path xdg = env("XDG_CACHE_HOME"); xdg.is_absolute()) return xdg / "gemmtune" / "tuning.sqlite";
-  const std::string home = home_dir();
-  GT_CHECK(!home.empty(), "default_cache_path: none of GEMMTUNE_CACHE, XDG_CACHE_HOME, HOME is set");
-  return fs::path(home) / ".cache" / "gemmtune" / "tuning.sqlite";
-}
+fs::path default_cache_path() { return user_cache_path("GEMMTUNE_CACHE", "tuning.sqlite"); }
 
 }  // namespace gemmtune

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/paths.hpp"
 #include "gemmtune/error.hpp"
 #include "store/sha256.hpp"
 
@@ -29,10 +30,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
+std::string env(const char* name) { return env_or_empty(name); }
 
 std::optional<std::string> read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
