@@ -148,13 +148,15 @@ namespace detail {
 
 class Worker {
  public:
-  // Spawns the worker and reads its ready line; throws Error (nothing left running) on failure.
-  static std::unique_ptr<Worker> start(const WorkerPoolOptions& opt) {
+  // Spawns the worker and reads its ready line; throws Error (nothing left running) on failure,
+  // also when `cancel_fd` (if >= 0) becomes readable or hung up meanwhile.
+  static std::unique_ptr<Worker> start(const WorkerPoolOptions& opt, int cancel_fd = -1) {
     auto w = std::unique_ptr<Worker>(new Worker);
     w->command_ = opt.command.empty() ? std::string("?") : opt.command[0];
     w->spawn(opt);
     try {
-      std::string line = w->read_line(Clock::now() + to_duration(opt.start_timeout_s), opt.start_timeout_s);
+      std::string line =
+          w->read_line(Clock::now() + to_duration(opt.start_timeout_s), opt.start_timeout_s, cancel_fd);
       json ready = json::parse(line, nullptr, false);
       if (!ready.is_object() || !ready.value("ready", false))
         w->fail("compile worker's first line is not a ready line: " + shorten(line));
@@ -354,8 +356,9 @@ class Worker {
     }
   }
 
-  // The next line of stdout (without the newline), draining stderr meanwhile.
-  std::string read_line(Clock::time_point deadline, double timeout_s) {
+  // The next line of stdout (without the newline), draining stderr meanwhile; gives up when
+  // cancel_fd (if >= 0) polls readable or hung up.
+  std::string read_line(Clock::time_point deadline, double timeout_s, int cancel_fd = -1) {
     for (;;) {
       if (size_t nl = out_buf_.find('\n'); nl != std::string::npos) {
         std::string line = out_buf_.substr(0, nl);
@@ -364,10 +367,12 @@ class Worker {
         return line;
       }
       if (Clock::now() >= deadline) timed_out(timeout_s);
-      pollfd p[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
-      int rc = poll(p, err_ >= 0 ? 2 : 1, poll_ms(deadline));
+      // err_ may be closed (-1: poll ignores it); cancel_fd likewise.
+      pollfd p[3] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+      int rc = poll(p, 3, poll_ms(deadline));
       if (rc < 0 && errno != EINTR) fail(std::string("compile worker: poll: ") + std::strerror(errno));
       if (rc <= 0) continue;
+      if (p[2].revents) fail("cancelled (the pool is closing)");
       if (p[1].revents) drain_stderr();
       if (p[0].revents) read_stdout();
     }
@@ -404,9 +409,29 @@ class Worker {
 
 WorkerPool::WorkerPool(WorkerPoolOptions options) : opt_(std::move(options)) {
   opt_.max_workers = std::max(1, opt_.max_workers);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) == 0) {  // without it, prestart() does nothing
+    cancel_read_ = high_cloexec(fds[0]);
+    cancel_write_ = high_cloexec(fds[1]);
+    if (cancel_read_ < 0 || cancel_write_ < 0) {
+      close_fd(cancel_read_);
+      close_fd(cancel_write_);
+    }
+  }
 }
 
 WorkerPool::~WorkerPool() {
+  // Workers still starting for prestart(): closing the write end wakes their ready-line wait,
+  // which then kills and reaps them; a worker that made it first lands in idle_.
+  close_fd(cancel_write_);
+  std::map<int64_t, std::thread> starters;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    starters.swap(starters_);
+  }
+  for (auto& [serial, t] : starters) t.join();
+  close_fd(cancel_read_);
+
   std::vector<std::unique_ptr<detail::Worker>> idle;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -422,6 +447,63 @@ int WorkerPool::live_workers() const {
   return live_;
 }
 
+int WorkerPool::idle_workers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return int(idle_.size());
+}
+
+void WorkerPool::prestart(size_t n) {
+  std::vector<std::thread> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    join_finished_locked(done);
+    if (cancel_read_ < 0) return;
+    int target = int(std::min<size_t>(n, size_t(opt_.max_workers)));
+    for (; live_ < target; ++live_, ++starting_) {
+      int64_t serial = next_starter_++;
+      try {
+        starters_.emplace(serial, std::thread([this, serial] { start_in_background(serial); }));
+      } catch (const std::system_error&) {  // no thread to spare: requests start workers themselves
+        break;
+      }
+    }
+  }
+  for (auto& t : done) t.join();  // finished already: returns at once
+}
+
+// Moves the threads of finished prestarts out of starters_ (to be joined outside mu_).
+void WorkerPool::join_finished_locked(std::vector<std::thread>& out) {
+  for (int64_t serial : finished_) {
+    auto it = starters_.find(serial);
+    if (it == starters_.end()) continue;
+    out.push_back(std::move(it->second));
+    starters_.erase(it);
+  }
+  finished_.clear();
+}
+
+void WorkerPool::start_in_background(int64_t serial) {
+  std::unique_ptr<detail::Worker> w;
+  std::exception_ptr failure;
+  try {
+    w = detail::Worker::start(opt_, cancel_read_);
+  } catch (...) {  // dropped; requests that were waiting for it get this reason
+    failure = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  --starting_;
+  if (w) {
+    last_ready_ = w->ready();
+    idle_.push_back(std::move(w));
+  } else {
+    --live_;
+    prestart_error_ = failure;
+    ++prestart_failures_;
+  }
+  finished_.push_back(serial);
+  freed_.notify_all();
+}
+
 json WorkerPool::ready() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -435,14 +517,22 @@ json WorkerPool::ready() {
 std::unique_ptr<detail::Worker> WorkerPool::acquire() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    freed_.wait(lock, [&] { return !idle_.empty() || live_ < opt_.max_workers; });
+    // Start a worker only when there is room and more requests wait than prestarts are under
+    // way; otherwise wait for one of those (or for a busy worker) to become idle.
+    const int64_t failures = prestart_failures_;
+    ++waiting_;
+    freed_.wait(lock, [&] { return !idle_.empty() || (live_ < opt_.max_workers && waiting_ > starting_); });
+    --waiting_;
     while (!idle_.empty()) {
       auto w = std::move(idle_.back());
       idle_.pop_back();
       if (w->alive()) return w;
       --live_;  // exited while idle (e.g. killed from outside): replace it
-      if (opt_.log) opt_.log("compile worker " + std::to_string(w->pid()) + " exited while idle; starting another");
+      if (opt_.log) opt_.log("compile worker exited while idle; starting another");
     }
+    // A prestart this request may have waited for failed: its reason is this request's, rather
+    // than starting (and waiting for) yet another worker that would fail the same way.
+    if (prestart_failures_ != failures && prestart_error_) std::rethrow_exception(prestart_error_);
     ++live_;
   }
   try {
@@ -453,7 +543,7 @@ std::unique_ptr<detail::Worker> WorkerPool::acquire() {
   } catch (...) {
     std::lock_guard<std::mutex> lock(mu_);
     --live_;
-    freed_.notify_one();
+    freed_.notify_all();
     throw;
   }
 }
@@ -463,7 +553,7 @@ void WorkerPool::release(std::unique_ptr<detail::Worker> w, bool healthy) {
   std::lock_guard<std::mutex> lock(mu_);
   if (healthy) idle_.push_back(std::move(w));
   else --live_;
-  freed_.notify_one();
+  freed_.notify_all();
 }
 
 json WorkerPool::request(json req, double timeout_s) {

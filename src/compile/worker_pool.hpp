@@ -7,7 +7,9 @@
 //   nlohmann::json r = pool.request({{"op", "ping"}}, 60.0);
 //
 // Workers start on demand, up to max_workers at once; request() is thread-safe and runs up to
-// max_workers requests in parallel (others wait for a free worker). A worker that crashes,
+// max_workers requests in parallel (others wait for a free worker). prestart(n) starts workers
+// ahead of need on background threads (a request then waits for one of those rather than
+// starting yet another). A worker that crashes,
 // exceeds the request's timeout (it is killed), or answers anything but a JSON object with the
 // request's id costs only that request: request() throws Error with the reason and the worker
 // is reaped; the next request gets a fresh one. Workers are spawned with posix_spawn; every
@@ -18,6 +20,7 @@
 #include <sys/types.h>
 
 #include <condition_variable>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -25,6 +28,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gemmtune {
@@ -55,7 +59,9 @@ class Worker;
 class WorkerPool {
  public:
   explicit WorkerPool(WorkerPoolOptions options);
-  ~WorkerPool();  // closes idle workers' stdin, waits briefly, then kills them
+  // Cancels workers still starting for prestart() (killed, joined), then closes idle workers'
+  // stdin, waits briefly, then kills them.
+  ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
@@ -67,20 +73,38 @@ class WorkerPool {
   // matches. Throws Error when no worker can be started or the worker fails this request.
   nlohmann::json request(nlohmann::json request, double timeout_s);
 
+  // Returns at once; starts workers on background threads until min(n, max_workers) are live
+  // (started or starting), and parks them idle for the next requests. A worker that fails to
+  // start is dropped quietly (the next request that starts one reports why). Thread-safe.
+  void prestart(size_t n);
+
   const WorkerPoolOptions& options() const { return opt_; }
-  int live_workers() const;  // started and not yet reaped
+  int live_workers() const;  // started or starting, not yet reaped
+  int idle_workers() const;  // started and waiting for a request
 
  private:
   std::unique_ptr<detail::Worker> acquire();
   void release(std::unique_ptr<detail::Worker> w, bool healthy);
+  void start_in_background(int64_t serial);  // one prestart thread's body
+  void join_finished_locked(std::vector<std::thread>& out);
 
   WorkerPoolOptions opt_;
   mutable std::mutex mu_;
   std::condition_variable freed_;
   std::vector<std::unique_ptr<detail::Worker>> idle_;
-  int live_ = 0;
+  int live_ = 0;       // idle + busy + starting
+  int starting_ = 0;   // of live_: being started by prestart threads
+  int waiting_ = 0;    // in acquire(), waiting for a worker
+  int64_t prestart_failures_ = 0;     // prestarted workers that did not start
+  std::exception_ptr prestart_error_;  // the latest one's reason
   int64_t next_id_ = 1;
   nlohmann::json last_ready_;
+  // prestart threads by serial, and those that have finished (to join); a pipe whose write end
+  // the destructor closes to cancel workers still starting.
+  std::map<int64_t, std::thread> starters_;
+  std::vector<int64_t> finished_;
+  int64_t next_starter_ = 0;
+  int cancel_read_ = -1, cancel_write_ = -1;
 };
 
 }  // namespace gemmtune

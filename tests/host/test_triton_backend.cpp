@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "backends/backend.hpp"
@@ -193,6 +194,41 @@ TEST_F(FakeCompilerTest, PrecompileSplitKSharesTheReduceKernel) {
   EXPECT_TRUE(results[3].artifacts.empty());
   EXPECT_NE(results[3].error.find("(resource)"), std::string::npos) << results[3].error;
   EXPECT_EQ(lines_in(log()), 5);  // 3 GEMMs + 1 reduce + the failing one
+}
+
+bool eventually(const std::function<bool()>& cond, double seconds = 20) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!cond() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return cond();
+}
+
+TEST_F(FakeCompilerTest, PrestartStartsWorkersOnlyForStoreMisses) {
+  auto p = GemmProblem::linear(16, 4096, 8192);
+  std::vector<Config> configs = {Config::parse("t16x64x128w4s4g8k4"), Config::parse("t16x128x64w4s4g8k4"),
+                                 Config::parse("t16x64x64w4s3g8")};
+  std::vector<json> params;
+  for (const Config& c : configs) {
+    params.push_back(gemm_params(c, p, kSms));
+    if (c.split_k > 1) params.push_back(reduce_params(c, p));
+  }
+  {
+    CompilerOptions o = options();
+    o.pool.max_workers = 3;
+    Compiler c(o);
+    EXPECT_EQ(c.prestart(params), 4);  // 3 GEMMs + the shared reduce; capped at 3 workers
+    EXPECT_EQ(c.pool().live_workers(), 3);
+    ASSERT_TRUE(eventually([&] { return c.pool().idle_workers() == 3; }));
+    for (auto& r : precompile(c, p, configs, kSms)) EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(c.pool().live_workers(), 3);  // the compiles used the prestarted workers
+  }
+  // All in the store now: a fresh compiler starts none beyond its availability probe's.
+  Compiler warm(options());
+  EXPECT_EQ(warm.prestart(params), 0);
+  EXPECT_EQ(warm.pool().live_workers(), 1);
+  // Without Triton: nothing is started.
+  Compiler none(options("no_triton"));
+  EXPECT_EQ(none.prestart(params), 0);
+  EXPECT_EQ(none.pool().live_workers(), 1);
 }
 
 TEST_F(FakeCompilerTest, UnavailableWithAReason) {

@@ -1,7 +1,8 @@
 // The compile worker pool against fake workers (small Python scripts speaking the protocol of
 // docs/compile-worker.md): round trips in parallel, and every way a worker can fail costing
 // only its request: crash, exit, hang past the timeout, garbage, wrong id, closed stdout,
-// failure to start. Also: no zombies, no leaked descriptors, SIGPIPE-safe, defaults.
+// failure to start. Also: no zombies, no leaked descriptors, SIGPIPE-safe, defaults; prestart()
+// (workers started ahead of need in the background).
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -285,6 +286,128 @@ TEST_F(WorkerPoolTest, NoZombiesNoLeakedDescriptors) {
   }
   EXPECT_EQ(children().first, kids) << "workers left running after the pool";
   EXPECT_EQ(open_fds(), fds) << "descriptors leaked";
+}
+
+// Polls until cond() or `seconds` pass; returns cond().
+template <class F>
+bool eventually(F cond, double seconds = 20) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!cond() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return cond();
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST_F(WorkerPoolTest, PrestartParksIdleWorkersWithoutARequest) {
+  int kids = children().first;
+  WorkerPool pool(options("ok", 4));
+  auto t0 = std::chrono::steady_clock::now();
+  pool.prestart(3);
+  EXPECT_LT(seconds_since(t0), 0.5) << "prestart blocked";
+  EXPECT_EQ(pool.live_workers(), 3);  // counted at once, while starting
+  ASSERT_TRUE(eventually([&] { return pool.idle_workers() == 3; })) << pool.idle_workers();
+  EXPECT_EQ(children().first, kids + 3);
+  EXPECT_EQ(pool.ready()["versions"]["triton"], "9.9.9");  // a prestarted worker's ready line
+
+  // Three parallel requests are served by the three prestarted workers: none is started.
+  std::vector<std::thread> threads;
+  std::vector<json> answers(3);
+  for (int i = 0; i < 3; ++i)
+    threads.emplace_back([&, i] { answers[i] = pool.request({{"op", "sleep"}, {"seconds", 0.3}}, 30); });
+  for (auto& t : threads) t.join();
+  std::set<int> pids;
+  for (auto& a : answers) pids.insert(a["pid"].get<int>());
+  EXPECT_EQ(pids.size(), 3u);
+  EXPECT_EQ(pool.live_workers(), 3);
+  EXPECT_EQ(children().first, kids + 3);
+  pool.prestart(3);  // already there: nothing more
+  EXPECT_EQ(pool.live_workers(), 3);
+}
+
+TEST_F(WorkerPoolTest, PrestartIsCappedByThePoolSize) {
+  int kids = children().first;
+  WorkerPool pool(options("ok", 2));
+  pool.prestart(10);
+  EXPECT_EQ(pool.live_workers(), 2);
+  ASSERT_TRUE(eventually([&] { return pool.idle_workers() == 2; }));
+  pool.prestart(100);
+  pool.prestart(0);
+  EXPECT_EQ(pool.live_workers(), 2);
+  EXPECT_EQ(children().first, kids + 2);
+  EXPECT_TRUE(pool.request({{"op", "ping"}}, 30)["ok"].get<bool>());
+  EXPECT_EQ(pool.live_workers(), 2);
+}
+
+TEST_F(WorkerPoolTest, RequestWaitsForAWorkerBeingPrestarted) {
+  int kids = children().first;
+  WorkerPool pool(options("ok", 4));
+  pool.prestart(2);
+  // Both workers are still starting: the requests take them rather than starting their own.
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) threads.emplace_back([&] { pool.request({{"op", "ping"}}, 30); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(pool.live_workers(), 2);
+  EXPECT_EQ(children().first, kids + 2);
+  // A third concurrent request beyond the prestarted ones may start one.
+  threads.clear();
+  for (int i = 0; i < 3; ++i) threads.emplace_back([&] { pool.request({{"op", "sleep"}, {"seconds", 0.3}}, 30); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(pool.live_workers(), 3);
+}
+
+TEST_F(WorkerPoolTest, PrestartWithABrokenPythonDoesNotThrow) {
+  int kids = children().first;
+  WorkerPool dies(options("die_at_start", 3));
+  EXPECT_NO_THROW(dies.prestart(3));
+  // A request while they start gets their reason; one afterwards starts its own and says why.
+  std::string why = failure(dies, {{"op", "ping"}});
+  EXPECT_NE(why.find("did not start: exited with status 3"), std::string::npos) << why;
+  EXPECT_NE(why.find("fake: cannot import triton"), std::string::npos) << why;
+  ASSERT_TRUE(eventually([&] { return dies.live_workers() == 0; }));
+  why = failure(dies, {{"op", "ping"}});
+  EXPECT_NE(why.find("did not start: exited with status 3"), std::string::npos) << why;
+  EXPECT_EQ(dies.live_workers(), 0);
+  EXPECT_EQ(children().first, kids);
+
+  WorkerPoolOptions o = options();
+  o.command = {"/nonexistent/python3", "-m", "gemmtune.worker"};
+  WorkerPool missing(o);
+  EXPECT_NO_THROW(missing.prestart(2));
+  ASSERT_TRUE(eventually([&] { return missing.live_workers() == 0; }));
+  why = failure(missing, {{"op", "ping"}});
+  EXPECT_NE(why.find("cannot start compile worker '/nonexistent/python3': No such file or directory"),
+            std::string::npos)
+      << why;
+  try {
+    missing.ready();
+    FAIL() << "ready() without a worker";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("cannot start compile worker"), std::string::npos) << e.message();
+  }
+}
+
+TEST_F(WorkerPoolTest, DestructionDuringPrestartIsClean) {
+  int fds = open_fds();
+  int kids = children().first;
+  for (const char* mode : {"silent", "ok"}) {
+    WorkerPoolOptions o = options(mode, 3);
+    o.start_timeout_s = 60;
+    auto t0 = std::chrono::steady_clock::now();
+    {
+      WorkerPool pool(o);
+      pool.prestart(3);
+      if (std::string(mode) == "silent") {
+        EXPECT_TRUE(eventually([&] { return children().first == kids + 3; }, 10));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // all waiting for ready lines
+        EXPECT_EQ(pool.idle_workers(), 0);
+      }
+    }  // workers still starting: cancelled, killed and reaped
+    EXPECT_LT(seconds_since(t0), 5.0) << mode << ": destruction waited for the start timeout";
+    EXPECT_EQ(children().first, kids) << mode << ": workers left after the pool";
+    EXPECT_EQ(open_fds(), fds) << mode << ": descriptors leaked";
+  }
 }
 
 TEST(WorkerPoolDefaults, PythonAndPathsFromTheEnvironment) {

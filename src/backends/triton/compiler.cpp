@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "gemmtune/error.hpp"
@@ -153,6 +154,18 @@ std::string Compiler::key(const json& params) {
 }
 
 // ---- compile ----------------------------------------------------------------------------------
+
+int Compiler::prestart(const std::vector<json>& params) {
+  if (!available()) return 0;
+  std::set<std::string> misses;
+  for (const json& p : params) {
+    std::string k = key(p);
+    std::error_code ec;
+    if (!fs::exists(store_->bin_path(k), ec) || !fs::exists(store_->json_path(k), ec)) misses.insert(k);
+  }
+  if (!misses.empty()) pool_->prestart(misses.size());
+  return int(misses.size());
+}
 
 CompiledArtifact Compiler::from_artifact(Artifact a, bool hit) {
   const json& m = a.meta;

@@ -67,6 +67,11 @@ class Compiler {
   // Store hit, or compile through a worker and publish. Throws Error: "triton: compile failed
   // (<kind>): <worker's error>" or the pool's reason (timed out, died, ...).
   CompiledArtifact compile(const nlohmann::json& params);
+  // Before compiling `params` in parallel: starts up to min(misses, pool size) workers in the
+  // background, where misses counts the distinct artifacts of `params` whose files are not in
+  // the store (a cheap check: keys and file existence). Returns misses; 0 and nothing started
+  // when not available(). Does not block on workers.
+  int prestart(const std::vector<nlohmann::json>& params);
 
   ArtifactStore& store() { return *store_; }
   WorkerPool& pool() { return *pool_; }

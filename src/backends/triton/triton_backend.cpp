@@ -15,13 +15,17 @@
 // One compiler (worker pool + artifact store) serves the whole process: the first backend
 // created starts it, reading $GEMMTUNE_PYTHON, $GEMMTUNE_PYTHON_DIR, $GEMMTUNE_ARTIFACTS,
 // $GEMMTUNE_COMPILE_WORKERS and $GEMMTUNE_COMPILE_TIMEOUT then; its first worker starts in the
-// background while the engine starts.
+// background while the engine starts. candidates() (a tune is about to compile) starts the
+// other workers in the background, one per artifact missing from the store up to the pool's
+// size, so that they import Triton while the first prepare() calls run; a process that only
+// answers from the tuning cache (load()) never starts more than the first.
 //
 // Threads and streams: run() may be called from several threads, but a candidate owns ONE
 // scratch and workspace buffer, so runs of one candidate on different streams must not overlap.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdint>
 #include <future>
 #include <map>
@@ -294,12 +298,19 @@ class TritonBackend final : public Backend {
     return Verdict::yes();
   }
 
-  // Needs no GPU and no worker: compiling happens in each candidate's prepare().
+  // Needs no GPU and does not wait for a worker: compiling happens in each candidate's
+  // prepare(). Once available() has answered yes, starts workers in the background for the
+  // candidates' artifacts that are not in the store yet.
   std::vector<std::unique_ptr<detail::Candidate>> candidates(const GemmProblem& p) override {
     require(p);
     std::vector<std::unique_ptr<detail::Candidate>> out;
-    for (const Config& c : triton::configs_for(p, sms_))
+    std::vector<json> params;
+    for (const Config& c : triton::configs_for(p, sms_)) {
       out.push_back(std::make_unique<TritonCandidate>(compiler_, p, c, dev_.index, sms_));
+      params.push_back(triton::gemm_params(c, p, sms_));
+      if (c.split_k > 1) params.push_back(triton::reduce_params(c, p));
+    }
+    prestart(params);
     return out;
   }
 
@@ -312,6 +323,16 @@ class TritonBackend final : public Backend {
   }
 
  private:
+  // Only when the availability probe has already answered yes: never waits for a worker here.
+  void prestart(const std::vector<json>& params) {
+    if (!warm_.valid() || warm_.wait_for(std::chrono::seconds(0)) != std::future_status::ready || !warm_.get())
+      return;
+    try {
+      compiler_->prestart(params);
+    } catch (const Error&) {  // only an optimisation: compiles start workers on demand anyway
+    }
+  }
+
   void require(const GemmProblem& p) const {
     GT_CHECK(compiler_, "triton: not available: " + broken_);
     Verdict v = supports(p);
