@@ -3,17 +3,17 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <thread>
 
 #include "backends/backend.hpp"
 #include "core/cuda.hpp"
 #include "core/device.hpp"
-#include "tune/gpu_bench.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
+#include "tune/gpu_bench.hpp"
 #include "tune/operands.hpp"
 #include "tune/timing.hpp"
 #include "tune/verify.hpp"
