@@ -120,6 +120,20 @@ TEST(CutlassConfigs, ProblemVerdictGivesReasons) {
   GemmProblem f8out = GemmProblem::linear(64, 64, 64, DType::e4m3, DType::fp32);
   EXPECT_FALSE(problem_verdict(f8out));
   EXPECT_TRUE(configs_for(odd, kSms).empty());
+  // 16-bit inputs with an fp32 output (a valid problem, cuBLASLt's): no instance here.
+  Verdict bf16_f32 = problem_verdict(GemmProblem::linear(64, 64, 64, DType::bf16, DType::fp32));
+  EXPECT_FALSE(bf16_f32);
+  EXPECT_NE(bf16_f32.reason.find("output fp32"), std::string::npos) << bf16_f32.reason;
+  // C is read in D's layout: a C of the other layout is refused (when C is read at all).
+  GemmProblem cd = GemmProblem::linear(64, 64, 64, DType::fp16);
+  cd.d.layout = Layout::col;
+  EXPECT_TRUE(problem_verdict(cd));  // beta = 0: C's layout does not matter
+  cd.beta = 1.0f;
+  Verdict mixed = problem_verdict(cd);
+  EXPECT_FALSE(mixed);
+  EXPECT_NE(mixed.reason.find("D's layout"), std::string::npos) << mixed.reason;
+  cd.c.layout = Layout::col;
+  EXPECT_TRUE(problem_verdict(cd));
 }
 
 TEST(CutlassConfigs, InstanceSourceNamesEveryParameter) {

@@ -126,6 +126,11 @@ Verdict problem_verdict(const GemmProblem& p) {
   if (!fp8 && p.d.dtype != p.a.dtype) return Verdict::no("16-bit inputs need D of the same dtype");
   if (fp8 && !(p.a.layout == Layout::row && p.b.layout == Layout::col))
     return Verdict::no("fp8 needs A row-major and B column-major (wgmma reads fp8 K-major only)");
+  // The template has one layout for C and D (LayoutD serves both, and InstanceSpec records only
+  // d_row): a C of the other layout would be read transposed. Refuse rather than read it wrong.
+  if (p.uses_c() && p.c.layout != p.d.layout)
+    return Verdict::no(std::string("C is ") + to_string(p.c.layout) + "-major but D is " + to_string(p.d.layout) +
+                       "-major: this kernel reads C in D's layout");
   if (p.tf32) return Verdict::no("tf32 applies to fp32 inputs, which this backend leaves to cuBLASLt");
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   if (p.m > kMax || p.n > kMax || p.k > kMax) return Verdict::no("m, n and k must fit in int32");
