@@ -11,14 +11,9 @@
 #include "support/host_reference.hpp"
 #include "tune/operands.hpp"
 #include "tune/verify.hpp"
+#include "support/gpu.hpp"
 
 using namespace gemmtune;
-
-#define REQUIRE_GPU()                                                    \
-  do {                                                                   \
-    std::string why_;                                                    \
-    if (!cuda_device_present(&why_)) GTEST_SKIP() << "no CUDA device: " << why_; \
-  } while (0)
 
 namespace {
 

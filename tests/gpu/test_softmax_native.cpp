@@ -15,15 +15,10 @@
 #include "backends/native/softmax.hpp"
 #include "core/cuda.hpp"
 #include "support/host_softmax.hpp"
+#include "support/gpu.hpp"
 
 using namespace gemmtune;
 using namespace gemmtune::native;
-
-#define REQUIRE_GPU()                                                            \
-  do {                                                                           \
-    std::string why_;                                                            \
-    if (!cuda_device_present(&why_)) GTEST_SKIP() << "no CUDA device: " << why_; \
-  } while (0)
 
 namespace {
 

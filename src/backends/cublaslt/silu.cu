@@ -6,23 +6,11 @@
 #include <cstdint>
 
 #include "backends/cublaslt/silu.hpp"
+#include "core/convert.cuh"
 #include "core/cuda.hpp"
 
 namespace gemmtune::lt {
 namespace {
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-
-template <class T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
 
 // x * sigmoid(x); exp overflow for very negative x gives x / inf = -0, the right limit.
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }

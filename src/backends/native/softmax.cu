@@ -17,6 +17,7 @@
 #include <string>
 
 #include "backends/native/softmax.hpp"
+#include "core/convert.cuh"
 #include "core/cuda.hpp"
 
 namespace gemmtune::native {
@@ -25,19 +26,6 @@ namespace {
 constexpr int kMaxThreads = 1024;
 
 // ---- element conversion and vector access --------------------------------------------------
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-
-template <class T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
 
 // N consecutive elements, aligned to their total size (one access of up to 16 bytes; 32-byte
 // packs of fp32 outputs become two).
