@@ -8,6 +8,9 @@
 #   run(command="SKIP_GPU_TESTS=1 bash bench/device.sh --limit 4 --inductor-subset none --inductor-triton-subset none", carry=["build"])
 #   run(command="SKIP_GPU_TESTS=1 bash bench/device.sh --backends cublaslt,triton --dtypes bf16 --part ceilings,coldtune,suite --inductor-subset none --tag triton-bf16", carry=["build"])
 #
+# Environment: SKIP_GPU_TESTS=1 skips the GPU tests; GPU_TESTS_ARGS (e.g. a --gtest_filter) and
+# GPU_TESTS_TIMEOUT_S (180) shape their run.
+#
 # Arguments go to bench/h200.py. Unless --budget-s is given, the bench gets what is left of
 # DEVICE_BUDGET_S (default 540 s) after the GPU tests, so the whole call stays under the device
 # tool's 600 s. Prints the elapsed time of each step; the bench's whole output is also in
@@ -56,7 +59,7 @@ elif [ ! -x build/tests/gemmtune_gpu_tests ]; then
   gpu_rc=1
 else
   t=$(date +%s)
-  timeout "${GPU_TESTS_TIMEOUT_S:-180}" build/tests/gemmtune_gpu_tests >"$OUT/gpu_tests.log" 2>&1
+  timeout "${GPU_TESTS_TIMEOUT_S:-180}" build/tests/gemmtune_gpu_tests ${GPU_TESTS_ARGS:-} >"$OUT/gpu_tests.log" 2>&1
   gpu_rc=$?
   echo "== gpu tests: rc=$gpu_rc in $(($(date +%s) - t)) s (log: gpu_tests.log)"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|^GPU tests skipped" "$OUT/gpu_tests.log" | tail -25

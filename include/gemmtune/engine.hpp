@@ -23,6 +23,9 @@ struct TuneOptions {
   int min_rounds = 5;          // interleaved rounds every surviving candidate gets
   int max_rounds = 15;
   double round_budget_ms = 2;  // target GPU time per sample (several isolated cold-L2 launches)
+  // GPU-side wait between each L2 flush and the timed launch (see src/tune/gpu_bench.hpp);
+  // $GEMMTUNE_RACE_SPIN_US overrides it, 0 disables it.
+  double spin_us = 50;
   double prune_ratio = 1.3;    // after min_rounds, drop candidates slower than this x best median
   double tie_tolerance = 0.02; // medians within this fraction are re-timed head to head
   int tie_rounds = 10;

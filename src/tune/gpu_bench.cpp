@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "core/paths.hpp"
+#include "tune/spin.hpp"
 
 namespace gemmtune {
 
@@ -21,6 +26,8 @@ GpuBench::GpuBench(const GemmProblem& p, std::vector<detail::Candidate*> cands, 
   want = std::min(want, std::max<size_t>(1, size_t(dev.global_mem_bytes / 4) / per_set));
   for (size_t s = 1; s < want; ++s) sets_.push_back(std::make_unique<OperandSet>(p, opt.seed + 1 + s, stream.get()));
   flush_ = DeviceBuffer(2 * size_t(std::max<int64_t>(dev.l2_bytes, 1 << 20)));
+  spin_us_ = opt.spin_us;
+  if (std::string v = env_or_empty("GEMMTUNE_RACE_SPIN_US"); !v.empty()) spin_us_ = std::atof(v.c_str());
 
   // Time-based warm-up: round-robin launches until the GPU has been busy for warmup_ms; the
   // last round's times estimate each candidate.
@@ -38,7 +45,7 @@ GpuBench::GpuBench(const GemmProblem& p, std::vector<detail::Candidate*> cands, 
   // A flush costs about as much GPU time as moving 2x L2 once more; count it in the budget.
   std::vector<double> sorted = est;
   std::sort(sorted.begin(), sorted.end());
-  double typical_us = std::max(sorted[sorted.size() / 2], 1.0) + 50.0;
+  double typical_us = std::max(sorted[sorted.size() / 2], 1.0) + 50.0 + std::max(spin_us_, 0.0);
   reps_ = std::clamp(int(std::lround(opt.round_budget_ms * 1000.0 / typical_us)), 1, kMaxReps);
 }
 
@@ -50,6 +57,7 @@ void GpuBench::run_once(size_t i) {
 double GpuBench::sample(size_t i) {
   for (int r = 0; r < reps_; ++r) {
     GT_CUDA(cudaMemsetAsync(flush_.get(), r & 0xff, flush_.bytes(), stream_.get()));
+    gpu_spin(spin_us_, stream_.get());
     start_[r].record(stream_.get());
     run_once(i);
     stop_[r].record(stream_.get());

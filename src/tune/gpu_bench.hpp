@@ -1,13 +1,16 @@
 // Timing candidates on the GPU, the way a kernel runs in isolation: cold L2, one launch
 // between two CUDA events.
 //
-// Every timed launch is preceded by an L2 flush (a memset of 2x the L2, outside the timed
-// region), and launches rotate over copies of the inputs that together exceed 3x the L2. One
-// sample is the median of several such launches. No CUDA graph is needed for short kernels:
-// the flush before each launch keeps the GPU busy while the host enqueues the launch, so host
-// launch overhead never lands inside the timed region (checked on the H200: a graph of
-// back-to-back launches instead hid the second-kernel gap of split-k candidates, which
-// isolated launches, as torch and users see them, do pay).
+// Every timed launch is preceded by an L2 flush (a memset of 2x the L2) and a short GPU spin
+// (TuneOptions::spin_us), both outside the timed region; launches rotate over copies of the
+// inputs that together exceed 3x the L2. One sample is the median of several such launches.
+// No CUDA graph is needed for short kernels: the spin keeps the GPU busy while the host
+// enqueues the launch, so host launch overhead never lands inside the timed region, and the
+// timed kernel starts behind a compute kernel, as the bench times it (without the spin, the
+// race timed some short fp8 kernels ~1 us slower and some lm_head tiles 20% slower than the
+// bench's head-to-head did). A graph of back-to-back launches was tried on the H200 and hid
+// the second-kernel gap of split-k candidates, which isolated launches, as torch and users see
+// them, do pay.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -45,6 +48,7 @@ class GpuBench {
   std::vector<Event> start_, stop_;  // one pair per launch of a sample
   size_t next_set_ = 0;
   int reps_ = 1;
+  double spin_us_ = 0;
 };
 
 }  // namespace gemmtune
