@@ -66,6 +66,8 @@ _GEMM = {
     "block_k": (int, None),
     "group_m": (int, 8),
     "split_k": (int, 1),
+    "even_k": (bool, False),
+    "i32_offsets": (bool, False),
     "num_sms": (int, 0),
     "block": (int, REDUCE_BLOCK),
 }
@@ -191,6 +193,8 @@ def _gemm_constexprs(p: dict) -> dict:
     }
     if p["kernel"] == "gemm_tiled":
         ce["SPLIT_K"] = p["split_k"]
+        ce["EVEN_K"] = p["even_k"]
+        ce["I32_OFFSETS"] = p["i32_offsets"]
     else:
         ce["NUM_SMS"] = p["num_sms"]
     return ce

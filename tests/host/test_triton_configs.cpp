@@ -187,7 +187,7 @@ TEST(TritonConfigs, GemmParamsFollowTheContract) {
       {"has_c", false},         {"has_bias", false}, {"act", "none"},     {"scale", "none"},
       {"tf32", false},          {"block_m", 128},    {"block_n", 128},    {"block_k", 64},
       {"group_m", 8},           {"split_k", 1},      {"num_sms", 0},      {"num_warps", 8},
-      {"num_stages", 3},
+      {"num_stages", 3},        {"even_k", true},    {"i32_offsets", true},
       {"ld_div16", {{"a", true}, {"b", true}, {"c", false}, {"d", false}}},
       {"dims_div16", {{"m", true}, {"n", false}, {"k", true}}},
   };
@@ -208,6 +208,8 @@ TEST(TritonConfigs, GemmParamsFollowTheContract) {
   EXPECT_EQ(pj["has_c"], true);
   EXPECT_EQ(pj["has_bias"], true);
   EXPECT_EQ(pj["act"], "silu");
+  EXPECT_EQ(pj["even_k"], false);  // gemm_tiled only: constant for persistent configs
+  EXPECT_EQ(pj["i32_offsets"], false);
 
   Config split = Config::parse("t16x64x128w4s4g8k4");
   nlohmann::json r = reduce_params(split, e);
@@ -216,6 +218,121 @@ TEST(TritonConfigs, GemmParamsFollowTheContract) {
   EXPECT_EQ(r["block"], kReduceBlock);
   EXPECT_FALSE(r.contains("block_m"));  // one reduce kernel serves every split-k tile shape
   EXPECT_EQ(reduce_params(Config::parse("t64x128x64w4s4g8k4"), e), r);
+}
+
+TEST(TritonConfigs, EvenKAndI32OffsetsAreComputedPerConfig) {
+  // even_k: every k tile whole (k % block_k == 0; split-k programs take whole tiles too).
+  auto p = GemmProblem::linear(128, 8192, 28672);
+  EXPECT_EQ(gemm_params(Config::parse("t64x128x128w4s4g8"), p, kSms)["even_k"], true);
+  EXPECT_EQ(gemm_params(Config::parse("t64x128x128w4s4g8k4"), p, kSms)["even_k"], true);
+  auto odd = GemmProblem::linear(128, 8192, 28672 + 64);
+  EXPECT_EQ(gemm_params(Config::parse("t64x128x128w4s4g8"), odd, kSms)["even_k"], false);
+  EXPECT_EQ(gemm_params(Config::parse("t64x128x64w4s4g8"), odd, kSms)["even_k"], true);
+  // Different values are different compile params, hence different artifact keys.
+  EXPECT_NE(gemm_params(Config::parse("t64x128x128w4s4g8"), p, kSms),
+            gemm_params(Config::parse("t64x128x128w4s4g8"), odd, kSms));
+
+  // i32_offsets: 8192 x 28672 fits; A row-major with (m - 1) * lda >= 2^31 does not.
+  EXPECT_TRUE(main_loop_fits_i32(Config::parse("t64x128x128w4s4g8"), p));
+  auto tall = GemmProblem::linear(80000, 4096, 32768);  // (80000 - 1) * 32768 > 2^31
+  EXPECT_FALSE(main_loop_fits_i32(Config::parse("t128x128x64w8s3g8"), tall));
+  EXPECT_EQ(gemm_params(Config::parse("t128x128x64w8s3g8"), tall, kSms)["i32_offsets"], false);
+  // B column-major (W[n, k]): (n - 1) * ldb decides; B row-major: the tile's k rows times ldb.
+  auto wide = GemmProblem::linear(64, 70000, 32768);
+  EXPECT_FALSE(main_loop_fits_i32(Config::parse("t64x128x64w4s4g8"), wide));
+  wide.b.layout = Layout::row;  // ldb = n = 70000: 63 * 70000 + n fits
+  EXPECT_TRUE(main_loop_fits_i32(Config::parse("t64x128x64w4s4g8"), wide));
+  // Exactly at the bound: (m - 1) * lda == 2^31 - 1 fits, one more row does not.
+  auto edge = GemmProblem::linear(2, 16, 16);
+  edge.a.ld = INT32_MAX;
+  EXPECT_TRUE(main_loop_fits_i32(Config::parse("t16x16x32w4s2g8"), edge));
+  edge.m = 3;
+  EXPECT_FALSE(main_loop_fits_i32(Config::parse("t16x16x32w4s2g8"), edge));
+  // k so close to 2^31 that rounding up to whole k tiles overflows i32: refused.
+  EXPECT_FALSE(problem_verdict(GemmProblem::linear(16, 16, int64_t(INT32_MAX) - 100)));
+}
+
+// Candidate counts per problem class (docs/triton-backend.md has the table).
+TEST(TritonConfigs, LargeProblemsGetAShortListThatCanWin) {
+  auto gate_up = GemmProblem::linear(2048, 57344, 8192);
+  ASSERT_TRUE(large_problem(gate_up, kSms));
+  auto cs = configs_for(gate_up, kSms);
+  EXPECT_GE(cs.size(), 10u);
+  EXPECT_LE(cs.size(), 14u);
+  std::set<std::string> ids;
+  for (const Config& c : cs) ids.insert(c.id());
+  // The H200's winners and near-winners (bench/results/2026-11-30-h200-triton-*.json).
+  for (const char* id : {"p128x256x64w8s3g8", "p256x128x64w8s3g8", "p128x128x64w4s4g8", "p128x128x128w8s3g8",
+                         "t128x128x64w8s5g8"})
+    EXPECT_TRUE(ids.count(id)) << id;
+  EXPECT_EQ(count(cs, KernelKind::tiled, true), 0u);
+  for (const Config& c : cs) EXPECT_GE(int64_t(c.block_m) * c.block_n, 128 * 64) << c.id();
+
+  for (auto p : {GemmProblem::linear(8192, 8192, 8192), GemmProblem::linear(8192, 8192, 28672),
+                 GemmProblem::linear(4096, 4096, 4096, DType::fp16)}) {
+    EXPECT_TRUE(large_problem(p, kSms)) << p.str();
+    EXPECT_LE(configs_for(p, kSms).size(), 14u) << p.str();
+  }
+  // Not large: small m keeps the small-tile and split-k configs (m = 128: 64x128x128 w4 s4 won).
+  auto down = GemmProblem::linear(128, 8192, 28672);
+  EXPECT_FALSE(large_problem(down, kSms));
+  auto dc = configs_for(down, kSms);
+  EXPECT_GT(dc.size(), 14u);
+  EXPECT_TRUE(std::find(dc.begin(), dc.end(), Config::parse("t64x128x128w4s4g8")) != dc.end());
+  EXPECT_GE(count(dc, KernelKind::tiled, true), 1u);
+  EXPECT_FALSE(large_problem(GemmProblem::linear(256, 65536, 4096), kSms));  // m < 512
+  EXPECT_FALSE(large_problem(GemmProblem::linear(1024, 2048, 4096), kSms));  // 128 tiles < 2 waves
+  // fp32 keeps the general list (the large 16-bit tiles do not fit its shared memory).
+  EXPECT_GE(configs_for(GemmProblem::linear(4096, 4096, 4096, DType::fp32), kSms).size(), 10u);
+}
+
+TEST(TritonConfigs, Fp8LargeProblemsGetBlockK128Candidates) {
+  // llama3-70b/o at m=8192 (n = k = 8192), A row-major, B = W[n, k]: every Triton candidate
+  // lost by more than 1.3x on the H200 before (BLOCK_K 32-64 tiles, 128-register accumulators).
+  for (ScaleMode scale : {ScaleMode::tensorwise, ScaleMode::rowwise}) {
+    auto p = GemmProblem::linear(8192, 8192, 8192, DType::e4m3);
+    p.scale = scale;
+    SCOPED_TRACE(p.str());
+    ASSERT_TRUE(large_problem(p, kSms));
+    auto cs = configs_for(p, kSms);
+    EXPECT_GE(cs.size(), 10u);
+    EXPECT_LE(cs.size(), 14u);
+    EXPECT_GE(count(cs, KernelKind::persistent, false), 4u);
+    EXPECT_GE(count(cs, KernelKind::tiled, false), 4u);
+    std::set<std::string> ids;
+    for (const Config& c : cs) {
+      ids.insert(c.id());
+      EXPECT_EQ(c.block_k, 128) << c.id();
+      EXPECT_LE(int64_t(c.block_m) * c.block_n / (32 * c.num_warps), 64) << c.id() << ": would spill";
+      EXPECT_LE(shared_estimate(c, p), kMaxSharedBytes) << c.id();
+      EXPECT_TRUE(check(c, p, kSms)) << c.id();
+      EXPECT_EQ(gemm_params(c, p, kSms)["scale"], to_string(scale));
+    }
+    for (const char* id : {"p128x128x128w8s3g8", "p128x128x128w8s4g8", "t128x128x128w8s4g8", "t64x256x128w8s4g8"})
+      EXPECT_TRUE(ids.count(id)) << id;
+    // 128x256x128 w8 needs 128 + 128 accumulator registers per thread: not offered.
+    EXPECT_FALSE(ids.count("p128x256x128w8s3g8"));
+  }
+  // fp8 with B row-major: no persistent (wgmma reads fp8 K-major), tiled ones remain.
+  auto nn = GemmProblem::linear(8192, 8192, 8192, DType::e4m3);
+  nn.b.layout = Layout::row;
+  auto cs = configs_for(nn, kSms);
+  EXPECT_EQ(count(cs, KernelKind::persistent, false), 0u);
+  EXPECT_GE(cs.size(), 5u);
+  // Smaller fp8 problems keep the general list plus the BLOCK_K 128 shapes, minus spilling tiles.
+  auto small = GemmProblem::linear(128, 1280, 8192, DType::e4m3);
+  small.scale = ScaleMode::rowwise;
+  auto sc = configs_for(small, kSms);
+  EXPECT_GE(sc.size(), 10u);
+  EXPECT_LE(sc.size(), 30u);
+  EXPECT_GE(count(sc, KernelKind::tiled, true), 1u);
+  EXPECT_GE(count(sc, KernelKind::persistent, false), 1u);
+  // The H200's best here (fp8-rowwise m=128: split-k 4 of 64x64x128) is still offered.
+  EXPECT_TRUE(std::find(sc.begin(), sc.end(), Config::parse("t64x64x128w4s4g8k4")) != sc.end());
+  for (const Config& c : sc) {
+    EXPECT_LE(int64_t(c.block_m) * c.block_n / (32 * c.num_warps), 64) << c.id();
+    EXPECT_GE(c.block_k, 64) << c.id() << ": a 32-deep fp8 stage is a single wgmma";
+  }
 }
 
 TEST(TritonConfigs, GridsAndWorkspace) {

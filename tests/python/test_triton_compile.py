@@ -50,16 +50,30 @@ def _params(kernel, dtype, epilogue, layout_index, **extra):
     return p
 
 
+# gemm_tiled's main-loop variants (even_k, i32_offsets): each layout meets each of them.
+TILED_VARIANTS = [(False, False), (True, True), (True, False), (False, True)]
+
+
+def _variant(index):
+    even_k, i32 = TILED_VARIANTS[index % len(TILED_VARIANTS)]
+    return dict(even_k=even_k, i32_offsets=i32), f"{'E' if even_k else 'k'}{'32' if i32 else '64'}"
+
+
 def _cross():
     cases = []
     for i, dtype in enumerate(DTYPES):
         for j, epilogue in enumerate(EPILOGUES):
-            for kernel in ("gemm_tiled", "gemm_persistent"):
-                cases.append(pytest.param(_params(kernel, dtype, epilogue, i + j),
-                                          id=f"{kernel}-{dtype}-{epilogue}-L{(i + j) % 4}"))
+            layout = (i + j) % 4
+            # Shift the variant per dtype so every (layout, variant) pair is compiled.
+            extra, tag = _variant(layout + i)
+            cases.append(pytest.param(_params("gemm_tiled", dtype, epilogue, i + j, **extra),
+                                      id=f"gemm_tiled-{dtype}-{epilogue}-L{layout}-{tag}"))
+            cases.append(pytest.param(_params("gemm_persistent", dtype, epilogue, i + j),
+                                      id=f"gemm_persistent-{dtype}-{epilogue}-L{layout}"))
         # split-k partials (no epilogue in the GEMM)
-        cases.append(pytest.param(_params("gemm_tiled", dtype, "plain", i, split_k=4),
-                                  id=f"gemm_tiled-{dtype}-splitk4-L{i % 4}"))
+        extra, tag = _variant(i + 1)
+        cases.append(pytest.param(_params("gemm_tiled", dtype, "plain", i, split_k=4, **extra),
+                                  id=f"gemm_tiled-{dtype}-splitk4-L{i % 4}-{tag}"))
     for j, epilogue in enumerate(EPILOGUES):
         for out, scale in (("bf16", "none"), ("fp16", "rowwise"), ("fp32", "tensorwise")):
             has_c, has_bias, act = EPILOGUES[epilogue]
@@ -117,6 +131,73 @@ def _check_result(result, params, out_dir):
 def test_compile_variant(params, out_dir):
     result = compile_gemm(params, out_dir)
     _check_result(result, params, out_dir)
+
+
+def test_every_layout_meets_every_tiled_variant():
+    seen = set()
+    for case in _cross():
+        p = case.values[0]
+        if p["kernel"] == "gemm_tiled" and p["split_k"] == 1:
+            seen.add((p["a_row"], p["b_row"], p["even_k"], p["i32_offsets"]))
+    assert len(seen) == 16, sorted(seen)
+
+
+def test_main_loop_variants_are_distinct_artifacts(out_dir):
+    # even_k and i32_offsets are constexprs: each value is its own cubin (the C++ artifact key
+    # hashes the params, Triton's hash the constexprs).
+    hashes = set()
+    for even_k, i32 in TILED_VARIANTS:
+        p = base_params(block_m=64, block_n=64, block_k=64, num_warps=4, b_row=True, even_k=even_k, i32_offsets=i32)
+        r = compile_gemm(p, out_dir)
+        _check_result(r, p, out_dir)
+        hashes.add(r["hash"])
+    assert len(hashes) == len(TILED_VARIANTS)
+
+
+def _cuobjdump():
+    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    return path if os.access(path, os.X_OK) else shutil.which("cuobjdump")
+
+
+def _k_loop_instructions(cubin, cuobjdump):
+    """SASS instructions of the innermost backward-branch loop that holds the HGMMAs."""
+    text = subprocess.run([cuobjdump, "-sass", cubin], check=True, capture_output=True, text=True).stdout
+    ins = []
+    for line in text.splitlines():
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line)
+        if m:
+            ins.append((int(m.group(1), 16), m.group(2)))
+    loops = []
+    for addr, t in ins:
+        m = re.search(r"BRA\s+(?:`\(\.L_x_\d+\)|0x)([0-9a-f]+)", t)
+        if m and int(m.group(1), 16) < addr:
+            body = [x for a, x in ins if int(m.group(1), 16) <= a <= addr]
+            if any("HGMMA" in x for x in body):
+                loops.append(body)
+    assert loops, "no K loop with HGMMA found"
+    return min(loops, key=len)
+
+
+def test_k_loop_is_lean(out_dir):
+    # llama3-70b/down at m=128 (n=8192, k=28672; A row-major, B = W[n, k]), Inductor's pick
+    # 64x128x128 w4 s4: the old template (masks, loop-carried 64-bit pointers) had 237 SASS
+    # instructions per K step, Inductor's kernel 136; ours now 111 (EVEN_K) / 117 (K masked).
+    cuobjdump = _cuobjdump()
+    if not cuobjdump:
+        pytest.skip("no cuobjdump")
+    for even_k, limit in ((True, 140), (False, 150)):
+        p = base_params(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=4, even_k=even_k,
+                        i32_offsets=True, ld_div16={"a": True, "b": True, "c": False, "d": True})
+        r = compile_gemm(p, out_dir)
+        body = _k_loop_instructions(r["artifact"], cuobjdump)
+        ops = [x.split()[1] if x.startswith("@") else x.split()[0] for x in body]
+        assert sum(op.startswith("HGMMA") for op in ops) == 8
+        assert sum(op.startswith("LDGSTS") for op in ops) == 24
+        # The old template rebuilt a predicate per load from row/column/K masks (25 SEL per
+        # step); now EVEN_K has none and a K mask costs one cp.async size select (2 SEL).
+        sels = sum(op == "SEL" or op.startswith("SEL.") for op in ops)
+        assert sels <= (0 if even_k else 2), f"even_k={even_k}: {sels} SEL in the K loop: masks are back"
+        assert len(body) <= limit, f"even_k={even_k}: {len(body)} instructions per K step (limit {limit})"
 
 
 def test_argument_order_is_the_documented_abi():
@@ -177,6 +258,8 @@ def test_cuobjdump_says_sm_90a(out_dir):
     (dict(act="tanh"), "params.act"),
     (dict(block_m="128"), "params.block_m"),
     (dict(has_bias=1), "params.has_bias"),
+    (dict(even_k=1), "params.even_k"),
+    (dict(i32_offsets="yes"), "params.i32_offsets"),
     (dict(num_warps=6), "params.num_warps"),
     (dict(a_dtype="bf16", b_dtype="fp16"), "b_dtype"),
     (dict(bogus=True), "unknown field"),

@@ -5,9 +5,12 @@
 A [M, K], B [K, N], C and D [M, N], each row-major (*_ROW) or column-major with a leading
 dimension in elements. Three kernels share one runtime argument list (see RUNTIME_ARGS):
 
-  gemm_tiled        one output tile per program, grouped tile order, masked loads (any M, N, K,
-                    any layout, any leading dimension); SPLIT_K > 1 writes raw fp32 partials
-                    to workspace [SPLIT_K, M, N] (row-major, packed) and applies no epilogue.
+  gemm_tiled        one output tile per program, grouped tile order (any M, N, K, any layout,
+                    any leading dimension): loads read rows rm % M / columns rn % N (no
+                    row/column masks), K is masked unless EVEN_K, the store masks; A/B offsets
+                    in i32 when I32_OFFSETS (the caller checked they fit), else int64.
+                    SPLIT_K > 1 writes raw fp32 partials to workspace [SPLIT_K, M, N]
+                    (row-major, packed) and applies no epilogue.
   gemm_persistent   NUM_SMS programs loop over the tiles (grouped order); A and B are read with
                     TMA through tensor descriptors made in the kernel (tl.make_tensor_descriptor:
                     needs global scratch). TMA needs 16-byte aligned row strides and, for fp8
@@ -110,46 +113,77 @@ def _epilogue(acc, om, on, M, N, c, d, bias, scale_a, scale_b, ldc, ldd, alpha, 
 
 
 @triton.jit
+def _offset(x, I32_OFFSETS: tl.constexpr):
+    """x in the index type of the main loop: i32 where the caller promises every A/B offset
+    (padded K included) is below 2^31, else int64."""
+    if I32_OFFSETS:
+        return x
+    else:
+        return x.to(tl.int64)
+
+
+@triton.jit
 def gemm_tiled(a, b, c, d, bias, scale_a, scale_b, workspace,
                M, N, K, lda, ldb, ldc, ldd, alpha, beta,
                A_ROW: tl.constexpr, B_ROW: tl.constexpr, C_ROW: tl.constexpr, D_ROW: tl.constexpr,
                HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, SCALE: tl.constexpr,
                DOT_PRECISION: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr):
+               GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr,
+               EVEN_K: tl.constexpr, I32_OFFSETS: tl.constexpr):
     tile_m, tile_n = _tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     pid_k = tl.program_id(1)
     rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
-    k_first = pid_k * BLOCK_K
-    K_STEP: tl.constexpr = BLOCK_K * SPLIT_K
 
-    # 64-bit offsets: M * lda may pass 2^31 elements.
+    # The loads read rows rm % M and columns rn % N: always in range, so the main loop needs no
+    # row/column masks (rows/columns past M/N hold repeated data whose results the masked store
+    # below drops). Only K is masked, and only when EVEN_K is false (K % (BLOCK_K * SPLIT_K) != 0).
+    # No loop-carried pointer tensors; per operand, whichever form compiles to fewer
+    # instructions per K step (measured in SASS, docs/triton-backend.md):
+    # - K contiguous (A row-major, B column-major): row pointers made once, plus the k index
+    #   each step (one wide multiply-add per address);
+    # - K strided (A column-major, B row-major): a scalar base per step (64-bit scalar
+    #   arithmetic) plus the tile's offsets, made once.
+    ra = rm % M
+    rb = rn % N
     if A_ROW:
-        a_ptrs = a + rm[:, None].to(tl.int64) * lda + (k_first + rk)[None, :]
-        a_step = K_STEP
+        a_rows = a + _offset(ra[:, None], I32_OFFSETS) * lda  # [BM, 1] pointers
     else:
-        a_ptrs = a + rm[:, None] + (k_first + rk)[None, :].to(tl.int64) * lda
-        a_step = K_STEP * lda.to(tl.int64)
+        a_tile = ra[:, None] + _offset(rk[None, :], I32_OFFSETS) * lda  # [BM, BK] offsets
     if B_ROW:
-        b_ptrs = b + (k_first + rk)[:, None].to(tl.int64) * ldb + rn[None, :]
-        b_step = K_STEP * ldb.to(tl.int64)
+        b_tile = _offset(rk[:, None], I32_OFFSETS) * ldb + rb[None, :]  # [BK, BN] offsets
     else:
-        b_ptrs = b + (k_first + rk)[:, None] + rn[None, :].to(tl.int64) * ldb
-        b_step = K_STEP
-    in_m = rm[:, None] < M
-    in_n = rn[None, :] < N
+        b_cols = b + _offset(rb[None, :], I32_OFFSETS) * ldb  # [1, BN] pointers
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(k_first, K, K_STEP):
-        k_left = K - k0
-        a_t = tl.load(a_ptrs, mask=in_m & (rk[None, :] < k_left), other=0.0)
-        b_t = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & in_n, other=0.0)
+    # Program pid_k of SPLIT_K sums the K tiles pid_k, pid_k + SPLIT_K, ...
+    for kt in range(pid_k, tl.cdiv(K, BLOCK_K), SPLIT_K):
+        k0 = kt * BLOCK_K
+        if A_ROW:
+            a_ptrs = a_rows + (k0 + rk)[None, :]
+        else:
+            a_ptrs = (a + k0.to(tl.int64) * lda) + a_tile
+        if B_ROW:
+            b_ptrs = (b + k0.to(tl.int64) * ldb) + b_tile
+        else:
+            b_ptrs = b_cols + (k0 + rk)[:, None]
+        if EVEN_K:
+            a_t = tl.load(a_ptrs)
+            b_t = tl.load(b_ptrs)
+        else:
+            # (Mask forms chosen by SASS count, as above.)
+            if A_ROW:
+                a_t = tl.load(a_ptrs, mask=(k0 + rk)[None, :] < K, other=0.0)
+            else:
+                a_t = tl.load(a_ptrs, mask=rk[None, :] < K - k0, other=0.0)
+            if B_ROW:
+                b_t = tl.load(b_ptrs, mask=rk[:, None] < K - k0, other=0.0)
+            else:
+                b_t = tl.load(b_ptrs, mask=(k0 + rk)[:, None] < K, other=0.0)
         acc = tl.dot(a_t, b_t, acc, input_precision=DOT_PRECISION, max_num_imprecise_acc=MAX_IMPRECISE,
                      out_dtype=tl.float32)
-        a_ptrs += a_step
-        b_ptrs += b_step
 
     if SPLIT_K == 1:
         _epilogue(acc, rm[:, None], rn[None, :], M, N, c, d, bias, scale_a, scale_b, ldc, ldd, alpha, beta,
@@ -157,7 +191,7 @@ def gemm_tiled(a, b, c, d, bias, scale_a, scale_b, workspace,
     else:
         # Raw partial sums; splitk_reduce applies alpha, scales, C, bias and act.
         w_ptrs = workspace + (pid_k.to(tl.int64) * M + rm[:, None]) * N + rn[None, :]
-        tl.store(w_ptrs, acc, mask=in_m & in_n)
+        tl.store(w_ptrs, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 @triton.jit

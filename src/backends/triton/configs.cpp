@@ -34,6 +34,34 @@ constexpr Shape kPersistent[] = {
     {128, 64, 64, 4, 4}, {128, 128, 64, 4, 4}, {128, 128, 64, 8, 3},
     {128, 128, 128, 8, 3}, {128, 256, 64, 8, 3}, {256, 128, 64, 8, 3},
 };
+// Large problems (see large_problem): only the configs that won or came within ~1.3x on the
+// H200 (bench/results/2026-11-30-h200-triton-*.json: persistent 128x256x64 w8 s3, 256x128x64,
+// 128x128x64 w4 s4 and 128x128x128 w8 s3 within 5% of each other; Inductor's pick
+// 128x128x64 w8 s5), 11 instead of 23-25 compiles. 16-bit inputs only (fp32: the general list,
+// fp8: the lists below).
+constexpr Shape kLargeTiled[] = {
+    {128, 256, 64, 8, 3}, {256, 128, 64, 8, 3}, {128, 128, 64, 8, 5},
+    {128, 128, 64, 4, 3}, {128, 128, 128, 8, 3}, {128, 64, 64, 4, 4},
+};
+constexpr Shape kLargePersistent[] = {
+    {128, 256, 64, 8, 3}, {256, 128, 64, 8, 3}, {128, 128, 64, 4, 4}, {128, 128, 128, 8, 3}, {128, 128, 64, 4, 5},
+};
+// fp8 inputs: BLOCK_K 128 (one 128-byte swizzled row per stage) and tiles with at most
+// kFp8MaxAccPerThread accumulator registers per thread (see fp8_fits_registers). For large
+// problems these are the only fp8 configs; for the others they join the general tiled list
+// (its BLOCK_K >= 64 shapes) and replace the general persistent list.
+constexpr Shape kFp8Tiled[] = {
+    {128, 128, 128, 8, 3}, {128, 128, 128, 8, 4}, {128, 128, 128, 8, 5}, {64, 256, 128, 8, 4},
+    {256, 64, 128, 8, 4},  {128, 64, 128, 4, 4},  {64, 128, 128, 4, 4},
+};
+constexpr Shape kFp8Persistent[] = {
+    {128, 128, 128, 8, 3}, {128, 128, 128, 8, 4}, {128, 128, 128, 8, 5}, {64, 256, 128, 8, 4}, {128, 64, 128, 4, 4},
+};
+// fp8 with precise accumulation (tl.dot's max_num_imprecise_acc = BLOCK_K: the engine never
+// asks for fast accumulation) keeps a second fp32 accumulator for the MMA's partial sums:
+// 128 accumulator registers per thread then spill (128x256x128 w8: 255 registers and 216
+// bytes of spill stores, compiled for sm_90a), 64 do not (128x128x128 w8: 180 registers).
+constexpr int kFp8MaxAccPerThread = 64;
 // Split-k tile shapes (scaled like the tiled ones), for few output tiles and a long K.
 constexpr Shape kSplitK[] = {{64, 64, 128, 4, 4}, {64, 128, 64, 4, 4}, {32, 128, 128, 4, 3}};
 constexpr int kSplits[] = {16, 8, 4, 2};
@@ -79,8 +107,29 @@ Config unscaled(const Shape& s, KernelKind kind) {
 
 int64_t tiles(const Config& c, const GemmProblem& p) { return cdiv(p.m, c.block_m) * cdiv(p.n, c.block_n); }
 
+bool fp8_fits_registers(const Config& c, const GemmProblem& p) {
+  return !is_fp8(p.a.dtype) || int64_t(c.block_m) * c.block_n / (32 * c.num_warps) <= kFp8MaxAccPerThread;
+}
+
 void add_unique(std::vector<Config>& out, const Config& c, const GemmProblem& p, int num_sms) {
-  if (std::find(out.begin(), out.end(), c) == out.end() && check(c, p, num_sms)) out.push_back(c);
+  if (std::find(out.begin(), out.end(), c) == out.end() && fp8_fits_registers(c, p) && check(c, p, num_sms))
+    out.push_back(c);
+}
+
+// min_block_k: shapes with a smaller BLOCK_K are skipped (before scaling to the problem).
+template <size_t N>
+void add_tiled(std::vector<Config>& out, const Shape (&shapes)[N], const GemmProblem& p, int num_sms,
+               int min_block_k = 0) {
+  for (const Shape& s : shapes)
+    if (s.bk >= min_block_k) add_unique(out, with_split(scaled(s, p, KernelKind::tiled), 1, p), p, num_sms);
+}
+
+template <size_t N>
+void add_persistent(std::vector<Config>& out, const Shape (&shapes)[N], const GemmProblem& p, int num_sms) {
+  for (const Shape& s : shapes) {
+    if (s.bm > std::max<int64_t>(16, next_pow2(p.m)) || s.bn > std::max<int64_t>(16, next_pow2(p.n))) continue;
+    add_unique(out, with_split(unscaled(s, KernelKind::persistent), 1, p), p, num_sms);
+  }
 }
 
 void add_split_k(std::vector<Config>& out, const GemmProblem& p, int num_sms) {
@@ -161,6 +210,21 @@ Config Config::parse(std::string_view id) {
 
 // ---- rules ----------------------------------------------------------------------------------
 
+bool large_problem(const GemmProblem& p, int num_sms) {
+  return p.m >= kLargeMinDim && p.n >= kLargeMinDim &&
+         cdiv(p.m, 128) * cdiv(p.n, 128) >= kLargeMinWaves * int64_t(std::max(num_sms, 1));
+}
+
+bool main_loop_fits_i32(const Config& c, const GemmProblem& p) {
+  // The largest A / B offsets gemm_tiled forms in its index type (triton_gemm.py): the row
+  // (column) pointers of a K-contiguous operand, the in-tile offsets of a K-strided one. The
+  // k step itself is added in 64 bits.
+  const int64_t bk = c.block_k;
+  int64_t a = p.a.layout == Layout::row ? (p.m - 1) * p.lda() : (p.m - 1) + (bk - 1) * p.lda();
+  int64_t b = p.b.layout == Layout::row ? (bk - 1) * p.ldb() + (p.n - 1) : (p.n - 1) * p.ldb();
+  return std::max(a, b) <= INT32_MAX;
+}
+
 Verdict problem_verdict(const GemmProblem& p) {
   const std::pair<const char*, int64_t> dims[] = {{"m", p.m},        {"n", p.n},        {"k", p.k},
                                                   {"lda", p.lda()},  {"ldb", p.ldb()},  {"ldc", p.ldc()},
@@ -169,6 +233,9 @@ Verdict problem_verdict(const GemmProblem& p) {
     if (v > INT32_MAX)
       return Verdict::no(std::string(what) + " = " + std::to_string(v) +
                          " is past 32-bit indexing (the Triton kernels take i32 sizes and leading dimensions)");
+  // gemm_tiled rounds K up to whole k tiles (up to 256) in i32.
+  if (p.k > INT32_MAX - 1024)
+    return Verdict::no("k = " + std::to_string(p.k) + " is too close to 2^31 (the Triton kernels round k up in i32)");
   if (is_fp8(p.d.dtype)) return Verdict::no("fp8 output is not offered by the Triton templates");
   return Verdict::yes();
 }
@@ -211,12 +278,21 @@ Verdict check(const Config& c, const GemmProblem& p, int num_sms) {
 std::vector<Config> configs_for(const GemmProblem& p, int num_sms) {
   std::vector<Config> out;
   if (!problem_verdict(p)) return out;
-  for (const Shape& s : kTiled) add_unique(out, with_split(scaled(s, p, KernelKind::tiled), 1, p), p, num_sms);
-  for (const Shape& s : kPersistent) {
-    if (s.bm > std::max<int64_t>(16, next_pow2(p.m)) || s.bn > std::max<int64_t>(16, next_pow2(p.n))) continue;
-    add_unique(out, with_split(unscaled(s, KernelKind::persistent), 1, p), p, num_sms);
+  const bool large = large_problem(p, num_sms);
+  if (is_fp8(p.a.dtype)) {
+    // Not large: the general tiled shapes with BLOCK_K >= 64 (an fp8 wgmma takes K = 32: a
+    // 32-deep stage is one MMA; on the H200 they were the slowest) plus the fp8 shapes.
+    if (!large) add_tiled(out, kTiled, p, num_sms, p.k >= 128 ? 64 : 0);
+    add_tiled(out, kFp8Tiled, p, num_sms);
+    add_persistent(out, kFp8Persistent, p, num_sms);
+  } else if (large && half_input(p.a.dtype)) {
+    add_tiled(out, kLargeTiled, p, num_sms);
+    add_persistent(out, kLargePersistent, p, num_sms);
+  } else {
+    add_tiled(out, kTiled, p, num_sms);
+    add_persistent(out, kPersistent, p, num_sms);
   }
-  add_split_k(out, p, num_sms);
+  add_split_k(out, p, num_sms);  // none for large problems (enough tiles)
   return out;
 }
 
@@ -246,6 +322,10 @@ json gemm_params(const Config& c, const GemmProblem& p, int num_sms) {
       {"num_sms", persistent ? num_sms : 0},  // a constexpr of the persistent kernel only
       {"num_warps", c.num_warps},
       {"num_stages", c.num_stages},
+      // gemm_tiled's main loop: no K mask when every k tile is whole; i32 A/B offsets when
+      // they fit (persistent: false, unused).
+      {"even_k", !persistent && p.k % c.block_k == 0},
+      {"i32_offsets", !persistent && main_loop_fits_i32(c, p)},
       {"ld_div16",
        {{"a", p.lda() % 16 == 0}, {"b", p.ldb() % 16 == 0}, {"c", p.uses_c() && p.ldc() % 16 == 0},
         {"d", p.ldd() % 16 == 0}}},

@@ -4,9 +4,12 @@
 // Space: Inductor-like tiled configs (block_m, block_n 16..256, block_k 32..128, 4 or 8 warps,
 // 2..5 stages, group_m 8) scaled down to the problem (a block never exceeds the problem's
 // next power of two, at least 16), persistent TMA configs for problems with enough tiles, and
-// split-k 2..16 for problems with too few tiles to fill the GPU and a long K. Pruned by shared
-// memory (estimate <= 227 KiB), by the persistent kernel's TMA and layout rules, and deduplicated:
-// about 10-30 candidates per problem.
+// split-k 2..16 for problems with too few tiles to fill the GPU and a long K. fp8 inputs add
+// BLOCK_K = 128 configs and drop tiles with more than 64 accumulator registers per thread
+// (precise accumulation keeps a second accumulator: they spill). Large problems (16-bit and
+// fp8 inputs) get only a short list of big-tile configs (about a dozen). Pruned by shared
+// memory (estimate <= 227 KiB), by the persistent kernel's TMA and layout rules, and
+// deduplicated: about 10-30 candidates per problem.
 //
 // A config's id is compact and canonical: "t128x128x64w8s3g8" (tiled), "p128x256x64w8s3g8"
 // (persistent), "t16x64x128w4s4g8k4" (tiled, split-k 4). Config::parse(c.id()) == c.
@@ -42,6 +45,14 @@ struct Config {
 constexpr int64_t kMaxSharedBytes = 232448;  // 227 KiB: sm_90's opt-in shared memory per block
 constexpr int kReduceBlock = 1024;            // splitk_reduce's elements per program
 constexpr int64_t kMaxWorkspaceBytes = int64_t(256) << 20;
+
+// Large problems: m, n >= kLargeMinDim and at least kLargeMinWaves waves of 128x128 tiles.
+// Their config list is cut to the shapes that can win (configs.cpp: kLarge*, kFp8*), about a dozen.
+constexpr int64_t kLargeMinDim = 512;
+constexpr int64_t kLargeMinWaves = 2;
+bool large_problem(const GemmProblem& p, int num_sms);
+// Whether gemm_tiled's main-loop A/B offsets fit in i32 (the "i32_offsets" compile parameter).
+bool main_loop_fits_i32(const Config& c, const GemmProblem& p);
 
 // Problem-level rules (no config): the kernels take i32 sizes and leading dimensions.
 Verdict problem_verdict(const GemmProblem& p);
