@@ -27,8 +27,9 @@ struct TuneOptions {
   // $GEMMTUNE_RACE_SPIN_US overrides it, 0 disables it.
   double spin_us = 50;
   double prune_ratio = 1.3;    // after min_rounds, drop candidates slower than this x best median
-  double tie_tolerance = 0.02; // medians within this fraction are re-timed head to head
-  int tie_rounds = 10;
+  double tie_tolerance = 0.02; // medians within this fraction (or within the two candidates'
+                               // p20..p80 spreads) of the best are re-timed head to head
+  int tie_rounds = 16;
   double prefer_margin = 0.01; // near-ties closer than this go to the earlier candidate (default pick first)
   uint64_t seed = 0x9e3779b97f4a7c15ull;  // random inputs
 };

@@ -117,10 +117,18 @@ RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
   // Near-ties of the leader are re-timed head to head; the winner comes from that group only:
   // the others were already beaten by more than tie_tolerance, and their older samples would
   // not be comparable with the new ones under drift.
-  double best = r.res.stats[r.ranked(alive)[0]].median;
+  // A near-tie is within tie_tolerance of the leader, or not beaten by more than the two
+  // candidates' p20..p80 spreads together (short kernels are noisier than tie_tolerance: a
+  // 3%-apart pair measured with 2% spreads each is not settled by its first rounds).
+  const Stats& lead = r.res.stats[r.ranked(alive)[0]];
+  const double best = lead.median;
   std::vector<size_t> contenders;
-  for (size_t i : alive)
-    if (r.res.stats[i].median <= best * (1 + opt.tie_tolerance)) contenders.push_back(i);
+  for (size_t i : alive) {
+    const Stats& s = r.res.stats[i];
+    const bool within_tolerance = s.median <= best * (1 + opt.tie_tolerance);
+    const bool within_noise = s.median - best < (lead.p80 - lead.p20) + (s.p80 - s.p20);
+    if (within_tolerance || within_noise) contenders.push_back(i);
+  }
   for (int k = 0; k < opt.tie_rounds && contenders.size() >= 2; ++k) r.round(contenders);
   if (contenders.empty()) {  // every near-tie failed while re-timed: fall back to the rest
     std::erase_if(alive, [&](size_t i) { return !r.res.failure[i].empty(); });

@@ -43,8 +43,9 @@ struct RaceResult {
 //     prune_ratio x the best median are pruned (they keep their stats). More rounds, up to
 //     max_rounds in all, while the leader's lead over the runner-up is smaller than
 //     (p80 - p20) of the leader plus that of the runner-up.
-//  3. Survivors with median <= (1 + tie_tolerance) x the best are re-timed together (only
-//     they) for tie_rounds more rounds, their samples appended.
+//  3. Near-ties of the leader are re-timed together (only they) for tie_rounds more rounds,
+//     their samples appended: survivors with median <= (1 + tie_tolerance) x the best, or
+//     whose median exceeds the best by less than the leader's (p80 - p20) plus their own.
 //  4. Winner: the lowest median among those near-ties (the others were beaten by more than
 //     tie_tolerance, on samples older than the re-timed ones; if every near-tie failed while
 //     re-timed, among the other survivors), exact ties to the lower index.

@@ -41,7 +41,7 @@ struct FakeClock {
   size_t count(size_t i) const { return size_t(std::count(calls.begin(), calls.end(), i)); }
 };
 
-TuneOptions opts() { return TuneOptions{}; }  // min 5, max 15, prune 1.3, tie 1% x 10 rounds
+TuneOptions opts() { return TuneOptions{}; }  // min 5, max 15, prune 1.3, tie 2% (or within the spreads) x 16 rounds
 
 TEST(SummarizeTest, EmptyIsAllZero) {
   Stats s = summarize({});
@@ -170,10 +170,13 @@ TEST(RaceTest, DriftStillPicksTrulyFaster) {
 }
 
 // Re-timing the near-ties adds later (slower, under drift) samples to them only; a candidate
-// already beaten by more than tie_tolerance must not win on its older, faster samples.
+// already beaten by more than tie_tolerance and the spreads must not win on its older, faster
+// samples.
 TEST(RaceTest, WinnerComesFromReTimedNearTies) {
-  FakeClock c{.speed = {100, 100.2, 102}, .drift = 0.005};
-  RaceResult r = race(3, c.sampler(), opts());
+  TuneOptions o = opts();
+  o.max_rounds = o.min_rounds;  // no extra rounds: the spreads stay those of 5 rounds
+  FakeClock c{.speed = {100, 100.2, 109}, .drift = 0.006};
+  RaceResult r = race(3, c.sampler(), o);
   EXPECT_LT(r.stats[2].median, r.stats[0].median);  // stale, from earlier rounds
   EXPECT_EQ(r.winner, 0);
 }
@@ -280,6 +283,21 @@ TEST(RaceTest, TieRetimingOnlyForNearTies) {
   EXPECT_EQ(apart.count(1), size_t(o.min_rounds));
 }
 
+// A candidate further than tie_tolerance from the leader but within the two spreads (noisy
+// short kernels) is re-timed head to head too; a clearly beaten one is not.
+TEST(RaceTest, TieRetimingIncludesPairsWithinTheirNoise) {
+  TuneOptions o = opts();
+  o.tie_tolerance = 0.02;
+  std::vector<int> n(3);
+  const double speed[3] = {100, 103, 120};
+  // +-3% around each speed, cycling: each candidate's p20..p80 spread is about 4%.
+  Sampler s = [&](size_t i) { return speed[i] * (1.0 + 0.03 * ((n[i]++ % 3) - 1)); };
+  RaceResult r = race(3, s, o);
+  EXPECT_EQ(n[0], n[1]);           // 0 and 1 both re-timed (3% apart, inside their spreads)
+  EXPECT_GT(n[1], n[2]);           // 2 was not
+  EXPECT_EQ(r.winner, 0);
+}
+
 // An unclear leader (lead within the combined spreads) gets more rounds, up to max_rounds.
 TEST(RaceTest, ContinuesWhileLeaderUnclear) {
   TuneOptions o = opts();
@@ -287,8 +305,9 @@ TEST(RaceTest, ContinuesWhileLeaderUnclear) {
   const double speed[2] = {100, 105};
   Sampler s = [&](size_t i) { return speed[i] * (n[i]++ % 2 ? 1.2 : 0.8); };  // +-20%, alternating
   RaceResult r = race(2, s, o);
-  EXPECT_EQ(n[0], o.max_rounds);
-  EXPECT_EQ(n[1], o.max_rounds);
+  // max_rounds, then (still within their spreads) the head-to-head tie rounds.
+  EXPECT_EQ(n[0], o.max_rounds + o.tie_rounds);
+  EXPECT_EQ(n[1], o.max_rounds + o.tie_rounds);
   EXPECT_EQ(r.winner, 0);
 }
 
