@@ -119,7 +119,8 @@ TEST(RaceTest, RoundsAreInterleavedAndRotated) {
 
 TEST(RaceTest, FasterCandidateWinsUnderNoise) {
   for (uint64_t seed = 1; seed <= 50; ++seed) {
-    FakeClock c{.speed = {100, 103, 97, 100, 101}, .noise = 0.03, .state = seed};
+    // 5% faster: beyond prefer_margin (3%), so the evidence must win over the stable order.
+    FakeClock c{.speed = {100, 103, 95, 100, 101}, .noise = 0.03, .state = seed};
     RaceResult r = race(5, c.sampler(), opts());
     EXPECT_EQ(r.winner, 2) << "seed " << seed;
     EXPECT_GT(r.spread, 0);
@@ -162,7 +163,7 @@ TEST(RaceTest, DriftStillPicksTrulyFaster) {
     for (uint64_t seed = 1; seed <= 20; ++seed) {
       // Noise far below the drift: still every sample slower than the last.
       FakeClock c{.speed = {100, 100, 100, 100}, .drift = 0.002, .noise = 0.0002, .state = seed};
-      c.speed[fast] = 97;
+      c.speed[fast] = 95;  // beyond prefer_margin (3%)
       RaceResult r = race(4, c.sampler(), opts());
       EXPECT_EQ(r.winner, long(fast)) << "seed " << seed;
     }
