@@ -66,7 +66,13 @@ else
   [ "$gpu_rc" = 124 ] && echo "== gpu tests: TIMED OUT"
 fi
 
-# 2. the benchmark
+# 2. the benchmark: bench/h200.py, or bench/softmax.py when the first argument is --softmax
+#    (run(command="bash bench/device.sh --softmax --dtypes bf16", carry=["build"]))
+bench=bench/h200.py
+if [ "${1:-}" = --softmax ]; then
+  bench=bench/softmax.py
+  shift
+fi
 args=("$@")
 has_budget=0
 for a in "$@"; do
@@ -78,8 +84,8 @@ if [ "$has_budget" = 0 ]; then
   args+=(--budget-s "$left")
 fi
 t=$(date +%s)
-echo "== bench: python3 bench/h200.py --out $OUT ${args[*]}"
-PYTHONUNBUFFERED=1 python3 bench/h200.py --out "$OUT" "${args[@]}" 2>&1 | tee "$OUT/bench.log"
+echo "== bench: python3 $bench --out $OUT ${args[*]}"
+PYTHONUNBUFFERED=1 python3 "$bench" --out "$OUT" "${args[@]}" 2>&1 | tee "$OUT/bench.log"
 bench_rc=${PIPESTATUS[0]}
 echo "== bench: rc=$bench_rc in $(($(date +%s) - t)) s; gpu tests rc=$gpu_rc; total $(elapsed) s"
 [ "$bench_rc" != 0 ] && exit "$bench_rc"

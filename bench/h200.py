@@ -132,6 +132,9 @@ def parse_args(argv=None):
                     help="coldtune part: m:model:layer[:dtype] from --layers (default: %(default)s, bf16)")
     ap.add_argument("--cold-tune-backends", default="cublaslt,triton",
                     help="coldtune part: gemmtune backends of the cold tune (default %(default)s)")
+    ap.add_argument("--cold-tune-pack", default="",
+                    help="coldtune part: the child's artifact store starts as a copy of this kernel pack (e.g. the "
+                         "CUTLASS instances of scripts/precompile-cutlass.sh: loaded, not compiled) instead of empty")
     ap.add_argument("--cold-tune-timeout-s", type=float, default=300.0,
                     help="coldtune part: kill the cold gemmtune tune after this (default %(default)s)")
     ap.add_argument("--artifacts", default="", help="GEMMTUNE_ARTIFACTS of the bench's engines (default: a fresh "
@@ -958,6 +961,9 @@ class MockEngine:
         if "triton" in self.backends:
             for tid in self.TRITON_IDS:
                 out.append(("triton", tid, f"triton {tid}", 0.97 + 0.12 * rng.random()))
+        if "cutlass" in self.backends:
+            for cid in ("co128x256x64c2x1", "pp64x256x64c1x1", "co256x128x64c1x2"):
+                out.append(("cutlass", cid, f"cutlass {cid}", 0.98 + 0.1 * rng.random()))
         return out
 
     def select(self, problem, force=False):
@@ -1191,6 +1197,9 @@ class Run:
                 "mock": bool(a.mock)}
         env = os.environ.copy()
         env["GEMMTUNE_ARTIFACTS"] = str(d / "artifacts")   # empty: does not exist yet
+        if a.cold_tune_pack:  # a copy of a kernel pack (what a fresh machine with the pack has)
+            shutil.copytree(a.cold_tune_pack, d / "artifacts", dirs_exist_ok=True)
+            res["artifacts"] = f"a copy of the kernel pack {a.cold_tune_pack}"
         env["GEMMTUNE_CACHE"] = str(d / "tuning.sqlite")   # empty: does not exist yet
         env["GEMMTUNE_PYTHON"] = os.environ.get("GEMMTUNE_PYTHON") or sys.executable
         env["GEMMTUNE_PYTHON_DIR"] = os.environ.get("GEMMTUNE_PYTHON_DIR") or str(REPO / "python")
@@ -1347,6 +1356,7 @@ class Run:
              "inductor_subset": p.inductor, "inductor_triton_subset": p.inductor_triton, "status": "ok", "errors": [],
              "notes": []}
         kernel = dkernel = tkernel = None
+        bests = {}  # backend -> (its best result, its kernel): CUTLASS's and cuBLASLt's best when CUTLASS raced
         x = ref = None
         try:
             gpu.empty_cache()
@@ -1385,12 +1395,27 @@ class Run:
             else:
                 s["errors"].append("the report has no default candidate")
             # Triton's best: its correct (status ok) candidate with the lowest tune median.
-            tri = min((r for r in results if r.get("backend") == "triton" and r.get("status") == "ok"
+            # Pruned candidates were verified and timed too (only dropped from later rounds): on
+            # problems where cuBLASLt leads by > prune_ratio, Triton's best is one of them.
+            tri = min((r for r in results if r.get("backend") == "triton" and r.get("status") in ("ok", "pruned")
                        and (r.get("median_us") or 0) > 0), key=lambda r: r["median_us"], default=None)
             if tri is not None:
                 tkernel = eng.load(p.gt(), "triton", tri["id"])
             elif any(r.get("backend") == "triton" for r in results):
                 s["errors"].append("Triton has candidates but none is correct and timed")
+            # When CUTLASS raced: its best and cuBLASLt's best (lowest tune median of a correct
+            # candidate), timed side by side like the rest (issue 4 compares the two).
+            # Likewise CuTe DSL's best when it raced (issue 5 compares it with CUTLASS's best).
+            if any(r.get("backend") in ("cutlass", "cutedsl") for r in results):
+                for b in ("cutlass", "cublaslt", "cutedsl"):
+                    if not any(r.get("backend") == b for r in results):
+                        continue
+                    bb = min((r for r in results if r.get("backend") == b and r.get("status") in ("ok", "pruned")
+                              and (r.get("median_us") or 0) > 0), key=lambda r: r["median_us"], default=None)
+                    if bb is not None:
+                        bests[b] = (bb, eng.load(p.gt(), b, bb["id"]))
+                    elif any(r.get("backend") == b for r in results):
+                        s["errors"].append(f"{b} has candidates but none is correct and timed")
 
             x = gpu.make_inputs(p, a.seed + 7919 * p.index)
             fns, meta = {}, {}
@@ -1412,6 +1437,13 @@ class Run:
                                        "role": "backend_best", "winner": bool(tri.get("winner")),
                                        "default": bool(tri.get("is_default")), "out": d_tri,
                                        "compile_s": tri.get("compile_s"), "backend_best": True}
+            for b, (bb, bk) in bests.items():
+                fn, d_b = gpu.gemmtune_fn(bk, p, x)
+                fns[f"{b}_best"] = fn
+                meta[f"{b}_best"] = {"backend": b, "candidate": bb["name"], "candidate_id": bb["id"],
+                                     "role": "backend_best", "winner": bool(bb.get("winner")),
+                                     "default": bool(bb.get("is_default")), "out": d_b,
+                                     "compile_s": bb.get("compile_s"), "backend_best": True}
             base = gpu.baseline_fn(p, x)
             fns["torch"] = base
             meta["torch"] = {"backend": p.baseline, "candidate": p.baseline, "candidate_id": "", "role": "baseline",
@@ -1526,6 +1558,9 @@ class Run:
                 s["default"]["tune_median_us"] = dflt.get("median_us")
             if "triton_best" in s:
                 s["triton_best"]["tune_median_us"] = tri.get("median_us")
+            for b, (bb, _) in bests.items():
+                if f"{b}_best" in s:
+                    s[f"{b}_best"]["tune_median_us"] = bb.get("median_us")
             s["same_kernel"] = dflt is not None and dflt["id"] == win["id"]
             self.ratios(s)
             self.done.append((p, win["id"], win["backend"], rep))
@@ -1538,7 +1573,7 @@ class Run:
             if not isinstance(e, self.GemmtuneError):
                 traceback.print_exc()
         finally:
-            for k in (kernel, dkernel, tkernel):
+            for k in (kernel, dkernel, tkernel, *(bk for _, bk in bests.values())):
                 if k is not None:
                     try:
                         k.close()
@@ -1565,6 +1600,12 @@ class Run:
         for other in ("inductor_triton", "torch", "default"):
             om = (s.get(other) or {}).get("median_us")
             s[f"triton_best_vs_{other}"] = om / tb if (tb and om) else None
+        # CUTLASS's best against cuBLASLt's best (> 1 = CUTLASS faster; issue 4: >= 1/1.05 on 70% at m >= 2048).
+        cu, lt = (s.get("cutlass_best") or {}).get("median_us"), (s.get("cublaslt_best") or {}).get("median_us")
+        s["cutlass_best_vs_cublaslt_best"] = lt / cu if (cu and lt) else None
+        # CuTe DSL's best against CUTLASS's best (> 1 = CuTe DSL faster; issue 5: >= 1/1.05 on 70% at m >= 2048).
+        cd = (s.get("cutedsl_best") or {}).get("median_us")
+        s["cutedsl_best_vs_cutlass_best"] = cu / cd if (cu and cd) else None
         if tb and (s.get("inductor_triton") or {}).get("median_us"):
             s["triton_noise"] = max(s["triton_best"].get("spread") or 0, s["inductor_triton"].get("spread") or 0)
         d = s.get("default")
@@ -1592,6 +1633,8 @@ class Run:
         if s.get("inductor_triton"):
             line += (f" | triton-best vs inductor-triton {fratio(s.get('triton_best_vs_inductor_triton'))} (compile "
                      f"{fnum(s['inductor_triton'].get('compile_s'), 1)} s, {s['inductor_triton'].get('inductor', {}).get('kind')})")
+        if s.get("cutlass_best_vs_cublaslt_best"):
+            line += f" | cutlass-best vs cublaslt-best {fratio(s['cutlass_best_vs_cublaslt_best'])}"
         line += f" | tune {fnum(s.get('tune', {}).get('select_s'), 2)} s, {s.get('tune', {}).get('n_candidates')} cands"
         if s["status"] != "ok":
             line += f" [{s['status'].upper()}]"
@@ -1821,6 +1864,11 @@ class Run:
                 g["triton_best_vs_inductor_triton"] = geomean([s["triton_best_vs_inductor_triton"] for s in it])
                 g["speedup_vs_inductor_triton"] = geomean([s.get("speedup_vs_inductor_triton") for s in it])
                 g["n_inductor_triton"] = len(it)
+            cl = [s["cutlass_best_vs_cublaslt_best"] for s in group if s.get("cutlass_best_vs_cublaslt_best")]
+            if cl:
+                g["cutlass_best_vs_cublaslt_best"] = geomean(cl)
+                g["cutlass_within_5pct_of_cublaslt"] = sum(r >= 1 / 1.05 for r in cl) / len(cl)
+                g["n_cutlass_best"] = len(cl)
             g["pick_backends"] = {b: sum(s.get("pick_backend") == b for s in group)
                                   for b in sorted({s.get("pick_backend") for s in group if s.get("pick_backend")})}
             return g
@@ -2071,6 +2119,7 @@ def render_markdown(doc):
         if doc["environment"].get("inductor_init_s") is not None:
             L += [f"(Inductor's one-time start-up, excluded above: {fnum(doc['environment']['inductor_init_s'], 1)} s.)", ""]
     L += render_triton_markdown(doc)
+    L += render_cutlass_markdown(doc)
     st = s.get("stability")
     if st:
         L += ["## Stability: re-tuned from an empty cache", "",
@@ -2136,6 +2185,27 @@ def render_markdown(doc):
     L += ["JSON: rows[] (one per problem and candidate/baseline; `timing` = tune | coldtune | side_by_side | stability_h2h) "
           "and summary{} as documented in bench/README.md.", ""]
     return "\n".join(L)
+
+
+def render_cutlass_markdown(doc):
+    """CUTLASS's best beside cuBLASLt's best, per problem where CUTLASS raced (issue 4's target:
+    within 5% or faster on >= 70% of the problems with m >= 2048)."""
+    probs = [p for p in doc["summary"]["problems"] if p.get("cutlass_best_vs_cublaslt_best")]
+    if not probs:
+        return []
+    big = [p["cutlass_best_vs_cublaslt_best"] for p in probs if p["m"] >= 2048]
+    L = ["## CUTLASS best vs cuBLASLt best (timed side by side)", ""]
+    if big:
+        ok = sum(r >= 1 / 1.05 for r in big)
+        L += [f"m >= 2048: CUTLASS's best within 5% of cuBLASLt's best or faster on {ok}/{len(big)} "
+              f"({ok / len(big):.0%}; target 70%), geomean {fratio(geomean(big))}.", ""]
+    L += [md_table(["problem", "dtype", "m", "n", "k", "CUTLASS best TFLOP/s", "cuBLASLt best TFLOP/s",
+                    "cuBLASLt/CUTLASS time", "CUTLASS config", "cuBLASLt algo", "tune s", "pick backend"],
+                   [[p["label"], p["dtype_name"], p["m"], p["n"], p["k"], fnum(p["cutlass_best"].get("tflops"), 1),
+                     fnum((p.get("cublaslt_best") or {}).get("tflops"), 1), fratio(p["cutlass_best_vs_cublaslt_best"]),
+                     p["cutlass_best"].get("candidate", ""), (p.get("cublaslt_best") or {}).get("candidate", ""),
+                     fnum(p.get("tune", {}).get("select_s"), 2), p.get("pick_backend", "")] for p in probs]), ""]
+    return L
 
 
 def render_triton_markdown(doc):
@@ -2295,6 +2365,20 @@ def print_summary(doc):
             P(f"inductor-triton geomean {name}: triton-best/inductor-triton {fratio(g.get('triton_best_vs_inductor_triton'))} "
               f"over {g['n']} (target {it.get('target')}: {'met' if g.get('meets_target') else 'NOT met'}); "
               f"pick/inductor-triton {fratio(g.get('pick_vs_inductor_triton'))}")
+    cl = [p for p in s["problems"] if p.get("cutlass_best_vs_cublaslt_best") and p["m"] >= 2048]
+    if cl:
+        r = [p["cutlass_best_vs_cublaslt_best"] for p in cl]
+        P(f"cutlass-best vs cublaslt-best, m >= 2048: within 5% or faster on {sum(x >= 1 / 1.05 for x in r)}/{len(r)} "
+          f"(target 70%); geomean {fratio(geomean(r))}; worst "
+          + "; ".join(f"{p['label']} {fratio(p['cutlass_best_vs_cublaslt_best'])}"
+                      for p in sorted(cl, key=lambda p: p["cutlass_best_vs_cublaslt_best"])[:4]))
+    cd = [p for p in s["problems"] if p.get("cutedsl_best_vs_cutlass_best") and p["m"] >= 2048]
+    if cd:
+        r = [p["cutedsl_best_vs_cutlass_best"] for p in cd]
+        P(f"cutedsl-best vs cutlass-best, m >= 2048: within 5% or faster on {sum(x >= 1 / 1.05 for x in r)}/{len(r)} "
+          f"(target 70%); geomean {fratio(geomean(r))}; worst "
+          + "; ".join(f"{p['label']} {fratio(p['cutedsl_best_vs_cutlass_best'])}"
+                      for p in sorted(cd, key=lambda p: p["cutedsl_best_vs_cutlass_best"])[:4]))
     ct = s.get("coldtune") or {}
     if ct:
         g, ind = ct.get("gemmtune") or {}, ct.get("inductor") or {}

@@ -86,6 +86,36 @@ if [ "${GEMMTUNE_SKIP_VENV:-0}" != 1 ]; then
 fi
 # --- end of the CUTLASS block -------------------------------------------------------------------
 
+# --- CuTe DSL (cutedsl backend): nvidia-cutlass-dsl, cu13 flavor only, into .venv, --no-deps ----
+# Pinned in python/requirements-cutedsl.txt (docs/cutedsl.md says why cu13 only and --no-deps).
+# Needed only where kernels are compiled (the GPU machine runs precompiled artifacts). A failure
+# is only a warning: the backend then reports "not available". GEMMTUNE_SKIP_CUTEDSL=1 skips it.
+setup_cutedsl() {
+  local venv=.venv req=python/requirements-cutedsl.txt
+  [ -x "$venv/bin/python" ] || return 1
+  if "$venv/bin/python" - "$req" <<'PY' 2>/dev/null; then return 0; fi
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, _, want = line.partition("==")
+    try:
+        if version(name) != want:
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+  echo "setup: installing $req into $venv (--no-deps; ~200 MB download)" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$req" || return 1
+  "$venv/bin/python" -c "import cutlass.cute" || return 1
+}
+if [ "${GEMMTUNE_SKIP_VENV:-0}" != 1 ] && [ "${GEMMTUNE_SKIP_CUTEDSL:-0}" != 1 ]; then
+  setup_cutedsl || echo "setup: WARNING: could not install the CuTe DSL (python/requirements-cutedsl.txt); the cutedsl backend will be unavailable" >&2
+fi
+# --- end of the CuTe DSL block ------------------------------------------------------------------
+
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
   echo "setup: no CUDA toolkit at $CUDA_HOME (set CUDA_HOME); gemmtune needs CUDA 13.0's nvcc and cuBLASLt" >&2

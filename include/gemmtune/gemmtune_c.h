@@ -40,6 +40,7 @@ extern "C" {
 
 typedef struct gt_engine gt_engine;
 typedef struct gt_kernel gt_kernel;
+typedef struct gt_softmax_kernel gt_softmax_kernel;
 
 enum gt_status {
   GT_OK = 0,
@@ -85,6 +86,20 @@ GT_API int gt_kernel_run(gt_kernel* kernel, const void* a, const void* b, const 
 GT_API int gt_kernel_destroy(gt_kernel* kernel);
 /* {"backend", "id", "name", "problem", "problem_json", "cache_key"} */
 GT_API int gt_kernel_describe(gt_kernel* kernel, char** json);
+
+/* Softmax over the last dimension of a [rows, cols] tensor (gemmtune/softmax.hpp). problem_json:
+ * {"rows": 4096, "cols": 32768, "ld": 0, "dtype": "bf16", "out_dtype": "bf16", "scale": 1.0}
+ * (every field but rows and cols optional; ld 0 = packed). report_json as gt_select's, with
+ * "op": "softmax", "problem" (str), "canonical", "bytes" (read + written) and each result's
+ * "TBps". */
+GT_API int gt_softmax_select(gt_engine* engine, const char* problem_json, int force_tune, gt_softmax_kernel** out,
+                             char** report_json);
+/* Enqueues y = softmax(scale * x) on `stream`; x and y device pointers, 16-byte aligned. */
+GT_API int gt_softmax_run(gt_softmax_kernel* kernel, const void* x, void* y, void* stream);
+/* NULL is fine. */
+GT_API int gt_softmax_destroy(gt_softmax_kernel* kernel);
+/* {"backend", "id", "name", "problem", "cache_key"} */
+GT_API int gt_softmax_describe(gt_softmax_kernel* kernel, char** json);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,8 @@
 // gemmtune: a selected, loaded kernel, cheap to run many times.
+//
+// One class template serves every op the engine tunes: KernelFor<Op> holds the op's problem
+// and the chosen candidate. Kernel (GEMM) and SoftmaxKernel (gemmtune/softmax.hpp) are its
+// two instances.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,27 +25,44 @@ struct GemmArgs {
   const float* scale_b = nullptr; // fp8 with scales: [1] tensorwise or [n] rowwise
 };
 
+// The op tag of GEMMs: names the problem and argument types of the tune path's instance.
+struct GemmOp {
+  using Problem = GemmProblem;
+  using Args = GemmArgs;
+  static constexpr const char* name = "gemm";
+};
+
 namespace detail {
-class Candidate;
-}
+template <class Op>
+class CandidateFor;
+using Candidate = CandidateFor<GemmOp>;
+}  // namespace detail
 
-class Kernel {
+template <class Op>
+class KernelFor {
  public:
-  Kernel() = default;
-  Kernel(GemmProblem problem, std::shared_ptr<detail::Candidate> impl);
+  using Problem = typename Op::Problem;
+  using Args = typename Op::Args;
 
-  const GemmProblem& problem() const { return problem_; }
+  KernelFor() = default;
+  KernelFor(Problem problem, std::shared_ptr<detail::CandidateFor<Op>> impl);
+
+  const Problem& problem() const { return problem_; }
   std::string backend() const;
   std::string name() const;  // printable config
   std::string id() const;    // stable id the backend reloads it from
   explicit operator bool() const { return impl_ != nullptr; }
 
-  // Enqueues D = ... on `stream`. Throws Error when a required pointer is missing.
-  void run(const GemmArgs& args, cudaStream_t stream = nullptr) const;
+  // Enqueues the op on `stream`. Throws Error when a required pointer is missing or misaligned.
+  void run(const Args& args, cudaStream_t stream = nullptr) const;
 
  private:
-  GemmProblem problem_;
-  std::shared_ptr<detail::Candidate> impl_;
+  Problem problem_;
+  std::shared_ptr<detail::CandidateFor<Op>> impl_;
 };
+
+// GEMM: D = act(alpha * scale(A @ B) + beta * C + bias).
+using Kernel = KernelFor<GemmOp>;
+extern template class KernelFor<GemmOp>;
 
 }  // namespace gemmtune

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gemmtune/problem.hpp"
+#include "gemmtune/softmax.hpp"
 
 namespace gemmtune {
 
@@ -31,13 +32,21 @@ struct CandidateResult {
 };
 
 struct TuneReport {
-  GemmProblem problem;
+  std::string op = "gemm";   // GemmOp::name or SoftmaxOp::name: which problem below is set
+  GemmProblem problem;       // op "gemm"
+  SoftmaxProblem softmax;    // op "softmax"
   std::string key;           // tuning-cache key
   bool from_cache = false;   // answered from the cache, nothing timed now
   double seconds = 0;        // wall time of select()
   double spread = 0;         // (p80 - p20) / median of the winner
   std::vector<std::string> notes;  // backends not available / not supporting, with reasons
   std::vector<CandidateResult> results;  // sorted: winner first, then by median
+
+  // The problem of `op`: its str(), its canonical() text (what the cache stores).
+  std::string problem_str() const;
+  std::string problem_canonical() const;
+  // Bytes the op must move at least (bandwidth-bound ops report TB/s = bytes / time).
+  double min_bytes() const;
 
   const CandidateResult* winner() const;
   const CandidateResult* default_pick() const;

@@ -1,5 +1,8 @@
 // gemmtune: the softmax problem descriptor.
 //
+//   SoftmaxKernel k = engine.select(gemmtune::SoftmaxProblem::make(rows, cols));
+//   k.run({.x = x, .y = y}, stream);
+//
 //   y[r, c] = exp(s * x[r, c] - M_r) / sum_c' exp(s * x[r, c'] - M_r),   M_r = max_c s * x[r, c]
 //
 // Softmax over the last dimension of a [rows, cols] row-major tensor x whose rows are `ld`
@@ -13,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "gemmtune/kernel.hpp"
 #include "gemmtune/problem.hpp"
 
 namespace gemmtune {
@@ -47,6 +51,24 @@ struct SoftmaxProblem {
   // 16 hex digits of stable_hash(canonical()): same across runs and builds.
   std::string key() const;
 };
+
+// Device pointers for one softmax run: x and y hold rows * row_stride() elements of the
+// problem's dtypes, 16-byte aligned; the padding between cols and ld is neither read nor written.
+struct SoftmaxArgs {
+  const void* x = nullptr;
+  void* y = nullptr;
+};
+
+// The op tag of softmax (see KernelFor in gemmtune/kernel.hpp).
+struct SoftmaxOp {
+  using Problem = SoftmaxProblem;
+  using Args = SoftmaxArgs;
+  static constexpr const char* name = "softmax";
+};
+
+// A selected softmax kernel; run() applies the problem's scale.
+using SoftmaxKernel = KernelFor<SoftmaxOp>;
+extern template class KernelFor<SoftmaxOp>;
 
 // Parses "ROWSxCOLS" (e.g. "1000x4096"); throws Error naming `field`.
 void parse_rows_cols(std::string_view text, int64_t& rows, int64_t& cols, std::string_view field = "shape");

@@ -15,6 +15,7 @@
 #include "gemmtune/engine.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/kernel.hpp"
+#include "gemmtune/softmax.hpp"
 #include "gemmtune/tuning_cache.hpp"
 
 using gemmtune::GemmProblem;
@@ -76,6 +77,78 @@ struct gt_kernel {
   std::shared_ptr<EngineState> state;
   gemmtune::Kernel kernel;
 };
+
+struct gt_softmax_kernel {
+  std::shared_ptr<EngineState> state;
+  gemmtune::SoftmaxKernel kernel;
+};
+
+namespace {
+
+// {"rows", "cols", "ld", "dtype", "out_dtype", "scale"}; Error names the field.
+gemmtune::SoftmaxProblem softmax_from_json(const char* text) {
+  using nlohmann::json;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    GT_THROW(std::string("softmax problem: not valid JSON: ") + e.what());
+  }
+  GT_CHECK(j.is_object(), "softmax problem: expected a JSON object");
+  for (auto& [k, v] : j.items())
+    GT_CHECK(k == "rows" || k == "cols" || k == "ld" || k == "dtype" || k == "out_dtype" || k == "scale",
+             "softmax problem: unknown field '" + k + "' (rows, cols, ld, dtype, out_dtype, scale)");
+  auto integer = [&](const char* k, bool required) -> int64_t {
+    if (!j.contains(k)) {
+      GT_CHECK(!required, std::string("softmax.") + k + ": missing");
+      return 0;
+    }
+    GT_CHECK(j[k].is_number_integer(), std::string("softmax.") + k + ": expected an integer");
+    return j[k].get<int64_t>();
+  };
+  gemmtune::SoftmaxProblem p;
+  p.rows = integer("rows", true), p.cols = integer("cols", true), p.ld = integer("ld", false);
+  if (j.contains("dtype")) {
+    GT_CHECK(j["dtype"].is_string(), "softmax.dtype: expected a string");
+    p.in = p.out = gemmtune::parse_dtype(j["dtype"].get<std::string>(), "softmax.dtype");
+  }
+  if (j.contains("out_dtype")) {
+    GT_CHECK(j["out_dtype"].is_string(), "softmax.out_dtype: expected a string");
+    p.out = gemmtune::parse_dtype(j["out_dtype"].get<std::string>(), "softmax.out_dtype");
+  }
+  if (j.contains("scale")) {
+    GT_CHECK(j["scale"].is_number(), "softmax.scale: expected a number");
+    p.scale = j["scale"].get<float>();
+  }
+  p.validate();
+  return p;
+}
+
+std::string softmax_report_json(const gemmtune::TuneReport& r) {
+  using nlohmann::json;
+  const double bytes = r.softmax.min_bytes();
+  json j{{"op", "softmax"},       {"problem", r.softmax.str()}, {"canonical", r.softmax.canonical()},
+         {"bytes", bytes},        {"key", r.key},               {"from_cache", r.from_cache},
+         {"seconds", r.seconds},  {"spread", r.spread},         {"notes", r.notes},
+         {"results", json::array()}};
+  for (const auto& c : r.results)
+    j["results"].push_back({{"backend", c.backend},
+                            {"id", c.id},
+                            {"name", c.name},
+                            {"status", gemmtune::to_string(c.status)},
+                            {"reason", c.reason},
+                            {"rel_err", c.rel_err < 0 ? json(nullptr) : json(c.rel_err)},
+                            {"median_us", c.median_us},
+                            {"p20_us", c.p20_us},
+                            {"p80_us", c.p80_us},
+                            {"samples", c.samples},
+                            {"compile_s", c.compile_s},
+                            {"winner", c.winner},
+                            {"TBps", c.median_us > 0 ? bytes / (c.median_us * 1e-6) / 1e12 : 0.0}});
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -201,6 +274,53 @@ GT_API int gt_kernel_describe(gt_kernel* kernel, char** out) {
   return call(GT_ERR_RUNTIME, [&] {
     auto j = nlohmann::json::parse(gemmtune::kernel_to_json(kernel->kernel));
     j["cache_key"] = kernel->state->engine.cache_key(kernel->kernel.problem());
+    *out = dup(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  });
+}
+
+GT_API int gt_softmax_select(gt_engine* engine, const char* problem_json, int force_tune, gt_softmax_kernel** out,
+                             char** report_json) {
+  if (report_json) *report_json = nullptr;
+  if (!out) return fail(GT_ERR_ARGUMENT, "gt_softmax_select: out is NULL");
+  *out = nullptr;
+  if (!engine) return fail(GT_ERR_ARGUMENT, "gt_softmax_select: engine is NULL");
+  if (!problem_json) return fail(GT_ERR_ARGUMENT, "gt_softmax_select: problem_json is NULL");
+  gemmtune::SoftmaxProblem p;
+  if (int st = call(GT_ERR_INVALID, [&] { p = softmax_from_json(problem_json); })) return st;
+  return call(GT_ERR_RUNTIME, [&] {
+    auto handle = std::make_unique<gt_softmax_kernel>();
+    handle->state = engine->state;
+    gemmtune::TuneReport report;
+    {
+      std::lock_guard lock(engine->state->mutex);
+      gemmtune::Engine& e = engine->state->engine;
+      handle->kernel = force_tune ? e.tune(p, &report) : e.select(p, &report);
+      if (report.key.empty()) report.key = e.cache_key(p);
+      if (report.from_cache && report.results.empty() && e.cache()) report.results = e.cache()->results(report.key);
+    }
+    char* text = report_json ? dup(softmax_report_json(report)) : nullptr;
+    *out = handle.release();
+    if (report_json) *report_json = text;
+  });
+}
+
+GT_API int gt_softmax_run(gt_softmax_kernel* kernel, const void* x, void* y, void* stream) {
+  if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_softmax_run: kernel is NULL");
+  return call(GT_ERR_RUNTIME, [&] { kernel->kernel.run({x, y}, static_cast<cudaStream_t>(stream)); });
+}
+
+GT_API int gt_softmax_destroy(gt_softmax_kernel* kernel) {
+  return call(GT_ERR_RUNTIME, [&] { delete kernel; });
+}
+
+GT_API int gt_softmax_describe(gt_softmax_kernel* kernel, char** out) {
+  if (!out) return fail(GT_ERR_ARGUMENT, "gt_softmax_describe: json is NULL");
+  *out = nullptr;
+  if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_softmax_describe: kernel is NULL");
+  return call(GT_ERR_RUNTIME, [&] {
+    const auto& k = kernel->kernel;
+    nlohmann::json j{{"backend", k.backend()}, {"id", k.id()}, {"name", k.name()}, {"problem", k.problem().str()},
+                     {"cache_key", kernel->state->engine.cache_key(k.problem())}};
     *out = dup(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
 }

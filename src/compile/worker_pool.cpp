@@ -149,24 +149,38 @@ namespace detail {
 class Worker {
  public:
   // Spawns the worker and reads its ready line; throws Error (nothing left running) on failure,
-  // also when `cancel_fd` (if >= 0) becomes readable or hung up meanwhile.
-  static std::unique_ptr<Worker> start(const WorkerPoolOptions& opt, int cancel_fd = -1) {
+  // also when `cancel_fd` (if >= 0) becomes readable or hung up meanwhile. `extra_env` is added
+  // to opt.env.
+  static std::unique_ptr<Worker> start(const WorkerPoolOptions& opt, int cancel_fd = -1,
+                                       const std::map<std::string, std::string>& extra_env = {}) {
     auto w = std::unique_ptr<Worker>(new Worker);
     w->command_ = opt.command.empty() ? std::string("?") : opt.command[0];
-    w->spawn(opt);
+    w->spawn(opt, extra_env);
+    w->await_ready(opt, cancel_fd);
+    return w;
+  }
+
+  // A worker forked by a fork server: makes its channels, has `fork` (the server's request)
+  // hand the child's ends over and return the child's pid, then reads its ready line. `reap`
+  // later kills and reaps it through the server. Throws Error like start().
+  using ForkFn = std::function<pid_t(const int child_fds[3])>;
+  using ReapFn = std::function<ReapResult(pid_t, double grace_s)>;
+  static std::unique_ptr<Worker> forked(const WorkerPoolOptions& opt, int cancel_fd, const ForkFn& fork,
+                                        ReapFn reap) {
+    auto w = std::unique_ptr<Worker>(new Worker);
+    w->command_ = opt.command.empty() ? std::string("?") : opt.command[0];
+    w->reap_ = std::move(reap);
+    int child[3] = {-1, -1, -1};
+    w->make_channels(child);
     try {
-      std::string line =
-          w->read_line(Clock::now() + to_duration(opt.start_timeout_s), opt.start_timeout_s, cancel_fd);
-      json ready = json::parse(line, nullptr, false);
-      if (!ready.is_object() || !ready.value("ready", false))
-        w->fail("compile worker's first line is not a ready line: " + shorten(line));
-      w->ready_ = std::move(ready);
-    } catch (const Error& e) {
-      w->kill_and_reap();
-      std::string why = e.message();
-      if (why.rfind("compile worker ", 0) == 0) why.erase(0, 15);
-      GT_THROW("compile worker '" + w->command_ + "' did not start: " + why);
+      w->pid_ = fork(child);
+    } catch (...) {
+      for (int fd : child) close(fd);
+      throw;
     }
+    for (int fd : child) close(fd);
+    w->forked_ = true;
+    w->await_ready(opt, cancel_fd);
     return w;
   }
 
@@ -175,12 +189,14 @@ class Worker {
   const json& ready() const { return ready_; }
   pid_t pid() const { return pid_; }
 
-  // One request and its response. Throws Error (the worker is then dead or unusable).
-  json exchange(const json& request, int64_t id, double timeout_s) {
+  // One request and its response. Throws Error (the worker is then dead or unusable). With
+  // `fds` (3 descriptors), they travel with the request's first bytes (SCM_RIGHTS; stdin is a
+  // Unix socket). Gives up when cancel_fd (if >= 0) polls readable or hung up.
+  json exchange(const json& request, int64_t id, double timeout_s, const int* fds = nullptr, int cancel_fd = -1) {
     auto deadline = Clock::now() + to_duration(timeout_s);
     err_tail_.clear();
-    write_all(request.dump() + "\n", deadline, timeout_s);
-    std::string line = read_line(deadline, timeout_s);
+    write_all(request.dump() + "\n", deadline, timeout_s, fds);
+    std::string line = read_line(deadline, timeout_s, cancel_fd);
     json r = json::parse(line, nullptr, false);
     if (!r.is_object()) fail("compile worker answered a line that is not a JSON object: " + shorten(line));
     auto it = r.find("id");
@@ -190,9 +206,19 @@ class Worker {
     return r;
   }
 
-  // False when the process has exited (it is reaped then).
+  // False when the process has exited (it is reaped then; a forked one: when its stdout says
+  // so, and it is reaped by the destructor, through the server).
   bool alive() {
     if (pid_ <= 0) return false;
+    if (forked_) {
+      // An idle worker writes nothing to stdout: anything readable there (EOF included) means
+      // it is gone or broken.
+      pollfd p{out_, POLLIN, 0};
+      int rc;
+      while ((rc = poll(&p, 1, 0)) < 0 && errno == EINTR) {
+      }
+      return out_buf_.empty() && rc == 0;
+    }
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == 0) return true;
     pid_ = -1;
@@ -205,6 +231,11 @@ class Worker {
   // Waits until `deadline` for the worker to exit, then kills it; always reaps.
   void finish(Clock::time_point deadline) {
     close_input();
+    if (forked_ && pid_ > 0) {
+      double grace = std::chrono::duration<double>(deadline - Clock::now()).count();
+      if (reap_) reap_(std::exchange(pid_, -1), std::clamp(grace, 0.0, 60.0));
+      pid_ = -1;
+    }
     while (pid_ > 0 && Clock::now() < deadline) {
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) != 0) pid_ = -1;
@@ -214,6 +245,10 @@ class Worker {
   }
 
   void kill_and_reap() {
+    if (pid_ > 0 && forked_) {  // not our child: its server kills and reaps it
+      pid_t pid = std::exchange(pid_, -1);
+      if (reap_) reap_(pid, 0);
+    }
     if (pid_ > 0) {
       kill(pid_, SIGKILL);
       int status = 0;
@@ -238,9 +273,10 @@ class Worker {
     GT_THROW(tail.empty() ? why : why + "; stderr: " + tail);
   }
 
-  void spawn(const WorkerPoolOptions& opt) {
-    GT_CHECK(!opt.command.empty(), "compile worker: empty command");
-    // [0] ours, [1] the child's: stdin (a socket, so that writes can say MSG_NOSIGNAL), stdout, stderr.
+  // Creates this worker's channels: ours in in_/out_/err_ (non-blocking), the child's ends in
+  // child[0..2] (its stdin: a socket, so that writes can say MSG_NOSIGNAL and descriptors can
+  // travel; stdout, stderr: pipes). All close-on-exec, numbered >= 3. Throws Error.
+  void make_channels(int child[3]) {
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
     bool made = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) == 0 && pipe2(out, O_CLOEXEC) == 0 &&
                 pipe2(err, O_CLOEXEC) == 0;
@@ -249,12 +285,22 @@ class Worker {
     made = made && in[0] >= 0 && in[1] >= 0 && out[0] >= 0 && out[1] >= 0 && err[0] >= 0 && err[1] >= 0;
     std::string why = made ? "" : std::string("compile worker: cannot create pipes: ") + std::strerror(errno);
     in_ = in[0], out_ = out[0], err_ = err[0];
-    int child_in = in[1], child_out = out[1], child_err = err[1];
+    child[0] = in[1], child[1] = out[1], child[2] = err[1];
     if (!made) {
-      for (int fd : {child_in, child_out, child_err})
-        if (fd >= 0) close(fd);
+      for (int i = 0; i < 3; ++i)
+        if (child[i] >= 0) close(child[i]);
       GT_THROW(why);  // ours are closed by the destructor
     }
+    set_nonblocking(in_);
+    set_nonblocking(out_);
+    set_nonblocking(err_);
+  }
+
+  void spawn(const WorkerPoolOptions& opt, const std::map<std::string, std::string>& extra_env) {
+    GT_CHECK(!opt.command.empty(), "compile worker: empty command");
+    int child[3] = {-1, -1, -1};
+    make_channels(child);
+    int child_in = child[0], child_out = child[1], child_err = child[2];
 
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -274,7 +320,9 @@ class Worker {
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
-    std::vector<std::string> args = opt.command, envs = child_environment(opt.env);
+    std::map<std::string, std::string> env = opt.env;
+    for (auto& [k, v] : extra_env) env[k] = v;
+    std::vector<std::string> args = opt.command, envs = child_environment(env);
     std::vector<char*> argv = c_strings(args), envp = c_strings(envs);
     int rc = posix_spawnp(&pid_, args[0].c_str(), &fa, &attr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
@@ -287,13 +335,34 @@ class Worker {
       kill_and_reap();
       GT_THROW("cannot start compile worker '" + args[0] + "': " + std::strerror(rc));
     }
-    set_nonblocking(in_);
-    set_nonblocking(out_);
-    set_nonblocking(err_);
+  }
+
+  // Reads the ready line; on failure kills and reaps the worker and throws "compile worker
+  // '<command>' did not start: <why>".
+  void await_ready(const WorkerPoolOptions& opt, int cancel_fd) {
+    try {
+      std::string line = read_line(Clock::now() + to_duration(opt.start_timeout_s), opt.start_timeout_s, cancel_fd);
+      json ready = json::parse(line, nullptr, false);
+      if (!ready.is_object() || !ready.value("ready", false))
+        fail("compile worker's first line is not a ready line: " + shorten(line));
+      ready_ = std::move(ready);
+    } catch (const Error& e) {
+      kill_and_reap();
+      std::string why = e.message();
+      if (why.rfind("compile worker ", 0) == 0) why.erase(0, 15);
+      GT_THROW("compile worker '" + command_ + "' did not start: " + why);
+    }
   }
 
   // Why the worker stopped answering: it exited (reaped here) or closed its stdout.
   [[noreturn]] void died() {
+    if (forked_) {  // the server waits (2 s) for it, kills it if it runs on, and says how it ended
+      pid_t pid = std::exchange(pid_, -1);
+      ReapResult r = reap_ ? reap_(pid, 2.0) : ReapResult{};
+      drain_stderr();
+      if (r.ok && r.killed) fail("compile worker closed its stdout (killed)");
+      fail("compile worker " + (r.ok ? r.status : std::string("vanished (its fork server is gone)")));
+    }
     int status = 0;
     pid_t pid = std::exchange(pid_, -1);
     auto grace = Clock::now() + std::chrono::seconds(2);
@@ -337,10 +406,29 @@ class Worker {
     return int(std::clamp<int64_t>(left + 1, 0, 1000));
   }
 
-  void write_all(const std::string& text, Clock::time_point deadline, double timeout_s) {
+  // With `fds` (3), the first bytes sent carry them (SCM_RIGHTS).
+  void write_all(const std::string& text, Clock::time_point deadline, double timeout_s, const int* fds = nullptr) {
     size_t done = 0;
     while (done < text.size()) {
-      ssize_t n = send(in_, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+      ssize_t n;
+      if (fds) {
+        iovec iov{const_cast<char*>(text.data() + done), text.size() - done};
+        alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
+        msghdr msg{};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof control;
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+        std::memcpy(CMSG_DATA(c), fds, 3 * sizeof(int));
+        n = sendmsg(in_, &msg, MSG_NOSIGNAL);
+        if (n > 0) fds = nullptr;  // sent with these bytes
+      } else {
+        n = send(in_, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+      }
       if (n > 0) {
         done += size_t(n);
         continue;
@@ -398,6 +486,8 @@ class Worker {
 
   std::string command_;
   pid_t pid_ = -1;
+  bool forked_ = false;  // a fork server's child: reap_ kills and reaps it
+  ReapFn reap_;
   int in_ = -1, out_ = -1, err_ = -1;
   std::string out_buf_, err_tail_;
   json ready_;
@@ -439,7 +529,118 @@ WorkerPool::~WorkerPool() {
   }
   for (auto& w : idle) w->close_input();  // all exit in parallel
   auto deadline = Clock::now() + std::chrono::seconds(2);
-  for (auto& w : idle) w->finish(deadline);
+  for (auto& w : idle) w->finish(deadline);  // a forked one through the server: before the server
+  idle.clear();
+
+  std::unique_ptr<detail::Worker> server;
+  {
+    std::lock_guard<std::mutex> lock(server_mu_);
+    server.swap(server_);
+  }
+  if (server) server->finish(Clock::now() + std::chrono::seconds(3));  // it kills children left
+}
+
+pid_t WorkerPool::fork_server_pid() const {
+  std::lock_guard<std::mutex> lock(server_mu_);
+  return server_ ? server_->pid() : -1;
+}
+
+// ---- the fork server ----------------------------------------------------------------------
+
+bool WorkerPool::ensure_server_locked() {
+  if (server_dropped_) return false;
+  if (server_) return true;
+  // Throws when it cannot start: a spawned worker would fail the same way (same command).
+  auto t0 = Clock::now();
+  try {
+    server_ = detail::Worker::start(opt_, cancel_read_, {{"GEMMTUNE_WORKER_WARMUP", "1"}});
+  } catch (...) {
+    server_dropped_ = true;
+    throw;
+  }
+  if (opt_.log) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "compile worker fork server started (pid %d, ready line after %.2f s)",
+                  int(server_->pid()), std::chrono::duration<double>(Clock::now() - t0).count());
+    opt_.log(buf);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  last_ready_ = server_->ready();
+  return true;
+}
+
+void WorkerPool::drop_server_locked(const std::string& why) {
+  if (opt_.log) opt_.log("compile worker fork server dropped (workers are spawned from now on): " + why);
+  server_dropped_ = true;
+  if (server_) server_->kill_and_reap();  // its children die with it (PR_SET_PDEATHSIG)
+  server_.reset();
+}
+
+pid_t WorkerPool::server_fork(const int fds[3], int cancel_fd) {
+  std::lock_guard<std::mutex> lock(server_mu_);
+  if (!ensure_server_locked()) GT_THROW("compile worker fork server: dropped");
+  int64_t id = server_next_id_++;
+  json r;
+  try {
+    // Its first fork waits for its warm-up: the start timeout covers both.
+    r = server_->exchange({{"op", "fork"}, {"id", id}}, id, opt_.start_timeout_s, fds, cancel_fd);
+  } catch (const Error& e) {
+    drop_server_locked(e.message());
+    throw;
+  }
+  // A fork answer names the op and a child's pid (never the server's own).
+  if (!r.value("ok", false) || r.value("op", std::string()) != "fork" || !r.contains("pid") ||
+      !r["pid"].is_number_integer() || r["pid"].get<int64_t>() <= 0 || r["pid"].get<int64_t>() == server_->pid()) {
+    std::string why = "compile worker fork server refused to fork: " + shorten(r.dump());
+    drop_server_locked(why);
+    GT_THROW(why);
+  }
+  return pid_t(r["pid"].get<int64_t>());
+}
+
+detail::ReapResult WorkerPool::server_reap(pid_t pid, double grace_s) {
+  std::lock_guard<std::mutex> lock(server_mu_);
+  detail::ReapResult out;
+  if (!server_) return out;  // dropped or closed: its children died with it
+  int64_t id = server_next_id_++;
+  try {
+    json r = server_->exchange({{"op", "reap"}, {"id", id}, {"pid", pid}, {"grace_s", grace_s}}, id, grace_s + 30);
+    if (!r.value("ok", false)) {
+      if (opt_.log) opt_.log("compile worker fork server: reap " + std::to_string(pid) + ": " + shorten(r.dump()));
+      return out;
+    }
+    out.ok = true;
+    out.status = r.value("status", std::string("ended"));
+    out.killed = r.value("killed", false);
+  } catch (const Error& e) {
+    drop_server_locked(e.message());
+  }
+  return out;
+}
+
+std::unique_ptr<detail::Worker> WorkerPool::new_worker(int cancel_fd) {
+  if (opt_.fork_server) {
+    bool usable;
+    {
+      std::lock_guard<std::mutex> lock(server_mu_);
+      usable = ensure_server_locked();  // throws when the server cannot start
+    }
+    if (usable) {
+      try {
+        return detail::Worker::forked(
+            opt_, cancel_fd, [this, cancel_fd](const int fds[3]) { return server_fork(fds, cancel_fd); },
+            [this](pid_t pid, double grace_s) { return server_reap(pid, grace_s); });
+      } catch (const Error&) {
+        std::lock_guard<std::mutex> lock(server_mu_);
+        if (!server_dropped_) throw;  // the child's own failure: this request's
+        // The server failed: spawn this one (and the next ones) instead, unless the pool is
+        // closing (the cancel pipe hung up).
+        pollfd p{cancel_fd, POLLIN, 0};
+        if (cancel_fd >= 0 && poll(&p, 1, 0) > 0) throw;
+      }
+    }
+  }
+  return detail::Worker::start(opt_, cancel_fd);
 }
 
 int WorkerPool::live_workers() const {
@@ -486,7 +687,7 @@ void WorkerPool::start_in_background(int64_t serial) {
   std::unique_ptr<detail::Worker> w;
   std::exception_ptr failure;
   try {
-    w = detail::Worker::start(opt_, cancel_read_);
+    w = new_worker(cancel_read_);
   } catch (...) {  // dropped; requests that were waiting for it get this reason
     failure = std::current_exception();
   }
@@ -509,6 +710,13 @@ json WorkerPool::ready() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!last_ready_.is_null()) return last_ready_;
   }
+  if (opt_.fork_server) {
+    std::lock_guard<std::mutex> slock(server_mu_);
+    if (ensure_server_locked()) {  // throws when it cannot start
+      std::lock_guard<std::mutex> lock(mu_);
+      return last_ready_;
+    }
+  }
   release(acquire(), true);
   std::lock_guard<std::mutex> lock(mu_);
   return last_ready_;
@@ -516,6 +724,7 @@ json WorkerPool::ready() {
 
 std::unique_ptr<detail::Worker> WorkerPool::acquire() {
   {
+    std::vector<std::unique_ptr<detail::Worker>> dead;  // destroyed (reaped) after mu_ is released
     std::unique_lock<std::mutex> lock(mu_);
     // Start a worker only when there is room and more requests wait than prestarts are under
     // way; otherwise wait for one of those (or for a busy worker) to become idle.
@@ -528,6 +737,7 @@ std::unique_ptr<detail::Worker> WorkerPool::acquire() {
       idle_.pop_back();
       if (w->alive()) return w;
       --live_;  // exited while idle (e.g. killed from outside): replace it
+      dead.push_back(std::move(w));
       if (opt_.log) opt_.log("compile worker exited while idle; starting another");
     }
     // A prestart this request may have waited for failed: its reason is this request's, rather
@@ -536,7 +746,7 @@ std::unique_ptr<detail::Worker> WorkerPool::acquire() {
     ++live_;
   }
   try {
-    auto w = detail::Worker::start(opt_);
+    auto w = new_worker(-1);
     std::lock_guard<std::mutex> lock(mu_);
     last_ready_ = w->ready();
     return w;

@@ -15,6 +15,17 @@
 // is reaped; the next request gets a fresh one. Workers are spawned with posix_spawn; every
 // descriptor is close-on-exec, the request pipe is a socket written with MSG_NOSIGNAL (a dead
 // worker never raises SIGPIPE here), and every exited worker is waited for (no zombies).
+//
+// Fork server (options.fork_server): the pool first starts one worker as a fork server
+// ("zygote", with $GEMMTUNE_WORKER_WARMUP=1: after its ready line it imports what Triton would
+// import at the first compile), which compiles nothing itself. Every compile worker is then forked from it ({"op":
+// "fork"} with the new worker's three descriptors passed over its stdin socket): it inherits the
+// imported, warmed-up compiler, so it is ready in milliseconds instead of paying Python start,
+// imports and Triton's lazy set-up. A forked worker is the server's child, not ours: the server
+// reaps it ({"op": "reap"}: waits, kills if needed, reports the wait status), and it dies with
+// the server (PR_SET_PDEATHSIG). Failures cost the same as before (only the request). When the
+// server cannot fork (it died, hung, or refused), the pool drops it and spawns workers as
+// without it; when it cannot start at all, that start's error is the caller's.
 #pragma once
 
 #include <sys/types.h>
@@ -40,6 +51,8 @@ struct WorkerPoolOptions {
   std::map<std::string, std::string> env;
   int max_workers = 1;
   double start_timeout_s = 120;  // until the ready line (importing triton can take seconds)
+  // Fork workers from one fork-server worker (see above); the command must be gemmtune.worker.
+  bool fork_server = false;
   std::function<void(const std::string&)> log;  // may be empty
 
   // `<python> -m gemmtune.worker` with PYTHONPATH=<python dir>, max_workers from
@@ -54,7 +67,12 @@ std::string python_executable();
 
 namespace detail {
 class Worker;
-}
+struct ReapResult {
+  bool ok = false;      // false: the server could not tell (gone); the worker then died with it
+  std::string status;   // "exited with status 0", "died (signal 9)"
+  bool killed = false;  // the server killed it (it had not exited within the grace)
+};
+}  // namespace detail
 
 class WorkerPool {
  public:
@@ -65,7 +83,8 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // The ready line of the most recently started worker; starts one if none has ever started.
+  // The ready line of the most recently started worker (with a fork server: the server's,
+  // starting the server if none has started yet); starts one if none has ever started.
   // Throws Error when a worker cannot start (its reason, with the tail of its stderr).
   nlohmann::json ready();
 
@@ -79,14 +98,23 @@ class WorkerPool {
   void prestart(size_t n);
 
   const WorkerPoolOptions& options() const { return opt_; }
-  int live_workers() const;  // started or starting, not yet reaped
+  int live_workers() const;  // started or starting, not yet reaped (the fork server not counted)
   int idle_workers() const;  // started and waiting for a request
+  // The fork server's pid while it serves; -1 before it starts, without one, or once dropped.
+  pid_t fork_server_pid() const;
 
  private:
   std::unique_ptr<detail::Worker> acquire();
   void release(std::unique_ptr<detail::Worker> w, bool healthy);
   void start_in_background(int64_t serial);  // one prestart thread's body
   void join_finished_locked(std::vector<std::thread>& out);
+  // A new worker: forked from the fork server when there is one that works, else spawned.
+  std::unique_ptr<detail::Worker> new_worker(int cancel_fd);
+  // Under server_mu_: starts the fork server when none has started; false when it is dropped.
+  bool ensure_server_locked();
+  void drop_server_locked(const std::string& why);
+  pid_t server_fork(const int fds[3], int cancel_fd);             // throws Error
+  detail::ReapResult server_reap(pid_t pid, double grace_s);      // never throws
 
   WorkerPoolOptions opt_;
   mutable std::mutex mu_;
@@ -105,6 +133,11 @@ class WorkerPool {
   std::vector<int64_t> finished_;
   int64_t next_starter_ = 0;
   int cancel_read_ = -1, cancel_write_ = -1;
+  // The fork server: one request at a time under server_mu_ (taken before mu_, never inside it).
+  mutable std::mutex server_mu_;
+  std::unique_ptr<detail::Worker> server_;
+  bool server_dropped_ = false;  // it failed: workers are spawned from then on
+  int64_t server_next_id_ = 1;
 };
 
 }  // namespace gemmtune

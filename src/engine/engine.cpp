@@ -1,4 +1,11 @@
-// The engine: problem -> cache -> (candidates -> prepare -> verify -> race -> store) -> Kernel.
+// The engine: problem -> cache -> (candidates -> prepare -> verify -> race -> store) -> kernel.
+//
+// One tune path for every op: Impl's member templates take the op tag (GemmOp, SoftmaxOp) and
+// reach the op's specifics only through OpTraits<Op> (src/tune/ops.hpp: operands, GPU reference
+// and check, memo suffix) and BackendFor<Op> (src/backends/backend.hpp). Each op has its own
+// backends, its own environment text (so that adding a softmax backend does not invalidate
+// GEMM cache entries) and its own memo; the tuning cache is shared (keys differ by the problem's
+// canonical text, which starts with the op's name).
 #include "gemmtune/engine.hpp"
 
 #include <algorithm>
@@ -6,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "backends/backend.hpp"
@@ -14,9 +22,8 @@
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
 #include "tune/gpu_bench.hpp"
-#include "tune/operands.hpp"
+#include "tune/ops.hpp"
 #include "tune/timing.hpp"
-#include "tune/verify.hpp"
 
 #ifndef GEMMTUNE_VERSION
 #define GEMMTUNE_VERSION "0.0.0"
@@ -31,23 +38,53 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+template <class Op>
 struct Registered {
   const char* name;
-  std::unique_ptr<Backend> (*make)(const BackendContext&);
+  std::unique_ptr<BackendFor<Op>> (*make)(const BackendContext&);
 };
-// Every backend the engine knows, in the order ties are broken.
-constexpr Registered kBackends[] = {
+// Every backend the engine knows, per op, in the order ties are broken. A CuTe DSL softmax
+// backend plugs in here as {"cutedsl", &make_cutedsl_softmax_backend}.
+constexpr Registered<GemmOp> kGemmBackends[] = {
     {"cublaslt", &make_cublaslt_backend},
     {"triton", &make_triton_backend},
     {"cutlass", &make_cutlass_backend},
+    {"cutedsl", &make_cutedsl_backend},
+};
+constexpr Registered<SoftmaxOp> kSoftmaxBackends[] = {
+    {"native", &make_native_softmax_backend},
+    {"triton", &make_triton_softmax_backend},
 };
 
+template <class Op>
+constexpr auto& registry() {
+  if constexpr (std::is_same_v<Op, GemmOp>) return kGemmBackends;
+  else return kSoftmaxBackends;
+}
+
 // A candidate during one tune: the variant, its result row, and whether it may race.
+template <class Op>
 struct Entry {
-  std::shared_ptr<detail::Candidate> cand;
+  std::shared_ptr<detail::CandidateFor<Op>> cand;
   CandidateResult result;
   bool prepared = false;
   bool racing = false;
+};
+
+// One op's backends, environment and loaded candidates.
+template <class Op>
+struct OpState {
+  std::vector<std::unique_ptr<BackendFor<Op>>> backends;
+  std::string env;
+  // Candidates loaded in this process, by cache key + OpTraits<Op>::memo_suffix (candidates
+  // bake in run-time arguments such as alpha, beta, scale).
+  std::map<std::string, std::shared_ptr<detail::CandidateFor<Op>>> memo;
+
+  BackendFor<Op>* backend(const std::string& name) {
+    for (auto& b : backends)
+      if (b->name() == name) return b.get();
+    return nullptr;
+  }
 };
 
 }  // namespace
@@ -55,29 +92,53 @@ struct Entry {
 struct Engine::Impl {
   EngineOptions opt;
   DeviceInfo dev;
-  std::string env;
   std::function<void(const std::string&)> log;
-  std::vector<std::unique_ptr<Backend>> backends;
   std::unique_ptr<TuningCache> cache;
-  // Candidates loaded in this process, by memo_key(): candidates bake in alpha and beta.
-  std::map<std::string, std::shared_ptr<detail::Candidate>> memo;
-  static std::string memo_key(const std::string& key, const GemmProblem& p) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "/%a/%a", double(p.alpha), double(p.beta));
-    return key + buf;
+  OpState<GemmOp> gemm;
+  OpState<SoftmaxOp> softmax;
+
+  template <class Op>
+  OpState<Op>& state() {
+    if constexpr (std::is_same_v<Op, GemmOp>) return gemm;
+    else return softmax;
+  }
+  template <class Op>
+  std::string key_of(const typename Op::Problem& p) {
+    return stable_hash(state<Op>().env + "|" + p.canonical());
   }
 
-  Backend* backend(const std::string& name) {
-    for (auto& b : backends)
-      if (b->name() == name) return b.get();
-    return nullptr;
-  }
-  std::optional<Kernel> from_cache(const GemmProblem& p, const std::string& key, TuneReport* report);
-  Kernel tune(const GemmProblem& p, const std::string& key, TuneReport* report);
-  std::vector<Entry> gather(const GemmProblem& p, TuneReport& r);
-  void prepare_all(std::vector<Entry>& entries);
-  void verify(const GemmProblem& p, std::vector<Entry>& entries, const Stream& s);
+  template <class Op>
+  KernelFor<Op> select(const typename Op::Problem& p, TuneReport* report);
+  template <class Op>
+  KernelFor<Op> tune_now(const typename Op::Problem& p, TuneReport* report);
+  template <class Op>
+  KernelFor<Op> load(const typename Op::Problem& p, const std::string& backend, const std::string& id);
+  template <class Op>
+  std::optional<KernelFor<Op>> from_cache(const typename Op::Problem& p, const std::string& key, TuneReport* report);
+  template <class Op>
+  KernelFor<Op> tune(const typename Op::Problem& p, const std::string& key, TuneReport* report);
+  template <class Op>
+  std::vector<Entry<Op>> gather(const typename Op::Problem& p, TuneReport& r);
+  template <class Op>
+  void prepare_all(std::vector<Entry<Op>>& entries);
+  template <class Op>
+  void verify(const typename Op::Problem& p, std::vector<Entry<Op>>& entries, const Stream& s);
 };
+
+namespace {
+
+template <class Op>
+void make_backends(OpState<Op>& st, const EngineOptions& opt, const BackendContext& ctx, const std::string& base_env) {
+  for (auto& r : registry<Op>()) {
+    bool wanted = opt.backends.empty() || std::find(opt.backends.begin(), opt.backends.end(), r.name) != opt.backends.end();
+    if (wanted) st.backends.push_back(r.make(ctx));
+  }
+  // Everything that can change which candidate is best or correct keys the cache.
+  st.env = base_env;
+  for (auto& b : st.backends) st.env += ";" + b->name() + "=" + (b->available() ? b->version() : "unavailable");
+}
+
+}  // namespace
 
 Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>()) {
   auto& I = *impl_;
@@ -87,23 +148,22 @@ Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>()) {
   GT_CUDA(cudaSetDevice(I.opt.device));
 
   BackendContext ctx{I.dev, I.log};
-  std::string known;
-  for (auto& r : kBackends) known += known.empty() ? r.name : std::string(", ") + r.name;
+  std::vector<std::string> known;
+  for (auto& r : kGemmBackends) known.push_back(r.name);
+  for (auto& r : kSoftmaxBackends)
+    if (std::find(known.begin(), known.end(), r.name) == known.end()) known.push_back(r.name);
+  std::string known_text;
+  for (auto& k : known) known_text += known_text.empty() ? k : ", " + k;
   for (auto& want : I.opt.backends)
-    GT_CHECK(std::any_of(std::begin(kBackends), std::end(kBackends), [&](auto& r) { return want == r.name; }),
-             "backends: unknown backend '" + want + "' (known: " + known + ")");
-  for (auto& r : kBackends) {
-    bool wanted = I.opt.backends.empty() ||
-                  std::find(I.opt.backends.begin(), I.opt.backends.end(), r.name) != I.opt.backends.end();
-    if (wanted) I.backends.push_back(r.make(ctx));
-  }
+    GT_CHECK(std::find(known.begin(), known.end(), want) != known.end(),
+             "backends: unknown backend '" + want + "' (known: " + known_text + ")");
 
-  // Everything that can change which candidate is best or correct keys the cache.
-  I.env = "device=" + I.dev.name + ";sms=" + std::to_string(I.dev.sm_count) + ";cc=" +
-          std::to_string(I.dev.cc_major) + std::to_string(I.dev.cc_minor) +
-          ";driver=" + std::to_string(I.dev.driver_version) + ";runtime=" + std::to_string(I.dev.runtime_version) +
-          ";gemmtune=" + version();
-  for (auto& b : I.backends) I.env += ";" + b->name() + "=" + (b->available() ? b->version() : "unavailable");
+  const std::string base = "device=" + I.dev.name + ";sms=" + std::to_string(I.dev.sm_count) + ";cc=" +
+                           std::to_string(I.dev.cc_major) + std::to_string(I.dev.cc_minor) +
+                           ";driver=" + std::to_string(I.dev.driver_version) +
+                           ";runtime=" + std::to_string(I.dev.runtime_version) + ";gemmtune=" + version();
+  make_backends(I.gemm, I.opt, ctx, base);
+  make_backends(I.softmax, I.opt, ctx, base);
 
   if (I.opt.use_cache)
     I.cache = std::make_unique<TuningCache>(I.opt.cache_path.empty() ? default_cache_path() : I.opt.cache_path, I.log);
@@ -112,71 +172,102 @@ Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>()) {
 Engine::~Engine() = default;
 
 const DeviceInfo& Engine::device() const { return impl_->dev; }
-const std::string& Engine::environment() const { return impl_->env; }
+const std::string& Engine::environment() const { return impl_->gemm.env; }
+const std::string& Engine::environment(std::string_view op) const {
+  if (op == GemmOp::name) return impl_->gemm.env;
+  if (op == SoftmaxOp::name) return impl_->softmax.env;
+  GT_THROW("environment: unknown op '" + std::string(op) + "' (gemm, softmax)");
+}
 TuningCache* Engine::cache() { return impl_->cache.get(); }
 
-std::string Engine::cache_key(const GemmProblem& p) const { return stable_hash(impl_->env + "|" + p.canonical()); }
+std::string Engine::cache_key(const GemmProblem& p) const { return impl_->key_of<GemmOp>(p); }
+std::string Engine::cache_key(const SoftmaxProblem& p) const { return impl_->key_of<SoftmaxOp>(p); }
 
 std::vector<std::pair<std::string, std::string>> Engine::backends() const {
   std::vector<std::pair<std::string, std::string>> out;
-  for (auto& b : impl_->backends) {
-    Verdict v = b->available();
-    out.emplace_back(b->name(), v ? "available (" + b->version() + ")" : "not available: " + v.reason);
-  }
+  auto list = [&](auto& st, const std::string& prefix) {
+    for (auto& b : st.backends) {
+      Verdict v = b->available();
+      out.emplace_back(prefix + b->name(), v ? "available (" + b->version() + ")" : "not available: " + v.reason);
+    }
+  };
+  list(impl_->gemm, "");
+  list(impl_->softmax, "softmax/");
   return out;
 }
 
-Kernel Engine::select(const GemmProblem& p, TuneReport* report) {
+Kernel Engine::select(const GemmProblem& p, TuneReport* report) { return impl_->select<GemmOp>(p, report); }
+Kernel Engine::tune(const GemmProblem& p, TuneReport* report) { return impl_->tune_now<GemmOp>(p, report); }
+Kernel Engine::load(const GemmProblem& p, const std::string& backend, const std::string& id) {
+  return impl_->load<GemmOp>(p, backend, id);
+}
+SoftmaxKernel Engine::select(const SoftmaxProblem& p, TuneReport* report) { return impl_->select<SoftmaxOp>(p, report); }
+SoftmaxKernel Engine::tune(const SoftmaxProblem& p, TuneReport* report) { return impl_->tune_now<SoftmaxOp>(p, report); }
+SoftmaxKernel Engine::load(const SoftmaxProblem& p, const std::string& backend, const std::string& id) {
+  return impl_->load<SoftmaxOp>(p, backend, id);
+}
+
+// ---- the tune path, once for every op ----------------------------------------------------------
+
+template <class Op>
+KernelFor<Op> Engine::Impl::select(const typename Op::Problem& p, TuneReport* report) {
   auto t0 = Clock::now();
   p.validate();
-  std::string key = cache_key(p);
-  auto& I = *impl_;
-  auto finish = [&](Kernel k) {
+  std::string key = key_of<Op>(p);
+  auto finish = [&](KernelFor<Op> k) {
     if (report) report->seconds = seconds_since(t0);
     return k;
   };
-  if (auto it = I.memo.find(Impl::memo_key(key, p)); it != I.memo.end()) {
+  auto& st = state<Op>();
+  if (auto it = st.memo.find(key + OpTraits<Op>::memo_suffix(p)); it != st.memo.end()) {
     if (report) {
       *report = TuneReport{};
-      report->problem = p, report->key = key, report->from_cache = true;
+      OpTraits<Op>::set_problem(*report, p);
+      report->key = key, report->from_cache = true;
     }
-    return finish(Kernel(p, it->second));
+    return finish(KernelFor<Op>(p, it->second));
   }
-  if (auto k = I.from_cache(p, key, report)) return finish(*k);
-  return finish(I.tune(p, key, report));
+  if (auto k = from_cache<Op>(p, key, report)) return finish(*k);
+  return finish(tune<Op>(p, key, report));
 }
 
-Kernel Engine::tune(const GemmProblem& p, TuneReport* report) {
+template <class Op>
+KernelFor<Op> Engine::Impl::tune_now(const typename Op::Problem& p, TuneReport* report) {
   auto t0 = Clock::now();
   p.validate();
-  Kernel k = impl_->tune(p, cache_key(p), report);
+  KernelFor<Op> k = tune<Op>(p, key_of<Op>(p), report);
   if (report) report->seconds = seconds_since(t0);
   return k;
 }
 
-Kernel Engine::load(const GemmProblem& p, const std::string& backend, const std::string& id) {
+template <class Op>
+KernelFor<Op> Engine::Impl::load(const typename Op::Problem& p, const std::string& backend, const std::string& id) {
   p.validate();
-  Backend* b = impl_->backend(backend);
-  GT_CHECK(b, "backend: '" + backend + "' is not enabled in this engine");
-  std::shared_ptr<detail::Candidate> cand = b->load(p, id);
+  BackendFor<Op>* b = state<Op>().backend(backend);
+  GT_CHECK(b, "backend: '" + backend + "' is not enabled in this engine for " + Op::name);
+  std::shared_ptr<detail::CandidateFor<Op>> cand = b->load(p, id);
   cand->prepare();
-  return Kernel(p, cand);
+  return KernelFor<Op>(p, cand);
 }
 
-std::optional<Kernel> Engine::Impl::from_cache(const GemmProblem& p, const std::string& key, TuneReport* report) {
+template <class Op>
+std::optional<KernelFor<Op>> Engine::Impl::from_cache(const typename Op::Problem& p, const std::string& key,
+                                                      TuneReport* report) {
   if (!cache) return std::nullopt;
+  auto& st = state<Op>();
   auto hit = cache->lookup(key);
-  if (!hit || hit->environment != env || hit->problem != p.canonical()) return std::nullopt;
-  Backend* b = backend(hit->backend);
+  if (!hit || hit->environment != st.env || hit->problem != p.canonical()) return std::nullopt;
+  BackendFor<Op>* b = st.backend(hit->backend);
   if (!b) return std::nullopt;
   try {
-    std::shared_ptr<detail::Candidate> cand = b->load(p, hit->candidate_id);
+    std::shared_ptr<detail::CandidateFor<Op>> cand = b->load(p, hit->candidate_id);
     cand->prepare();
-    memo[memo_key(key, p)] = cand;
-    Kernel k(p, cand);
+    st.memo[key + OpTraits<Op>::memo_suffix(p)] = cand;
+    KernelFor<Op> k(p, cand);
     if (report) {
       *report = TuneReport{};
-      report->problem = p, report->key = key, report->from_cache = true;
+      OpTraits<Op>::set_problem(*report, p);
+      report->key = key, report->from_cache = true;
       report->results = cache->results(key);
     }
     return k;
@@ -188,9 +279,10 @@ std::optional<Kernel> Engine::Impl::from_cache(const GemmProblem& p, const std::
 }
 
 // Candidates of every available backend that supports p; reasons for the others go to notes.
-std::vector<Entry> Engine::Impl::gather(const GemmProblem& p, TuneReport& r) {
-  std::vector<Entry> out;
-  for (auto& b : backends) {
+template <class Op>
+std::vector<Entry<Op>> Engine::Impl::gather(const typename Op::Problem& p, TuneReport& r) {
+  std::vector<Entry<Op>> out;
+  for (auto& b : state<Op>().backends) {
     if (Verdict v = b->available(); !v) {
       r.notes.push_back(b->name() + ": not available: " + v.reason);
       continue;
@@ -201,8 +293,8 @@ std::vector<Entry> Engine::Impl::gather(const GemmProblem& p, TuneReport& r) {
     }
     try {
       for (auto& c : b->candidates(p)) {
-        Entry e;
-        e.cand = std::shared_ptr<detail::Candidate>(std::move(c));
+        Entry<Op> e;
+        e.cand = std::shared_ptr<detail::CandidateFor<Op>>(std::move(c));
         e.result.backend = b->name();
         e.result.id = e.cand->id();
         e.result.name = e.cand->name();
@@ -218,12 +310,13 @@ std::vector<Entry> Engine::Impl::gather(const GemmProblem& p, TuneReport& r) {
 
 // Compiles / prepares every candidate, several at once (compilers run as separate processes;
 // other preparation is cheap host work). A failure is recorded on the entry, never thrown.
-void Engine::Impl::prepare_all(std::vector<Entry>& entries) {
+template <class Op>
+void Engine::Impl::prepare_all(std::vector<Entry<Op>>& entries) {
   std::atomic<size_t> next{0};
   auto work = [&] {
     cudaSetDevice(opt.device);  // threads start on device 0
     for (size_t i; (i = next++) < entries.size();) {
-      Entry& e = entries[i];
+      Entry<Op>& e = entries[i];
       auto t0 = Clock::now();
       try {
         e.cand->prepare();
@@ -247,16 +340,16 @@ void Engine::Impl::prepare_all(std::vector<Entry>& entries) {
 }
 
 // Checks every prepared entry against the GPU reference; only correct ones race.
-void Engine::Impl::verify(const GemmProblem& p, std::vector<Entry>& entries, const Stream& s) {
-  OperandSet ops(p, opt.tune.seed, s.get());
-  DeviceBuffer ref(size_t(p.m) * p.n * sizeof(float));
-  reference_gemm(p, ops.args(), ref.as<float>(), s.get());
+template <class Op>
+void Engine::Impl::verify(const typename Op::Problem& p, std::vector<Entry<Op>>& entries, const Stream& s) {
+  typename OpTraits<Op>::Operands ops = OpTraits<Op>::verify_operands(p, opt.tune.seed, s.get());
+  typename OpTraits<Op>::Checker checker(p, ops, s.get());
   s.sync();
   for (auto& e : entries) {
     auto& r = e.result;
     if (!e.prepared) continue;
     try {
-      ops.poison_d(s.get());
+      ops.poison_outputs(s.get());
       e.cand->run(ops.args(), s.get());
       GT_CUDA(cudaGetLastError());
       s.sync();
@@ -268,7 +361,7 @@ void Engine::Impl::verify(const GemmProblem& p, std::vector<Entry>& entries, con
       cudaGetLastError();
       continue;
     }
-    CheckResult c = compare(p, ops.args().d, ref.as<float>(), s.get());
+    CheckResult c = checker.check(s.get());
     r.rel_err = c.rel_err;
     if (!c.ok) {
       r.status = CandidateStatus::wrong;
@@ -281,12 +374,13 @@ void Engine::Impl::verify(const GemmProblem& p, std::vector<Entry>& entries, con
   }
 }
 
-Kernel Engine::Impl::tune(const GemmProblem& p, const std::string& key, TuneReport* out) {
+template <class Op>
+KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::string& key, TuneReport* out) {
   TuneReport r;
-  r.problem = p;
+  OpTraits<Op>::set_problem(r, p);
   r.key = key;
-  log("tuning " + p.str());
-  std::vector<Entry> entries = gather(p, r);
+  log("tuning " + std::string(Op::name) + " " + p.str());
+  std::vector<Entry<Op>> entries = gather<Op>(p, r);
   GT_CHECK(!entries.empty(), "no backend has a candidate for " + p.str() + [&] {
     std::string s;
     for (auto& n : r.notes) s += "; " + n;
@@ -301,9 +395,9 @@ Kernel Engine::Impl::tune(const GemmProblem& p, const std::string& key, TuneRepo
     if (entries[i].racing) racing.push_back(i);
 
   if (!racing.empty()) {
-    std::vector<detail::Candidate*> cands;
+    std::vector<detail::CandidateFor<Op>*> cands;
     for (size_t i : racing) cands.push_back(entries[i].cand.get());
-    GpuBench bench(p, cands, opt.tune, dev, stream);
+    GpuBench<Op> bench(p, cands, opt.tune, dev, stream);
     RaceResult race_result = race(cands.size(), [&](size_t i) { return bench.sample(i); }, opt.tune);
     for (size_t j = 0; j < racing.size(); ++j) {
       auto& res = entries[racing[j]].result;
@@ -323,7 +417,7 @@ Kernel Engine::Impl::tune(const GemmProblem& p, const std::string& key, TuneRepo
     }
   }
 
-  auto win = std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.result.winner; });
+  auto win = std::find_if(entries.begin(), entries.end(), [](const Entry<Op>& e) { return e.result.winner; });
   for (auto& e : entries) r.results.push_back(e.result);
   std::stable_sort(r.results.begin(), r.results.end(), [](const CandidateResult& a, const CandidateResult& b) {
     auto rank = [](const CandidateResult& x) { return x.winner ? 0 : x.status == CandidateStatus::ok ? 1 : x.status == CandidateStatus::pruned ? 2 : 3; };
@@ -336,9 +430,9 @@ Kernel Engine::Impl::tune(const GemmProblem& p, const std::string& key, TuneRepo
              " tried; first: " + entries.front().result.backend + " " + entries.front().result.reason + ")");
   }
   log("  winner: " + win->result.backend + " " + win->result.name + " " + std::to_string(win->result.median_us) + " us");
-  if (cache) cache->store(key, env, r);
-  Kernel k(p, win->cand);
-  memo[memo_key(key, p)] = win->cand;
+  if (cache) cache->store(key, state<Op>().env, r);
+  KernelFor<Op> k(p, win->cand);
+  state<Op>().memo[key + OpTraits<Op>::memo_suffix(p)] = win->cand;
   if (out) *out = std::move(r);
   return k;
 }

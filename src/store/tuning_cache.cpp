@@ -645,7 +645,7 @@ void TuningCache::store(const std::string& key, const std::string& environment, 
   GT_CHECK(!key.empty(), "tuning cache store: empty key");
   const CandidateResult* w = report.winner();
   GT_CHECK(w, "tuning cache store: the report for key '" + key + "' has no winner");
-  const CachedChoice choice{key,          environment, report.problem.canonical(), w->backend, w->id, w->name,
+  const CachedChoice choice{key,          environment, report.problem_canonical(), w->backend, w->id, w->name,
                             w->median_us, unix_now()};
   std::lock_guard lock(mutex_);
   const Sql sql{db_, path_};

@@ -15,19 +15,20 @@ namespace {
 constexpr int kMaxReps = 32;  // launches per sample, chosen from opt.round_budget_ms
 }  // namespace
 
-GpuBench::GpuBench(const GemmProblem& p, std::vector<detail::Candidate*> cands, const TuneOptions& opt,
-                   const DeviceInfo& dev, const Stream& stream)
+template <class Op>
+GpuBench<Op>::GpuBench(const Problem& p, std::vector<detail::CandidateFor<Op>*> cands, const TuneOptions& opt,
+                       const DeviceInfo& dev, const Stream& stream)
     : p_(p), cands_(std::move(cands)), stream_(stream), start_(kMaxReps), stop_(kMaxReps) {
   // Enough input copies to exceed 3x L2, within 1/4 of device memory and at most 64.
-  sets_.push_back(std::make_unique<OperandSet>(p, opt.seed + 1, stream.get()));
+  sets_.push_back(std::make_unique<Operands>(p, opt.seed + 1, stream.get()));
   size_t in_bytes = std::max<size_t>(sets_[0]->input_bytes(), 1);
   size_t want = std::clamp<size_t>((3 * size_t(dev.l2_bytes) + in_bytes - 1) / in_bytes, 1, 64);
-  size_t per_set = in_bytes + size_t(p.elems_d()) * size_of(p.d.dtype);
+  size_t per_set = in_bytes + sets_[0]->output_bytes();
   want = std::min(want, std::max<size_t>(1, size_t(dev.global_mem_bytes / 4) / per_set));
   // $GEMMTUNE_RACE_SETS caps the copies (an experiment knob: 1 = time on one input, as the bench).
   if (std::string v = env_or_empty("GEMMTUNE_RACE_SETS"); !v.empty())
     want = std::clamp<size_t>(size_t(std::max(1L, std::atol(v.c_str()))), 1, want);
-  for (size_t s = 1; s < want; ++s) sets_.push_back(std::make_unique<OperandSet>(p, opt.seed + 1 + s, stream.get()));
+  for (size_t s = 1; s < want; ++s) sets_.push_back(std::make_unique<Operands>(p, opt.seed + 1 + s, stream.get()));
   flush_ = DeviceBuffer(2 * size_t(std::max<int64_t>(dev.l2_bytes, 1 << 20)));
   spin_us_ = opt.spin_us;
   if (std::string v = env_or_empty("GEMMTUNE_RACE_SPIN_US"); !v.empty()) spin_us_ = std::atof(v.c_str());
@@ -52,12 +53,14 @@ GpuBench::GpuBench(const GemmProblem& p, std::vector<detail::Candidate*> cands, 
   reps_ = std::clamp(int(std::lround(opt.round_budget_ms * 1000.0 / typical_us)), 1, kMaxReps);
 }
 
-void GpuBench::run_once(size_t i) {
+template <class Op>
+void GpuBench<Op>::run_once(size_t i) {
   cands_[i]->run(sets_[next_set_]->args(), stream_.get());
   next_set_ = (next_set_ + 1) % sets_.size();
 }
 
-double GpuBench::sample(size_t i) {
+template <class Op>
+double GpuBench<Op>::sample(size_t i) {
   for (int r = 0; r < reps_; ++r) {
     GT_CUDA(cudaMemsetAsync(flush_.get(), r & 0xff, flush_.bytes(), stream_.get()));
     gpu_spin(spin_us_, stream_.get());
@@ -71,5 +74,8 @@ double GpuBench::sample(size_t i) {
   std::nth_element(us.begin(), us.begin() + reps_ / 2, us.end());
   return us[reps_ / 2];
 }
+
+template class GpuBench<GemmOp>;
+template class GpuBench<SoftmaxOp>;
 
 }  // namespace gemmtune

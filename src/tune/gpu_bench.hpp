@@ -21,15 +21,22 @@
 #include "backends/backend.hpp"
 #include "core/cuda.hpp"
 #include "gemmtune/engine.hpp"
-#include "tune/operands.hpp"
+#include "tune/ops.hpp"
 
 namespace gemmtune {
 
+// One instance per op (GemmOp, SoftmaxOp; explicit instantiations in gpu_bench.cpp). Inputs
+// come from OpTraits<Op>::Operands; ops whose inputs exceed 3x L2 (softmax's 1 GiB rows) use
+// one set.
+template <class Op>
 class GpuBench {
  public:
+  using Problem = typename Op::Problem;
+  using Operands = typename OpTraits<Op>::Operands;
+
   // Allocates the rotated operand sets, warms the GPU up for opt.warmup_ms, and picks the
   // launches per sample from a first estimate of the candidates' times.
-  GpuBench(const GemmProblem& p, std::vector<detail::Candidate*> cands, const TuneOptions& opt,
+  GpuBench(const Problem& p, std::vector<detail::CandidateFor<Op>*> cands, const TuneOptions& opt,
            const DeviceInfo& dev, const Stream& stream);
 
   // Microseconds of one launch of candidate i (median of launches_per_sample() isolated,
@@ -40,15 +47,18 @@ class GpuBench {
  private:
   void run_once(size_t i);
 
-  GemmProblem p_;
-  std::vector<detail::Candidate*> cands_;
+  Problem p_;
+  std::vector<detail::CandidateFor<Op>*> cands_;
   const Stream& stream_;
-  std::vector<std::unique_ptr<OperandSet>> sets_;
+  std::vector<std::unique_ptr<Operands>> sets_;
   DeviceBuffer flush_;
   std::vector<Event> start_, stop_;  // one pair per launch of a sample
   size_t next_set_ = 0;
   int reps_ = 1;
   double spin_us_ = 0;
 };
+
+extern template class GpuBench<GemmOp>;
+extern template class GpuBench<SoftmaxOp>;
 
 }  // namespace gemmtune

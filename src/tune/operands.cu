@@ -136,6 +136,8 @@ GemmArgs OperandSet::args() const {
 
 void OperandSet::poison_d(cudaStream_t s) const { poison(d_.get(), p_.d.dtype, p_.elems_d(), s); }
 
+size_t OperandSet::output_bytes() const { return size_t(p_.elems_d()) * size_of(p_.d.dtype); }
+
 size_t OperandSet::input_bytes() const {
   return a_.bytes() + b_.bytes() + c_.bytes() + bias_.bytes() + sa_.bytes() + sb_.bytes();
 }

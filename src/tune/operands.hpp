@@ -25,9 +25,11 @@ class OperandSet {
   OperandSet(const GemmProblem& p, uint64_t seed, cudaStream_t s);
   GemmArgs args() const;
   void poison_d(cudaStream_t s) const;
+  void poison_outputs(cudaStream_t s) const { poison_d(s); }  // the tune path's generic name
   const GemmProblem& problem() const { return p_; }
   // Bytes of the inputs (A, B, C, bias, scales): what rotates through L2.
   size_t input_bytes() const;
+  size_t output_bytes() const;  // D
 
  private:
   GemmProblem p_;

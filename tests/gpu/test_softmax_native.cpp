@@ -1,15 +1,21 @@
 // The native softmax kernels against the float64 host reference: every config for every shape
-// of {1, 7, 1000} x {1, 31, 32, 33, 1024, 4097, 65536, 262147}, packed and strided rows, scale
+// of {1, 7, 1000} x {1, 31, 32, 33, 1024, 4097, 65536, 262144, 262147} (1000 rows capped at 4M
+// elements: 16 rows of 262144), packed and strided rows, scale
 // 1 and not, bf16 / fp16 / fp32 (and mixed) in and out, and rows of NaN, +-Inf and all -Inf.
 // Inputs are random (never constant), outputs poisoned (NaN bits) before every run, and the
 // padding between cols and ld must stay poisoned. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <deque>
+#include <future>
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/native/softmax.hpp"
@@ -26,7 +32,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 const int64_t kRows[] = {1, 7, 1000};
-const int64_t kCols[] = {1, 31, 32, 33, 1024, 4097, 65536, 262147};
+const int64_t kCols[] = {1, 31, 32, 33, 1024, 4097, 65536, 262144, 262147};
 
 struct Dtypes {
   DType in, out;
@@ -75,26 +81,53 @@ int check_problem(const SoftmaxProblem& p, bool specials, uint64_t seed) {
   DeviceBuffer dx(x.size()), dy(size_t(p.elems()) * size_of(p.out));
   GT_CUDA(cudaMemcpy(dx.get(), x.data(), x.size(), cudaMemcpyHostToDevice));
   Stream stream;
-  std::vector<uint8_t> y(dy.bytes());
+  // The float64 comparison (~60 ns an element on one core) dominates this test: each config's
+  // output is compared on its own thread while the next configs run; results are reported here,
+  // on the test's thread (SCOPED_TRACE is per thread).
+  struct Outcome {
+    std::string name;
+    host::SoftmaxCheck res;
+    bool pad_ok = true;
+  };
+  std::deque<std::future<Outcome>> pending;
   int failed = 0;
+  const size_t max_pending = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 16);
+  auto drain = [&](size_t keep) {
+    while (pending.size() > keep) {
+      const Outcome o = pending.front().get();
+      pending.pop_front();
+      EXPECT_TRUE(o.res.ok) << o.name << ": " << o.res.reason;
+      EXPECT_TRUE(o.pad_ok) << o.name << ": wrote into the padding between cols and ld";
+      failed += !(o.res.ok && o.pad_ok);
+    }
+  };
   for (const NativeSoftmaxConfig& cfg : native_softmax_configs(p)) {
+    // Launches this device cannot make resident are not candidates (native_backend.cpp); any
+    // other refusal of an offered config is a bug in the config space or the launcher.
+    if (const std::string why = native_softmax_device_check(cfg, p); !why.empty()) {
+      EXPECT_EQ(why.rfind("cannot be resident", 0), 0u) << cfg.name() << ": " << why;
+      std::printf("  %s: %s skipped: %s\n", p.str().c_str(), cfg.name().c_str(), why.c_str());
+      continue;
+    }
     GT_CUDA(cudaMemsetAsync(dy.get(), 0xff, dy.bytes(), stream.get()));  // NaN in every dtype
     run_native_softmax(cfg, p, dx.get(), dy.get(), stream.get());
     stream.sync();
+    std::vector<uint8_t> y(dy.bytes());
     GT_CUDA(cudaMemcpy(y.data(), dy.get(), y.size(), cudaMemcpyDeviceToHost));
-    const host::SoftmaxCheck res = host::softmax_compare(p, x.data(), y.data(), ref);
-    bool pad_ok = true;
-    const size_t es = size_of(p.out);
-    for (int64_t r = 0; r < p.rows && pad_ok; ++r)
-      for (size_t b = size_t(r * ld + p.cols) * es; b < size_t((r + 1) * ld) * es; ++b)
-        if (y[b] != 0xff) {
-          pad_ok = false;
-          break;
-        }
-    EXPECT_TRUE(res.ok) << cfg.name() << ": " << res.reason;
-    EXPECT_TRUE(pad_ok) << cfg.name() << ": wrote into the padding between cols and ld";
-    failed += !(res.ok && pad_ok);
+    pending.push_back(std::async(std::launch::async, [&p, &x, &ref, ld, y = std::move(y), name = cfg.name()] {
+      Outcome o{name, host::softmax_compare(p, x.data(), y.data(), ref), true};
+      const size_t es = size_of(p.out);
+      for (int64_t r = 0; r < p.rows && o.pad_ok; ++r)
+        for (size_t b = size_t(r * ld + p.cols) * es; b < size_t((r + 1) * ld) * es; ++b)
+          if (y[b] != 0xff) {
+            o.pad_ok = false;
+            break;
+          }
+      return o;
+    }));
+    drain(max_pending - 1);
   }
+  drain(0);
   return failed;
 }
 
@@ -103,14 +136,21 @@ int64_t padded(int64_t cols) { return (cols + 1 + 7) / 8 * 8; }
 
 }  // namespace
 
+// At most this many elements per problem: the float64 host reference and the comparison run on
+// one host core for every config (~20), so 1000 x 262147 (262M elements) took minutes. Long rows
+// keep at least 7 rows (every special-row kind of make_special appears).
+constexpr int64_t kMaxElems = int64_t(1) << 22;
+int64_t capped_rows(int64_t rows, int64_t cols) { return std::max<int64_t>(std::min(rows, kMaxElems / cols), 7); }
+
 TEST(SoftmaxNative, EveryConfigEveryShape) {
   REQUIRE_GPU();
   uint64_t seed = 1;
-  for (int64_t rows : kRows)
+  for (int64_t rows_wanted : kRows)
     for (int64_t cols : kCols) {
-      const bool big = rows * cols > (int64_t(1) << 26);
+      const int64_t rows = rows_wanted >= 7 ? capped_rows(rows_wanted, cols) : rows_wanted;
+      const bool big = rows * cols > (int64_t(1) << 21);
       for (const Dtypes& d : kSame) {
-        if (big && d.in != DType::bf16) continue;  // host reference time: one dtype at 262M elements
+        if (big && d.in != DType::bf16) continue;  // host reference time: one dtype past 2M elements
         SoftmaxProblem p = SoftmaxProblem::make(rows, cols, d.in);
         p.out = d.out;
         check_problem(p, rows >= 6, seed++);  // packed, scale 1
@@ -143,6 +183,48 @@ TEST(SoftmaxNative, SpecialRowsBehaveAsTorch) {
         p.ld = scale == 1.0f ? 0 : padded(cols);
         check_problem(p, true, seed++);
       }
+}
+
+// Every offered config of the shapes that failed on the H200 (the smem kernel's dynamic shared
+// memory opt-in of 227 KiB + its static shared memory was cudaErrorInvalidValue, and that error,
+// left in the runtime, was then reported by the next launch's cudaGetLastError) and of the suite
+// (bench/suites/softmax.csv's row lengths, 4M elements) passes the device check, except residency; the checks
+// and a launch of each leave no error behind in the runtime.
+TEST(SoftmaxNative, DeviceCheckAcceptsEveryOfferedConfig) {
+  REQUIRE_GPU();
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)  // not this test's: noted and cleared
+    std::printf("  note: an earlier test left %s in the runtime\n", cudaGetErrorName(e));
+  struct Shape {
+    int64_t rows, cols;
+    DType in;
+  };
+  std::vector<Shape> shapes = {{40, 4096, DType::fp16}, {24, 16384, DType::fp32}, {16, 65536, DType::bf16}};
+  for (int64_t cols : {1024, 4096, 16384, 32768, 65536, 131072, 262144})
+    for (DType in : {DType::bf16, DType::fp16, DType::fp32}) shapes.push_back({(int64_t(1) << 22) / cols, cols, in});
+  int checked = 0, launched = 0;
+  for (const Shape& sh : shapes) {
+    SoftmaxProblem p = SoftmaxProblem::make(sh.rows, sh.cols, sh.in);
+    p.out = sh.in;
+    for (const NativeSoftmaxConfig& cfg : native_softmax_configs(p)) {
+      const std::string why = native_softmax_device_check(cfg, p);
+      ++checked;
+      if (!why.empty()) {
+        EXPECT_EQ(why.rfind("cannot be resident", 0), 0u) << p.str() << " " << cfg.name() << ": " << why;
+        std::printf("  %s: %s skipped: %s\n", p.str().c_str(), cfg.name().c_str(), why.c_str());
+      }
+      EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << p.str() << " " << cfg.name() << ": the check left an error";
+      if (!why.empty()) continue;
+      // Launchable: one launch into poisoned output (results are checked by EveryConfigEveryShape).
+      DeviceBuffer x(size_t(p.elems()) * size_of(p.in)), y(size_t(p.elems()) * size_of(p.out));
+      GT_CUDA(cudaMemset(x.get(), 0, x.bytes()));
+      EXPECT_NO_THROW(run_native_softmax(cfg, p, x.get(), y.get(), nullptr)) << p.str() << " " << cfg.name();
+      GT_CUDA(cudaDeviceSynchronize());
+      ++launched;
+    }
+  }
+  EXPECT_GT(checked, 100);
+  EXPECT_GT(launched, 50);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 // A config that cannot hold the row, or misaligned vectors, is refused with an Error.

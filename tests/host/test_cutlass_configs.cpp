@@ -1,9 +1,16 @@
 // Host-only tests of the CUTLASS backend's config space, pruning, ids and generated sources.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <set>
 
 #include "backends/cutlass/configs.hpp"
+#include "backends/cutlass/cutlass_backend.hpp"
 #include "gemmtune/error.hpp"
 
 namespace gemmtune::cutlass_backend {
@@ -150,6 +157,130 @@ TEST(CutlassConfigs, InstanceSourceNamesEveryParameter) {
   GemmProblem q = p;
   q.m = 4096, q.n = 1024, q.alpha = 2.0f;
   EXPECT_EQ(InstanceSpec::of(s.config, q).source(), src);
+}
+
+// precompile() reports an unsupported problem as skipped and a --configs id that cannot run a
+// problem as an error, both without building anything (so this runs without nvcc too).
+TEST(CutlassConfigs, PrecompileReportsWhatItCannotBuild) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("gt-cutlass-precompile-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  BuilderOptions o;
+  o.artifacts = dir;
+  Builder b(o);
+  std::vector<GemmProblem> ps{GemmProblem::linear(64, 64, 64, DType::fp32), GemmProblem::linear(256, 256, 256)};
+  const Config too_small{64, 64, 64, 1, 1, Schedule::cooperative, false};  // cooperative needs tile M >= 128
+  auto items = precompile(b, ps, kSms, 16, 1, {}, {too_small});
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_TRUE(items[0].skipped);
+  EXPECT_NE(items[0].error.find("does not support"), std::string::npos) << items[0].error;
+  EXPECT_FALSE(items[1].skipped);
+  EXPECT_TRUE(items[1].key.empty());
+  EXPECT_NE(items[1].error.find("cannot run this problem: co64x64x64c1x1"), std::string::npos) << items[1].error;
+  fs::remove_all(dir);
+}
+
+// Sets environment variables for one scope and restores them after.
+class ScopedEnv {
+ public:
+  void set(const char* name, const std::string& value) {
+    const char* old = std::getenv(name);
+    saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it)
+      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else ::unsetenv(it->first.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// Load-only mode (a kernel pack on a machine without nvcc): the backend offers exactly the
+// configs whose artifact the store holds, and a problem with none is not supported (saying why).
+TEST(CutlassConfigs, LoadOnlyOffersWhatTheStoreHolds) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("gt-cutlass-loadonly-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "cutlass");
+  {
+    Toolchain t;  // what a build machine records next to its artifacts
+    t.nvcc_version_text = "fake nvcc, release 13.0, V13.0.88";
+    t.nvcc_version = "13.0.88";
+    t.cutlass_version = "4.2.0";
+    t.kernel_digest = std::string(64, 'a');
+    t.flags = nvcc_flags();
+    std::ofstream(dir / "cutlass" / "toolchain.json") << t.to_json().dump(2);
+  }
+  ScopedEnv env;
+  env.set("GEMMTUNE_ARTIFACTS", dir.string());
+  env.set("GEMMTUNE_NVCC", (dir / "no-such-nvcc").string());  // no compiler here: load-only
+  env.set("GEMMTUNE_CUTLASS_MAX_CONFIGS", "16");
+
+  Builder b(BuilderOptions::defaults());
+  ASSERT_TRUE(b.available()) << b.available().reason;
+  ASSERT_TRUE(b.load_only());
+  const GemmProblem p = GemmProblem::linear(4096, 4096, 4096);
+  const auto ranked = configs_for(p, kSms, 16);
+  ASSERT_GE(ranked.size(), 3u);
+  const Config held = ranked[2];
+  b.store().put(b.key(InstanceSpec::of(held, p)), "not really a shared object",
+                {{"backend", "cutlass"}, {"instance", InstanceSpec::of(held, p).text()}});
+
+  auto backend = make_cutlass_backend(BackendContext{h200_device(), [](const std::string&) {}});
+  ASSERT_TRUE(backend->available()) << backend->available().reason;
+  EXPECT_TRUE(backend->supports(p)) << backend->supports(p).reason;
+  auto cands = backend->candidates(p);
+  ASSERT_EQ(cands.size(), 1u);
+  EXPECT_EQ(cands[0]->id(), held.id());
+  // Another shape of the same instance class: the same instance serves it.
+  const GemmProblem q = GemmProblem::linear(8192, 8192, 4096);
+  if (auto rq = configs_for(q, kSms, 16); std::find(rq.begin(), rq.end(), held) != rq.end())
+    EXPECT_TRUE(backend->supports(q));
+  // A pack instance outside this problem's unrestricted top 16 (valid and not pruned, but ranked
+  // away by the cap) is still offered: the ranking runs over what the store holds. (The GPU test's
+  // fixed configs at 333x776x328 are such instances.)
+  const GemmProblem r = GemmProblem::linear(333, 776, 328);
+  const auto all_r = configs_for(r, kSms, 0), top_r = configs_for(r, kSms, 16);
+  ASSERT_GT(all_r.size(), top_r.size());
+  const Config outside = all_r.back();
+  ASSERT_EQ(std::find(top_r.begin(), top_r.end(), outside), top_r.end());
+  b.store().put(b.key(InstanceSpec::of(outside, r)), "not really a shared object",
+                {{"backend", "cutlass"}, {"instance", InstanceSpec::of(outside, r).text()}});
+  EXPECT_TRUE(backend->supports(r)) << backend->supports(r).reason;
+  std::vector<std::string> ids;
+  for (auto& c : backend->candidates(r)) ids.push_back(c->id());
+  EXPECT_NE(std::find(ids.begin(), ids.end(), outside.id()), ids.end()) << outside.id() << " not offered";
+  // Another instance class (fp16): nothing in the store, so not supported, and the reason says why.
+  Verdict v = backend->supports(GemmProblem::linear(4096, 4096, 4096, DType::fp16));
+  EXPECT_FALSE(v);
+  EXPECT_NE(v.reason.find("load-only"), std::string::npos) << v.reason;
+  fs::remove_all(dir);
+}
+
+// Restricting the ranking (configs_for's `admit`) to a set holding the whole unrestricted result
+// gives that result, in order: a pack that covers a problem's candidates changes nothing. A
+// restriction to configs outside the top list still yields candidates, capped and ranked.
+TEST(CutlassConfigs, AdmitKeepsTheRankingAndTheCap) {
+  for (const GemmProblem& p : {GemmProblem::linear(4096, 4096, 4096), GemmProblem::linear(333, 776, 328),
+                               GemmProblem::linear(16, 1000, 512), GemmProblem::linear(2048, 1024, 1024, DType::e4m3, DType::bf16)}) {
+    SCOPED_TRACE(p.str());
+    const auto top = configs_for(p, kSms, 16), all = configs_for(p, kSms, 0);
+    ASSERT_FALSE(top.empty());
+    // Admit the top list plus every other config (the pack holds more than needed).
+    EXPECT_EQ(configs_for(p, kSms, 16, [](const Config&) { return true; }), top);
+    EXPECT_EQ(configs_for(p, kSms, 16, [&](const Config& c) { return std::find(top.begin(), top.end(), c) != top.end(); }),
+              top);
+    // Admit only what the top list leaves out: those, at most 16, in cost order.
+    auto rest = configs_for(p, kSms, 16, [&](const Config& c) { return std::find(top.begin(), top.end(), c) == top.end(); });
+    EXPECT_EQ(rest.size(), std::min<size_t>(16, all.size() - top.size()));
+    for (size_t i = 0; i < rest.size(); ++i) {
+      EXPECT_EQ(std::find(top.begin(), top.end(), rest[i]), top.end()) << rest[i].id();
+      if (i) EXPECT_LE(cost_estimate(rest[i - 1], p, kSms), cost_estimate(rest[i], p, kSms));
+    }
+  }
 }
 
 TEST(CutlassConfigs, H200Description) {

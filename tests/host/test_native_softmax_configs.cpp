@@ -1,8 +1,11 @@
-// The native softmax backend's config space: every config can hold the row, vectors only
-// where ld allows them, names are distinct and stable, online always present.
+// The native softmax backend's config space: every config can hold the row, one vector width
+// (16 bytes where ld allows it, else 1), names are distinct, stable and parse back, clusters
+// only for long rows, online always present; cannot_run() refuses what a config cannot run.
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "backends/native/softmax.hpp"
 #include "gemmtune/error.hpp"
@@ -11,7 +14,7 @@ using namespace gemmtune;
 using namespace gemmtune::native;
 
 TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
-  for (int64_t cols : {1, 31, 32, 33, 64, 1000, 1024, 1025, 4097, 32768, 32769, 65536, 262147})
+  for (int64_t cols : {1, 31, 32, 33, 64, 1000, 1024, 1025, 4097, 32768, 32769, 65536, 262144, 262147})
     for (DType in : {DType::bf16, DType::fp16, DType::fp32})
       for (int64_t pad : {0, 8}) {
         auto p = SoftmaxProblem::make(7, cols, in);
@@ -22,16 +25,31 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
         int online = 0;
         for (const auto& c : cfgs) {
           names.insert(c.name());
+          EXPECT_EQ(c.cannot_run(p), "") << c.name() << " for cols " << cols;
           EXPECT_TRUE(c.max_cols() < 0 || c.max_cols() >= cols) << c.name() << " for cols " << cols;
           EXPECT_EQ(c.threads % 32, 0);
           EXPECT_LE(c.threads, c.kind == SoftmaxKind::warp || c.elems >= 32 ? 512 : 1024) << c.name();
           EXPECT_TRUE(c.vec == 1 || c.vec == int(16 / size_of(in))) << c.name();
           if (c.vec > 1) EXPECT_EQ(p.row_stride() % c.vec, 0) << c.name();
           if (c.kind != SoftmaxKind::online) EXPECT_EQ(c.elems % c.vec, 0) << c.name();
+          if (c.kind == SoftmaxKind::cluster) {
+            EXPECT_GE(c.cluster, 2);
+            EXPECT_LE(c.cluster, 16);
+            EXPECT_LT(int64_t(c.cluster - 1) * c.threads * c.elems, cols) << c.name() << ": an idle CTA";
+          } else if (c.kind == SoftmaxKind::smem) {
+            EXPECT_EQ(c.vec * int(size_of(in)), 16) << c.name();
+            const int64_t slice = ((cols + c.cluster - 1) / c.cluster + c.vec - 1) / c.vec * c.vec;
+            EXPECT_LT(int64_t(c.cluster - 1) * slice, cols) << c.name() << ": an idle CTA";
+            EXPECT_LE(slice * int64_t(size_of(in)), 96 * 1024) << c.name();
+            EXPECT_GE(slice * int64_t(size_of(in)), 8 * 1024 - 16) << c.name();
+          } else {
+            EXPECT_EQ(c.cluster, 1);
+          }
+          EXPECT_EQ(NativeSoftmaxConfig::parse(c.name()), c) << c.name();
           online += c.kind == SoftmaxKind::online;
         }
         EXPECT_EQ(names.size(), cfgs.size()) << "duplicate names";
-        EXPECT_GE(online, 3);
+        EXPECT_EQ(online, 3);
       }
 }
 
@@ -43,15 +61,29 @@ TEST(NativeSoftmaxConfigs, KindsByRowLength) {
     for (const auto& c : native_softmax_configs(p)) k.insert(c.kind);
     return k;
   };
-  EXPECT_EQ(kinds(1), (std::set<SoftmaxKind>{SoftmaxKind::warp, SoftmaxKind::online}));
-  EXPECT_EQ(kinds(1024), (std::set<SoftmaxKind>{SoftmaxKind::warp, SoftmaxKind::block, SoftmaxKind::online}));
-  EXPECT_EQ(kinds(4097), (std::set<SoftmaxKind>{SoftmaxKind::block, SoftmaxKind::online}));
-  EXPECT_EQ(kinds(16384), (std::set<SoftmaxKind>{SoftmaxKind::block, SoftmaxKind::online}));
-  EXPECT_EQ(kinds(16385), (std::set<SoftmaxKind>{SoftmaxKind::online}));
-  EXPECT_EQ(kinds(262147), (std::set<SoftmaxKind>{SoftmaxKind::online}));
+  using K = SoftmaxKind;
+  EXPECT_EQ(kinds(1), (std::set<K>{K::warp, K::online}));
+  EXPECT_EQ(kinds(1024), (std::set<K>{K::warp, K::block, K::online}));
+  EXPECT_EQ(kinds(4097), (std::set<K>{K::block, K::online}));
+  EXPECT_EQ(kinds(4096), (std::set<K>{K::block, K::smem, K::online}));
+  EXPECT_EQ(kinds(16384), (std::set<K>{K::block, K::cluster, K::smem, K::online}));
+  EXPECT_EQ(kinds(16385), (std::set<K>{K::cluster, K::online}));  // ld 16385: no 16-byte packs
+  EXPECT_EQ(kinds(262144), (std::set<K>{K::cluster, K::smem, K::online}));
+  EXPECT_EQ(kinds(262147), (std::set<K>{K::online}));  // past 16 CTAs x 512 threads x 32 elems
 }
 
-TEST(NativeSoftmaxConfigs, VectorsOnlyWhenLdAllows) {
+// Every row of bench/suites/softmax.csv has a config that reads x once (not online).
+TEST(NativeSoftmaxConfigs, SuiteRowsHaveAOnePassConfig) {
+  for (int64_t cols : {1024, 4096, 16384, 32768, 65536, 131072, 262144})
+    for (DType in : {DType::bf16, DType::fp16, DType::fp32}) {
+      auto p = SoftmaxProblem::make((int64_t(1) << 29) / cols, cols, in);
+      int one_pass = 0;
+      for (const auto& c : native_softmax_configs(p)) one_pass += c.kind != SoftmaxKind::online && c.vec > 1;
+      EXPECT_GE(one_pass, 2) << p.str();
+    }
+}
+
+TEST(NativeSoftmaxConfigs, OneVectorWidthWhereLdAllows) {
   auto vecs = [](int64_t cols, int64_t ld, DType in) {
     auto p = SoftmaxProblem::make(4, cols, in);
     p.ld = ld;
@@ -59,10 +91,10 @@ TEST(NativeSoftmaxConfigs, VectorsOnlyWhenLdAllows) {
     for (const auto& c : native_softmax_configs(p)) v.insert(c.vec);
     return v;
   };
-  EXPECT_EQ(vecs(4096, 0, DType::bf16), (std::set<int>{1, 8}));
-  EXPECT_EQ(vecs(4096, 0, DType::fp32), (std::set<int>{1, 4}));
+  EXPECT_EQ(vecs(4096, 0, DType::bf16), (std::set<int>{8}));
+  EXPECT_EQ(vecs(4096, 0, DType::fp32), (std::set<int>{4}));
   EXPECT_EQ(vecs(4097, 0, DType::bf16), (std::set<int>{1}));
-  EXPECT_EQ(vecs(4097, 4104, DType::bf16), (std::set<int>{1, 8}));
+  EXPECT_EQ(vecs(4097, 4104, DType::bf16), (std::set<int>{8}));
   EXPECT_EQ(vecs(4098, 4098, DType::fp32), (std::set<int>{1}));
 }
 
@@ -70,12 +102,36 @@ TEST(NativeSoftmaxConfigs, PinnedListForOneProblem) {
   auto p = SoftmaxProblem::make(1000, 1024);
   std::vector<std::string> names;
   for (const auto& c : native_softmax_configs(p)) names.push_back(c.name());
-  const std::vector<std::string> want = {
-      "warp_v1_e32_t128", "warp_v1_e32_t256", "warp_v1_e32_t512",  "warp_v8_e32_t128",  "warp_v8_e32_t256",
-      "warp_v8_e32_t512", "block_v1_e8_t128", "block_v8_e8_t128",  "block_v1_e4_t256",  "block_v8_e8_t256",
-      "block_v1_e4_t512", "block_v8_e8_t512", "block_v1_e4_t1024", "block_v8_e8_t1024", "online_v1_t256",
-      "online_v1_t512",   "online_v1_t1024",  "online_v8_t256",    "online_v8_t512",    "online_v8_t1024"};
+  const std::vector<std::string> want = {"warp_v8_e32_t128",  "warp_v8_e32_t256", "warp_v8_e32_t512",
+                                         "block_v8_e8_t128",  "block_v8_e8_t256", "block_v8_e8_t512",
+                                         "block_v8_e8_t1024", "online_v8_t256",   "online_v8_t512",
+                                         "online_v8_t1024"};
   EXPECT_EQ(names, want);
+}
+
+TEST(NativeSoftmaxConfigs, ParseRefusesMalformedNames) {
+  for (const char* bad : {"", "warp", "warp_v8", "warp_v8_e32", "warp_v8_e32_t", "ring_v8_e32_t128", "warp_v8_e32_t128_c2",
+                          "cluster_v8_e32_t512", "online_v8_e8_t256", "warp_v08_e32_t128", "warp_v8_e32_t128x"})
+    EXPECT_THROW(NativeSoftmaxConfig::parse(bad), Error) << bad;
+  EXPECT_EQ(NativeSoftmaxConfig::parse("cluster_v8_e32_t512_c16").cluster, 16);
+  EXPECT_EQ(NativeSoftmaxConfig::parse("smem_v8_t512_c4"), NativeSoftmaxConfig({SoftmaxKind::smem, 8, 0, 512, 4}));
+  EXPECT_THROW(NativeSoftmaxConfig::parse("smem_v8_e8_t512_c4"), Error);
+}
+
+TEST(NativeSoftmaxConfigs, CannotRunSaysWhy) {
+  auto p = SoftmaxProblem::make(4, 2048);
+  EXPECT_NE(NativeSoftmaxConfig({SoftmaxKind::warp, 8, 32, 128, 1}).cannot_run(p), "");      // 1024 columns at most
+  EXPECT_NE(NativeSoftmaxConfig({SoftmaxKind::block, 8, 32, 1024, 1}).cannot_run(p), "");    // E = 32: 512 threads
+  EXPECT_NE(NativeSoftmaxConfig({SoftmaxKind::cluster, 8, 8, 256, 2}).cannot_run(p), "");    // an idle CTA
+  EXPECT_NE(NativeSoftmaxConfig({SoftmaxKind::cluster, 8, 8, 128, 32}).cannot_run(p), "");   // cluster > 16
+  EXPECT_NE(NativeSoftmaxConfig({SoftmaxKind::online, 4, 0, 256, 1}).cannot_run(p), "");     // vec 4 for bf16
+  EXPECT_EQ(NativeSoftmaxConfig({SoftmaxKind::cluster, 8, 8, 128, 2}).cannot_run(p), "");
+  EXPECT_EQ(NativeSoftmaxConfig({SoftmaxKind::smem, 8, 0, 256, 1}).cannot_run(p), "");
+  EXPECT_NE(NativeSoftmaxConfig({SoftmaxKind::smem, 1, 0, 256, 1}).cannot_run(p), "");       // 16-byte packs only
+  EXPECT_NE(NativeSoftmaxConfig({SoftmaxKind::smem, 8, 0, 256, 1}).cannot_run(SoftmaxProblem::make(2, 1 << 17)), "");  // 256 KiB
+  EXPECT_NE(NativeSoftmaxConfig({SoftmaxKind::smem, 8, 0, 256, 4}).cannot_run(SoftmaxProblem::make(2, 24)), "");  // idle CTAs
+  p.ld = 2049;
+  EXPECT_NE(NativeSoftmaxConfig({SoftmaxKind::online, 8, 0, 256, 1}).cannot_run(p), "");     // ld % vec
 }
 
 TEST(NativeSoftmaxConfigs, InvalidProblemThrowsNamingTheField) {
@@ -86,4 +142,111 @@ TEST(NativeSoftmaxConfigs, InvalidProblemThrowsNamingTheField) {
   } catch (const Error& e) {
     EXPECT_EQ(e.message().rfind("softmax.cols:", 0), 0u) << e.message();
   }
+}
+
+// ---- launch parameters (what the H200 run caught: the smem kernel opted in to 227 KiB of
+// dynamic shared memory, which with its static shared memory exceeds the 227 KiB per block:
+// cudaErrorInvalidValue) ----
+
+TEST(NativeSoftmaxLaunch, SharedMemoryOptInLeavesRoomForStaticSharedMemory) {
+  EXPECT_EQ(kSm90SmemPerBlockOptin, 232448);  // cudaDevAttrMaxSharedMemoryPerBlockOptin on H100 / H200
+  EXPECT_LE(kNativeSmemDynamicOptIn + kNativeStaticSmemBound, kSm90SmemPerBlockOptin);
+  EXPECT_GE(kNativeStaticSmemBound, 256);  // the largest static scratch (online: 2 x 32 floats); ptxas -v: 144-256 B
+  // The largest slice the smem kind accepts fits what it opts in to.
+  auto p = SoftmaxProblem::make(2, kNativeSmemDynamicOptIn / 2, DType::bf16);
+  const NativeSoftmaxConfig c{SoftmaxKind::smem, 8, 0, 256, 1};
+  ASSERT_EQ(c.cannot_run(p), "");
+  EXPECT_LE(native_softmax_launch(c, p).dynamic_smem, kNativeSmemDynamicOptIn);
+  p.cols += 8;
+  EXPECT_NE(c.cannot_run(p), "");
+}
+
+// Every offered config, for many shapes (the three that failed on the H200, the suite's, small
+// and odd ones), launches within sm_90's limits: threads, the kernel's launch bounds, registers
+// (at most 64K / launch bound a thread, what ptxas must fit), grid, cluster size and divisibility,
+// static (bound) + dynamic shared memory per block.
+TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
+  struct Shape {
+    int64_t rows, cols;
+    DType in;
+  };
+  std::vector<Shape> shapes = {{40, 4096, DType::fp16}, {24, 16384, DType::fp32}, {16, 65536, DType::bf16}};
+  for (int64_t cols : {1024, 4096, 16384, 32768, 65536, 131072, 262144})
+    for (DType in : {DType::bf16, DType::fp16, DType::fp32}) shapes.push_back({(int64_t(1) << 29) / cols, cols, in});
+  for (int64_t cols : {1, 31, 33, 1000, 1025, 4097, 12288, 49152, 98304, 114688, 262147})
+    for (DType in : {DType::bf16, DType::fp32}) shapes.push_back({7, cols, in});
+  const NativeSoftmaxDeviceLimits sm90;
+  int n = 0;
+  for (const Shape& sh : shapes)
+    for (int64_t pad : {0, 8}) {
+      auto p = SoftmaxProblem::make(sh.rows, sh.cols, sh.in);
+      p.ld = pad ? sh.cols + pad : 0;
+      for (const auto& c : native_softmax_configs(p)) {
+        const NativeSoftmaxLaunch l = native_softmax_launch(c, p);
+        ++n;
+        ASSERT_GT(l.launch_bound, 0) << c.name();
+        EXPECT_EQ(native_softmax_launch_violation(l, sm90, kNativeStaticSmemBound, int(sm90.regs_per_block / l.launch_bound)), "")
+            << p.str() << " " << c.name();
+        EXPECT_EQ(l.threads, c.threads);
+        const bool clustered = c.kind == SoftmaxKind::cluster || (c.kind == SoftmaxKind::smem && c.cluster > 1);
+        EXPECT_EQ(l.cluster > 1, clustered) << c.name();
+        EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem) << c.name();
+        const int64_t rows_per_block = c.kind == SoftmaxKind::warp ? c.threads / 32 : 1;
+        EXPECT_EQ(l.grid, (p.rows + rows_per_block - 1) / rows_per_block * l.cluster) << c.name();
+        if (c.kind == SoftmaxKind::smem)  // the slice, 16-byte packs, is what is staged
+          EXPECT_EQ(l.dynamic_smem, ((p.cols + c.cluster - 1) / c.cluster + c.vec - 1) / c.vec * c.vec * int64_t(size_of(p.in)));
+        // 32 fp32 values a thread need the 128 registers of a 512-thread bound.
+        if (c.kind != SoftmaxKind::smem && c.kind != SoftmaxKind::online && c.elems >= 32) EXPECT_LE(l.launch_bound, 512);
+      }
+    }
+  EXPECT_GT(n, 500);
+}
+
+TEST(NativeSoftmaxLaunch, ViolationNamesTheLimit) {
+  const NativeSoftmaxDeviceLimits sm90;
+  NativeSoftmaxLaunch ok;
+  ok.grid = 64, ok.threads = 256, ok.dynamic_smem = 0, ok.cluster = 1, ok.launch_bound = 1024;
+  EXPECT_EQ(native_softmax_launch_violation(ok, sm90, 144, 40), "");
+  auto why = [&](NativeSoftmaxLaunch l, int64_t static_smem = 144, int regs = 40) {
+    return native_softmax_launch_violation(l, sm90, static_smem, regs);
+  };
+  auto has = [](const std::string& s, const char* part) { return s.find(part) != std::string::npos; };
+  NativeSoftmaxLaunch l = ok;
+  l.threads = 1056, l.launch_bound = 2048;
+  EXPECT_TRUE(has(why(l), "per block")) << why(l);
+  l = ok, l.threads = 100;
+  EXPECT_TRUE(has(why(l), "multiple of 32")) << why(l);
+  l = ok, l.threads = 1024, l.launch_bound = 512;
+  EXPECT_TRUE(has(why(l), "__launch_bounds__")) << why(l);
+  l = ok, l.threads = 1024;
+  EXPECT_TRUE(has(why(l, 144, 72), "registers")) << why(l, 144, 72);  // 72 x 1024 > 64K
+  EXPECT_EQ(why(l, 144, 64), "");
+  l = ok, l.grid = 0;
+  EXPECT_TRUE(has(why(l), "grid")) << why(l);
+  l = ok, l.grid = int64_t(1) << 31;
+  EXPECT_TRUE(has(why(l), "grid")) << why(l);
+  l = ok, l.cluster = 32, l.grid = 64;
+  EXPECT_TRUE(has(why(l), "cluster")) << why(l);
+  l = ok, l.cluster = 16, l.grid = 40;
+  EXPECT_TRUE(has(why(l), "multiple of the cluster")) << why(l);
+  l = ok, l.cluster = 16, l.grid = 48;
+  EXPECT_EQ(why(l), "");
+  // The H200 failure: 227 KiB dynamic + static scratch is more than a block gets.
+  l = ok, l.dynamic_smem = kSm90SmemPerBlockOptin;
+  EXPECT_TRUE(has(why(l), "static")) << why(l);
+  l.dynamic_smem = kNativeSmemDynamicOptIn;
+  EXPECT_EQ(why(l, 144), "");
+  EXPECT_TRUE(has(why(l, 2048), "static")) << why(l, 2048);
+  l.dynamic_smem = kNativeSmemDynamicOptIn + 16;
+  EXPECT_TRUE(has(why(l, 0), "opt in")) << why(l, 0);
+}
+
+TEST(NativeSoftmaxLaunch, RefusesWhatAConfigCannotRun) {
+  auto p = SoftmaxProblem::make(4, 2048);
+  EXPECT_THROW(native_softmax_launch({SoftmaxKind::warp, 8, 32, 128, 1}, p), Error);  // 1024 columns at most
+  EXPECT_THROW(native_softmax_launch({SoftmaxKind::smem, 8, 0, 256, 1}, SoftmaxProblem::make(2, 1 << 17)), Error);
+  const NativeSoftmaxLaunch l = native_softmax_launch({SoftmaxKind::cluster, 8, 8, 128, 2}, p);
+  EXPECT_EQ(l.grid, 8);
+  EXPECT_EQ(l.cluster, 2);
+  EXPECT_EQ(l.str(), "grid 8 x 128 threads, 0 B dynamic smem, cluster 2");
 }

@@ -288,6 +288,12 @@ TEST(TritonRealWorker, CompilesCandidatesOnTheCpuAndHitsTheStore) {
     }
   }
   EXPECT_EQ(artifacts, 4u);  // 3 GEMMs + 1 reduce
+  // The workers were forked from the fork server, which is still serving (not dropped).
+  const char* fork_env = std::getenv("GEMMTUNE_COMPILE_FORK_SERVER");
+  if (!(fork_env && std::string(fork_env) == "0")) {
+    EXPECT_TRUE(o.pool.fork_server);
+    EXPECT_GT(first->pool().fork_server_pid(), 0);
+  }
   EXPECT_EQ(results[0].artifacts[0].launch["num_warps"], 4);
   EXPECT_GT(results[1].artifacts[0].launch["global_scratch_size"].get<int64_t>(), 0);  // in-kernel TMA descriptors
   first.reset();

@@ -2,7 +2,9 @@
 // docs/compile-worker.md): round trips in parallel, and every way a worker can fail costing
 // only its request: crash, exit, hang past the timeout, garbage, wrong id, closed stdout,
 // failure to start. Also: no zombies, no leaked descriptors, SIGPIPE-safe, defaults; prestart()
-// (workers started ahead of need in the background).
+// (workers started ahead of need in the background); the fork server (the real gemmtune.worker
+// without Triton, plus test ops): workers forked from it, the same failures through it, its
+// death and a server that cannot fork (both: workers are spawned instead).
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -288,9 +291,245 @@ TEST_F(WorkerPoolTest, NoZombiesNoLeakedDescriptors) {
   EXPECT_EQ(open_fds(), fds) << "descriptors leaked";
 }
 
+template <class F>
+bool eventually(F cond, double seconds = 20);
+double seconds_since(std::chrono::steady_clock::time_point t0);
+
+// ---- the fork server ----------------------------------------------------------------------
+// The real worker (python/gemmtune/worker.py: fork, reap) with no backend imported, and ops to
+// misbehave with: a forked child runs the same handle().
+constexpr const char* kForkWorker = R"PY(
+import os, sys, time
+from gemmtune import worker as w
+plain = w.Worker.handle
+def handle(self, rid, req):
+    op = req.get("op")
+    if op == "crash":
+        sys.stderr.write("fake: crashing now\n"); sys.stderr.flush()
+        os.kill(os.getpid(), 9)
+    if op == "exit7":
+        sys.stderr.flush(); os._exit(7)
+    if op == "hang":
+        time.sleep(600)
+    if op == "close_stdout":
+        self._proto.close(); time.sleep(600)
+    if op == "sleep":
+        time.sleep(req["seconds"])
+    if op in ("whoami", "sleep"):
+        return {"id": rid, "ok": True, "pid": os.getpid(), "ppid": os.getppid(), "forked": self.forked}
+    return plain(self, rid, req)
+w.Worker.handle = handle
+sys.exit(w.main())
+)PY";
+
+bool process_exists(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!stat || !std::getline(stat, text)) return false;
+  size_t close = text.rfind(')');
+  return close != std::string::npos && text.substr(close + 2, 1) != "Z";
+}
+
+class ForkServerTest : public WorkerPoolTest {
+ protected:
+  void SetUp() override {
+    WorkerPoolTest::SetUp();
+    if (IsSkipped()) return;
+    std::ofstream(dir_ / "fork_worker.py") << kForkWorker;
+  }
+  WorkerPoolOptions fork_options(int workers = 3) {
+    WorkerPoolOptions o;
+    o.command = {"python3", (dir_ / "fork_worker.py").string()};
+    o.env = {{"PYTHONPATH", python_dir().string()}, {"GEMMTUNE_WORKER_BACKENDS", "none"}};
+    o.max_workers = workers;
+    o.start_timeout_s = 30;
+    o.fork_server = true;
+    o.log = [this](const std::string& m) {
+      std::lock_guard<std::mutex> lock(log_mu_);
+      log_ += m + "\n";
+    };
+    return o;
+  }
+  std::string log_text() {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    return log_;
+  }
+  std::mutex log_mu_;
+  std::string log_;
+};
+
+TEST_F(ForkServerTest, WorkersAreForkedFromOneServer) {
+  int kids = children().first;
+  WorkerPool pool(fork_options(3));
+  json ready = pool.ready();  // the server's
+  EXPECT_EQ(ready["worker"], 1);
+  int server = pool.fork_server_pid();
+  ASSERT_GT(server, 0);
+  EXPECT_EQ(ready["pid"], server);
+  EXPECT_EQ(pool.live_workers(), 0);  // the server compiles nothing and is not counted
+  EXPECT_EQ(children().first, kids + 1);
+
+  auto t0 = std::chrono::steady_clock::now();
+  pool.prestart(3);
+  ASSERT_TRUE(eventually([&] { return pool.idle_workers() == 3; }));
+  double forked_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<std::thread> threads;
+  std::vector<json> answers(3);
+  for (int i = 0; i < 3; ++i)
+    threads.emplace_back([&, i] { answers[i] = pool.request({{"op", "sleep"}, {"seconds", 0.3}}, 30); });
+  for (auto& t : threads) t.join();
+  std::set<int> pids;
+  for (auto& a : answers) {
+    EXPECT_EQ(a["ppid"], server) << a.dump();  // the server's children, not ours
+    EXPECT_TRUE(a["forked"].get<bool>());
+    pids.insert(a["pid"].get<int>());
+  }
+  EXPECT_EQ(pids.size(), 3u);
+  EXPECT_FALSE(pids.count(server));
+  EXPECT_EQ(children().first, kids + 1);
+  EXPECT_EQ(pool.live_workers(), 3);
+  EXPECT_EQ(pool.fork_server_pid(), server);
+  std::printf("[ fork ] 3 workers forked and ready %.3f s after prestart\n", forked_s);
+}
+
+TEST_F(ForkServerTest, FailuresOfForkedWorkersCostOnlyTheirRequest) {
+  WorkerPool pool(fork_options(2));
+  pool.ready();
+  int server = pool.fork_server_pid();
+  int first = pool.request({{"op", "whoami"}}, 30)["pid"];
+
+  std::string why = failure(pool, {{"op", "crash"}});
+  EXPECT_NE(why.find("compile worker died (signal 9)"), std::string::npos) << why;
+  EXPECT_NE(why.find("fake: crashing now"), std::string::npos) << why;  // the worker's stderr
+  EXPECT_FALSE(process_exists(first));
+
+  why = failure(pool, {{"op", "exit7"}});
+  EXPECT_NE(why.find("compile worker exited with status 7"), std::string::npos) << why;
+
+  json r = pool.request({{"op", "whoami"}}, 30);
+  int hung = r["pid"];
+  auto t0 = std::chrono::steady_clock::now();
+  why = failure(pool, {{"op", "hang"}}, 0.5);
+  EXPECT_NE(why.find("compile worker timed out after 0.5 s"), std::string::npos) << why;
+  EXPECT_LT(seconds_since(t0), 5.0);
+  EXPECT_FALSE(process_exists(hung)) << "the hung worker was not killed";
+
+  why = failure(pool, {{"op", "close_stdout"}});
+  EXPECT_NE(why.find("closed its stdout (killed)"), std::string::npos) << why;
+
+  why = failure(pool, {{"op", "frobnicate"}});  // the real worker's answer: not a failure of the pool
+  EXPECT_EQ(why, "(no error)");
+
+  r = pool.request({{"op", "whoami"}}, 30);
+  EXPECT_TRUE(r["ok"].get<bool>());
+  EXPECT_EQ(r["ppid"], server);
+  EXPECT_EQ(pool.fork_server_pid(), server);  // the server survived all of it
+  EXPECT_EQ(pool.live_workers(), 1);
+  EXPECT_EQ(log_text().find("dropped"), std::string::npos) << log_text();
+}
+
+TEST_F(ForkServerTest, ForkedWorkerKilledWhileIdleIsReplaced) {
+  WorkerPool pool(fork_options(2));
+  int pid = pool.request({{"op", "whoami"}}, 30)["pid"];
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  json r = pool.request({{"op", "whoami"}}, 30);
+  EXPECT_NE(r["pid"].get<int>(), pid);
+  EXPECT_EQ(r["ppid"], pool.fork_server_pid());
+  EXPECT_EQ(pool.live_workers(), 1);
+}
+
+TEST_F(ForkServerTest, ServerDeathFallsBackToSpawning) {
+  int kids = children().first;
+  WorkerPool pool(fork_options(2));
+  int server = pool.ready()["pid"];
+  int child = pool.request({{"op", "whoami"}}, 30)["pid"];
+  ASSERT_EQ(kill(server, SIGKILL), 0);
+  // Its idle child dies with it (PR_SET_PDEATHSIG); the next request spawns a worker.
+  ASSERT_TRUE(eventually([&] { return !process_exists(child); }, 10)) << "a forked worker outlived its server";
+  json r = pool.request({{"op", "whoami"}}, 30);
+  EXPECT_TRUE(r["ok"].get<bool>());
+  EXPECT_FALSE(r["forked"].get<bool>());
+  EXPECT_EQ(r["ppid"], getpid());
+  EXPECT_EQ(pool.fork_server_pid(), -1);
+  EXPECT_NE(log_text().find("fork server dropped"), std::string::npos) << log_text();
+  EXPECT_EQ(children().first, kids + 1);  // the spawned worker; the server was reaped
+  EXPECT_EQ(children().second, 0);
+}
+
+TEST_F(ForkServerTest, ServerThatCannotForkFallsBackToSpawning) {
+  // The fake worker knows no fork op (it answers without "op": "fork"): dropped, then spawned.
+  WorkerPoolOptions o = options("ok", 2);
+  o.fork_server = true;
+  std::string log;
+  std::mutex mu;
+  o.log = [&](const std::string& m) {
+    std::lock_guard<std::mutex> lock(mu);
+    log += m + "\n";
+  };
+  int kids = children().first;
+  WorkerPool pool(o);
+  EXPECT_EQ(pool.ready()["versions"]["triton"], "9.9.9");
+  json r = pool.request({{"op", "ping"}}, 30);
+  EXPECT_TRUE(r["ok"].get<bool>());
+  EXPECT_EQ(pool.fork_server_pid(), -1);
+  EXPECT_NE(log.find("refused to fork"), std::string::npos) << log;
+  EXPECT_EQ(pool.live_workers(), 1);
+  EXPECT_EQ(children().first, kids + 1);
+
+  // A server that cannot start: its reason is the caller's, as without one.
+  WorkerPoolOptions bad = options("die_at_start");
+  bad.fork_server = true;
+  WorkerPool dies(bad);
+  std::string why = failure(dies, {{"op", "ping"}});
+  EXPECT_NE(why.find("did not start: exited with status 3"), std::string::npos) << why;
+  EXPECT_NE(why.find("fake: cannot import triton"), std::string::npos) << why;
+}
+
+TEST_F(ForkServerTest, NoZombiesNoLeakedDescriptorsNoOrphans) {
+  int fds = open_fds();
+  int kids = children().first;
+  std::vector<int> forked;
+  int server = -1;
+  {
+    WorkerPool pool(fork_options(3));
+    failure(pool, {{"op", "crash"}});
+    failure(pool, {{"op", "hang"}}, 0.3);
+    std::vector<std::thread> threads;
+    std::mutex mu;
+    for (int i = 0; i < 3; ++i)
+      threads.emplace_back([&] {
+        json r = pool.request({{"op", "sleep"}, {"seconds", 0.2}}, 30);
+        std::lock_guard<std::mutex> lock(mu);
+        forked.push_back(r["pid"]);
+      });
+    for (auto& t : threads) t.join();
+    server = pool.fork_server_pid();
+    EXPECT_GT(server, 0);
+    EXPECT_EQ(children().second, 0) << "zombie workers";
+  }
+  EXPECT_EQ(children().first, kids) << "the server left running after the pool";
+  EXPECT_FALSE(process_exists(server));
+  for (int pid : forked) EXPECT_FALSE(process_exists(pid)) << "forked worker " << pid << " left running";
+  EXPECT_EQ(open_fds(), fds) << "descriptors leaked";
+}
+
+TEST_F(ForkServerTest, DestructionDuringPrestartIsClean) {
+  int fds = open_fds();
+  int kids = children().first;
+  auto t0 = std::chrono::steady_clock::now();
+  {
+    WorkerPool pool(fork_options(3));
+    pool.prestart(3);
+  }
+  EXPECT_LT(seconds_since(t0), 5.0);
+  EXPECT_EQ(children().first, kids);
+  EXPECT_EQ(open_fds(), fds);
+}
+
 // Polls until cond() or `seconds` pass; returns cond().
 template <class F>
-bool eventually(F cond, double seconds = 20) {
+bool eventually(F cond, double seconds) {
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!cond() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return cond();

@@ -4,9 +4,11 @@ real `python -m gemmtune.worker` process."""
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -223,3 +225,162 @@ def test_without_triton(tmp_path):
         assert w.request({"id": 41, "op": "ping"})["ok"] is True
     finally:
         assert w.close() == 0
+
+
+# ---- fork server (docs/compile-worker.md) ------------------------------------------------------
+
+class ForkServer:
+    """A worker whose stdin is a Unix socket (as the C++ pool makes it), so that fork requests
+    can carry descriptors; children are talked to over the channels made here."""
+
+    def __init__(self, extra_env=None):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.path.join(REPO, "python")
+        env["GEMMTUNE_WORKER_WARMUP"] = "1"
+        env.update(extra_env or {})
+        self.sock, theirs = socket.socketpair()
+        self.proc = subprocess.Popen([sys.executable, "-m", "gemmtune.worker"], stdin=theirs, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+        theirs.close()
+        self.out = self.proc.stdout
+
+    def read(self, stream=None):
+        line = (stream or self.out).readline()
+        assert line, "stream closed"
+        return json.loads(line)
+
+    def request(self, obj, fds=None):
+        data = (json.dumps(obj) + "\n").encode()
+        if fds:
+            socket.send_fds(self.sock, [data], fds)
+        else:
+            self.sock.sendall(data)
+        return self.read()
+
+    def fork(self, rid):
+        """Returns (answer, child's stdin socket, child's stdout file)."""
+        ours, theirs = socket.socketpair()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            r = self.request({"id": rid, "op": "fork"}, fds=[theirs.fileno(), out_w, err_w])
+        finally:
+            theirs.close()
+            os.close(out_w)
+            os.close(err_w)
+        threading.Thread(target=lambda: os.read(err_r, 1 << 20) and None, daemon=True).start()
+        return r, ours, os.fdopen(out_r, "rb")
+
+    def close(self):
+        self.sock.close()
+        try:
+            return self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+
+def child_request(stdin_sock, stdout, obj):
+    stdin_sock.sendall((json.dumps(obj) + "\n").encode())
+    line = stdout.readline()
+    assert line, "forked worker closed its stdout"
+    return json.loads(line)
+
+
+def test_fork_server_forks_ready_workers(tmp_path):
+    triton = pytest.importorskip("triton")
+    server = ForkServer()
+    try:
+        ready = server.read()
+        assert ready["ready"] is True and "forked" not in ready
+        r, stdin_sock, stdout = server.fork(50)
+        assert r["ok"] is True and r["op"] == "fork" and r["id"] == 50, r
+        pid = r["pid"]
+        assert pid != ready["pid"]
+        child_ready = json.loads(stdout.readline())
+        assert child_ready["ready"] is True and child_ready["forked"] is True
+        assert child_ready["pid"] == pid and child_ready["versions"]["triton"] == triton.__version__
+        # The child compiles with the inherited Triton; its stdout carries only its protocol lines.
+        r = child_request(stdin_sock, stdout, compile_request(51, str(tmp_path / "out")))
+        assert r["ok"] is True and r["id"] == 51, r
+        COMPILE_TIMES.append(r["compile_s"])
+        # A second child, left running: reap with no grace kills it.
+        r2, stdin2, stdout2 = server.fork(52)
+        assert r2["ok"] is True and r2["pid"] not in (pid, ready["pid"])
+        assert json.loads(stdout2.readline())["pid"] == r2["pid"]
+        assert child_request(stdin2, stdout2, {"id": 53, "op": "ping"})["ok"] is True
+        r = server.request({"id": 54, "op": "reap", "pid": r2["pid"], "grace_s": 0})
+        assert r == {"id": 54, "ok": True, "op": "reap", "pid": r2["pid"], "status": "died (signal 9)", "killed": True}
+        assert stdout2.readline() == b""
+        # The first one exits at the end of its input: reaped with its status.
+        stdin_sock.close()
+        assert stdout.readline() == b""
+        r = server.request({"id": 55, "op": "reap", "pid": pid, "grace_s": 10})
+        assert r["status"] == "exited with status 0" and r["killed"] is False
+        # Reaped children are no longer its children.
+        r = server.request({"id": 56, "op": "reap", "pid": pid})
+        assert r["ok"] is False and r["kind"] == "bad_request"
+        stdin2.close()
+    finally:
+        assert server.close() == 0
+
+
+def test_fork_needs_three_descriptors_over_a_socket(worker, tmp_path):
+    r = worker.request({"id": 60, "op": "fork"})  # stdin is a pipe here: no descriptors can come
+    assert r["ok"] is False and r["kind"] == "bad_request" and "3 descriptors" in r["error"]
+    r = worker.request({"id": 61, "op": "reap", "pid": os.getpid()})
+    assert r["ok"] is False and r["kind"] == "bad_request"
+    server = ForkServer(extra_env={"GEMMTUNE_WORKER_BACKENDS": "none"})
+    try:
+        server.read()
+        a, b = socket.socketpair()
+        r = server.request({"id": 62, "op": "fork"}, fds=[b.fileno()])  # one descriptor: refused, closed
+        b.close()
+        assert r["ok"] is False and r["kind"] == "bad_request" and "3 descriptors" in r["error"]
+        assert a.recv(1) == b""  # the server closed what it was sent
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            r = server.request({"id": 63, "op": "ping"}, fds=[null])
+        finally:
+            os.close(null)
+        assert r["ok"] is True  # descriptors with another request are dropped, the request answered
+        assert server.request({"id": 64, "op": "reap", "pid": 1, "grace_s": "x"})["kind"] == "bad_request"
+    finally:
+        assert server.close() == 0
+
+
+def test_fork_server_exit_kills_its_children():
+    server = ForkServer(extra_env={"GEMMTUNE_WORKER_BACKENDS": "none"})
+    try:
+        server.read()
+        r, stdin_sock, stdout = server.fork(70)
+        assert r["ok"] is True
+        assert json.loads(stdout.readline())["forked"] is True
+        # The child's input stays open; the server's closes: it kills and reaps the child.
+        t0 = time.monotonic()
+        assert server.close() == 0
+        assert time.monotonic() - t0 < 10
+        assert stdout.readline() == b""
+        stdin_sock.close()
+    finally:
+        server.close()
+
+
+def test_private_triton_key_only_for_the_private_cache():
+    """The worker's cheap triton_key() (no hash of the installation) holds only while Triton's
+    cache directory is the worker's private one; elsewhere Triton's own key is computed."""
+    pytest.importorskip("triton")
+    code = (
+        "import triton\n"
+        "from triton.runtime import cache\n"
+        "from gemmtune import worker, triton_compile as tc\n"
+        "real = cache.triton_key()\n"
+        "worker._private_triton_key(triton.__version__)\n"
+        "assert cache.triton_key() == real, 'outside the private cache: the real key'\n"
+        "triton.knobs.cache.dir = tc._private_cache_dir()\n"
+        "assert cache.triton_key() == 'gemmtune-worker-private ' + triton.__version__\n"
+        "print('ok')\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

@@ -11,6 +11,9 @@
 
 namespace gemmtune::cli {
 
+// tools/gemmtune/cmd_precompile_cutedsl.cpp: the same for the CuTe DSL backend.
+int cmd_precompile_cutedsl(const PrecompileArgs& args, const std::vector<GemmProblem>& problems);
+
 int cmd_precompile(const PrecompileArgs& args) {
   const std::string shapes = read_text_file(args.file);
   std::string m_values;
@@ -19,6 +22,7 @@ int cmd_precompile(const PrecompileArgs& args) {
       suite_entries(shapes, args.file, args.m_values.empty() ? nullptr : &m_values, args.m_values);
   std::vector<GemmProblem> problems;
   for (const SuiteEntry& e : entries) problems.push_back(build_problem(e.m, e.n, e.k, args.problem));
+  if (args.backend == "cutedsl") return cmd_precompile_cutedsl(args, problems);
 
   auto opt = cutlass_backend::BuilderOptions::defaults(log_stderr);
   if (!args.artifacts.empty()) opt.artifacts = args.artifacts;
@@ -42,9 +46,11 @@ int cmd_precompile(const PrecompileArgs& args) {
   double nvcc_s = 0;
   auto progress = [&](const cutlass_backend::PrecompileItem& it) {
     ++done;
-    std::string what = it.key.empty() ? it.problem : it.config.id() + " [" + it.instance + "]";
+    std::string what = it.skipped ? it.problem
+                       : it.key.empty() ? it.config.id() + " for " + it.problem
+                                        : it.config.id() + " [" + it.instance + "]";
     std::string state;
-    if (it.key.empty()) {
+    if (it.skipped) {
       ++skipped;  // a problem the backend does not support: not an error of the build
       state = "skipped: " + it.error;
     } else if (!it.error.empty()) {
@@ -58,12 +64,14 @@ int cmd_precompile(const PrecompileArgs& args) {
       state = "built in " + fixed(it.seconds, 1) + " s";
     }
     std::cerr << "[" << done << "] " << what << ": " << state << "\n";
-    nlohmann::json j{{"problem", it.problem}, {"config", it.key.empty() ? "" : it.config.id()},
+    nlohmann::json j{{"problem", it.problem}, {"config", it.skipped ? "" : it.config.id()},
                      {"instance", it.instance}, {"key", it.key}, {"store_hit", it.store_hit},
                      {"nvcc_s", it.seconds}, {"error", it.error}};
     json_lines += j.dump() + "\n";
   };
-  auto items = cutlass_backend::precompile(builder, problems, args.sms, max_configs, opt.jobs, progress);
+  std::vector<cutlass_backend::Config> only;
+  for (const std::string& id : args.configs) only.push_back(cutlass_backend::Config::parse(id));
+  auto items = cutlass_backend::precompile(builder, problems, args.sms, max_configs, opt.jobs, progress, only);
   std::cerr << "gemmtune: " << items.size() - skipped << " instances: " << built << " built (" << fixed(nvcc_s, 1)
             << " s of nvcc), " << hits << " already in the store, " << failed << " failed; " << skipped
             << " problems skipped\n";

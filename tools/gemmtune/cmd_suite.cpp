@@ -1,4 +1,5 @@
 // `gemmtune suite FILE`: tune a list of problems, one CSV row / JSON line per (problem, candidate).
+// A file with header rows,cols is a softmax suite (softmax_cli.cpp).
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include "commands.hpp"
 #include "gemmtune/error.hpp"
+#include "softmax_cli.hpp"
 
 namespace gemmtune::cli {
 
@@ -153,6 +155,7 @@ int cmd_suite(const SuiteArgs& args) {
     return kUsage;
   }
   const std::string shapes = read_text_file(args.file);
+  if (is_softmax_suite(shapes, args.file)) return cmd_suite_softmax(args, shapes);  // header rows,cols
   std::string m_values;
   if (!args.m_values.empty()) m_values = read_text_file(args.m_values);
   const auto entries =
@@ -160,6 +163,7 @@ int cmd_suite(const SuiteArgs& args) {
 
   // Flags that cannot describe a valid problem fail the same way for every entry: a usage error.
   try {
+    if (args.problem.stride) GT_THROW("stride: applies to softmax suites only (GEMMs: --lda, --ldb, --ldd)");
     build_problem(entries[0].m, entries[0].n, entries[0].k, args.problem);
   } catch (const Error& e) {
     std::cerr << "gemmtune suite: " << e.message() << "\nRun with --help for more information.\n";

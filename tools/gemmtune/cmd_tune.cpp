@@ -1,4 +1,5 @@
 // `gemmtune tune MxNxK [flags]`: select (or re-tune) one problem and print every candidate.
+// `gemmtune tune softmax ROWSxCOLS [flags]`: the same for a softmax (softmax_cli.cpp).
 #include <chrono>
 #include <iostream>
 #include <sstream>
@@ -7,6 +8,7 @@
 #include "commands.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
+#include "softmax_cli.hpp"
 #include "tune/ceilings.hpp"
 
 namespace gemmtune::cli {
@@ -82,8 +84,11 @@ void print_tune_report(std::ostream& os, const std::string& device, const TuneRe
 }
 
 int cmd_tune(const TuneArgs& args) {
+  if (args.shape == "softmax") return cmd_tune_softmax(args);
   GemmProblem problem;
   try {
+    if (!args.shape2.empty()) GT_THROW("shape: unexpected '" + args.shape2 + "' after " + args.shape + " (softmax ROWSxCOLS takes two)");
+    if (args.problem.stride) GT_THROW("stride: applies to softmax only (GEMMs: --lda, --ldb, --ldd)");
     problem = build_problem(args.shape, args.problem);
   } catch (const Error& e) {
     // Flags that describe an invalid problem are a usage error.

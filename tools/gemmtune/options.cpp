@@ -46,7 +46,8 @@ void add_problem_flags(CLI::App* cmd, ProblemFlags& f, bool with_ld) {
   cmd->add_option("--act", f.act, "activation: none|relu|gelu|silu (gelu = tanh approximation)")
       ->capture_default_str();
   cmd->add_option("--scale", f.scale,
-                  "fp8 scales: none|tensorwise|rowwise (default: tensorwise for fp8 inputs)");
+                  "fp8 scales: none|tensorwise|rowwise (default: tensorwise for fp8 inputs); softmax: the\n"
+                  "factor S applied before the softmax (default 1)");
   cmd->add_flag("--tf32", f.tf32, "fp32 inputs: allow TF32 tensor cores");
 }
 
@@ -90,8 +91,10 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   app.set_version_flag("--version", std::string(gemmtune::version()));
 
   tune_ = app.add_subcommand("tune", "Tune one GEMM (or answer from the cache) and print every candidate's timing");
-  tune_->add_option("shape", tune.shape, "MxNxK, e.g. 4096x4096x4096")->required();
+  tune_->add_option("shape", tune.shape, "MxNxK, e.g. 4096x4096x4096; or softmax (then ROWSxCOLS)")->required();
+  tune_->add_option("rows_cols", tune.shape2, "after softmax: ROWSxCOLS, e.g. 4096x32768");
   add_problem_flags(tune_, tune.problem, true);
+  tune_->add_option("--stride", tune.problem.stride, "softmax: elements between rows (0 = packed)");
   add_engine_flags(tune_, tune.engine);
   tune_->add_flag("--force", tune.force, "re-tune even when cached (and overwrite the cache entry)");
   tune_->add_flag("--measure-roof", tune.measure_roof,
@@ -104,10 +107,12 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
 
   suite_ = app.add_subcommand("suite", "Tune every problem of a CSV file; write one row per (problem, candidate)");
   suite_->add_option("file", suite.file,
-                     "CSV with header m,n,k (model, layer optional) or model,layer,n,k (needs --m-values)")
+                     "CSV with header m,n,k (model, layer optional) or model,layer,n,k (needs --m-values); or\n"
+                     "rows,cols: a softmax suite (--dtype, --out-dtype, --scale S, --stride N apply)")
       ->required();
   suite_->add_option("--m-values", suite.m_values, "CSV with header phase,m; crossed with every model,layer,n,k row");
   add_problem_flags(suite_, suite.problem, false);
+  suite_->add_option("--stride", suite.problem.stride, "softmax suites: elements between rows (0 = packed)");
   add_engine_flags(suite_, suite.engine);
   suite_->add_flag("--force", suite.force, "re-tune even when cached");
   suite_->add_option("--csv", suite.csv, "write rows to FILE (- = stdout; the default without --json)");
@@ -167,6 +172,13 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   precompile_->add_option("--max-configs", precompile.max_configs,
                           "candidates per problem (default: $GEMMTUNE_CUTLASS_MAX_CONFIGS, else 16)");
   precompile_->add_option("--sms", precompile.sms, "SM count of the target GPU (H200: 132)")->capture_default_str();
+  precompile_->add_option("--backend", precompile.backend, "cutlass (nvcc) or cutedsl (CuTe DSL compile workers)")
+      ->check(CLI::IsMember({"cutlass", "cutedsl"}))
+      ->capture_default_str();
+  precompile_->add_option("--configs", precompile.configs,
+                          "comma-separated config ids (e.g. co128x128x64c2x1): build exactly these for every\n"
+                          "problem instead of its ranked candidates (test sets)")
+      ->delimiter(',');
   precompile_->add_option("--json", precompile.json, "one JSON line per instance to FILE (- = stdout)");
   precompile_->footer("Copy the artifact directory to the GPU machine as a kernel pack: docs/cutlass.md.");
 }

@@ -32,6 +32,7 @@ struct ProblemFlags {
   std::string act = "none";
   std::string scale;           // empty: tensorwise for fp8 inputs, else none
   bool tf32 = false;
+  int64_t stride = 0;          // softmax: elements between rows (0 = packed)
 };
 
 // Flags that configure the Engine.
@@ -43,6 +44,7 @@ struct EngineFlags {
 
 struct TuneArgs {
   std::string shape;
+  std::string shape2;  // with shape "softmax": ROWSxCOLS (tools/gemmtune/softmax_cli.hpp)
   ProblemFlags problem;
   EngineFlags engine;
   bool force = false;
@@ -89,7 +91,9 @@ struct PrecompileArgs {
   int jobs = 0;           // nvcc processes at once; 0: $GEMMTUNE_NVCC_JOBS, else the cores
   int max_configs = 0;    // candidates per problem; 0: $GEMMTUNE_CUTLASS_MAX_CONFIGS, else 16
   int sms = 132;          // SMs of the target device (H200: 132)
+  std::vector<std::string> configs;  // non-empty: exactly these CUTLASS config ids per problem
   std::string json;       // one JSON line per instance to FILE (- = stdout)
+  std::string backend = "cutlass";  // "cutlass" or "cutedsl" (cmd_precompile_cutedsl.cpp)
 };
 
 enum class Command { none, tune, suite, run, cache, info, precompile };

@@ -142,9 +142,11 @@ std::vector<std::string> nvcc_flags() {
   // toolkit, so a .so needing libcudart.so.13 would not load there; the main binaries link the
   // static runtime for the same reason. Hidden visibility keeps each .so's runtime and template
   // symbols to itself (several are dlopen'ed into one process); only gt_cutlass_* are exported.
+  // --strip-all drops the static symbol table (the dynamic one, with the entry points, stays):
+  // 1.06 -> 0.75 MB per .so, which matters when a kernel pack is carried to another machine.
   return {"-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-O3", "--expt-relaxed-constexpr",
           "-DNDEBUG", "-shared", "-Xcompiler=-fPIC", "-Xcompiler=-fvisibility=hidden", "-cudart=static",
-          "-Xlinker=--exclude-libs=ALL"};
+          "-Xlinker=--exclude-libs=ALL", "-Xlinker=--strip-all"};
 }
 
 std::string Toolchain::fingerprint() const {

@@ -220,6 +220,11 @@ double cost_estimate(const Config& c, const GemmProblem& p, int sm_count) {
 }
 
 std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs) {
+  return configs_for(p, sm_count, max_configs, {});
+}
+
+std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs,
+                                const std::function<bool(const Config&)>& admit) {
   if (!problem_verdict(p)) return {};
   std::vector<Config> keep;
   for (const Config& c : valid_configs(p)) {
@@ -230,6 +235,7 @@ std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_conf
     if (c.tile_m > std::max<int64_t>(64, next_pow2(M)) || c.tile_n > std::max<int64_t>(64, next_pow2(N))) continue;
     // A cluster along a dimension with a single tile only idles its partner.
     if ((c.cluster_m > 1 && ceil_div(M, c.tile_m) < 2) || (c.cluster_n > 1 && ceil_div(N, c.tile_n) < 2)) continue;
+    if (admit && !admit(c)) continue;
     keep.push_back(c);
   }
   std::stable_sort(keep.begin(), keep.end(), [&](const Config& x, const Config& y) {
@@ -247,10 +253,12 @@ std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_conf
     if (int(out.size()) >= max_configs) break;
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   }
-  std::stable_sort(out.begin(), out.end(), [&](const Config& x, const Config& y) {
-    return cost_estimate(x, p, sm_count) < cost_estimate(y, p, sm_count);
-  });
-  return out;
+  // In `keep`'s (cost) order, so that ties are ordered as in the uncapped list: the result is
+  // then a function of the chosen set alone (what `admit` relies on).
+  std::vector<Config> ranked;
+  for (const Config& c : keep)
+    if (std::find(out.begin(), out.end(), c) != out.end()) ranked.push_back(c);
+  return ranked;
 }
 
 // ---- instances --------------------------------------------------------------------------------

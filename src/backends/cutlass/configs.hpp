@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,13 @@ std::vector<Config> valid_configs(const GemmProblem& p);
 // than the problem dropped, the rest ordered by a wave-quantization cost model, at most
 // `max_configs` kept (both schedules and swap-AB, where valid, are kept represented).
 std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs = 16);
+// The same, over only the configs `admit` accepts (applied after pruning, before the cap). The
+// load-only backend admits the configs whose artifact the store holds, so a pack instance that
+// can run `p` is offered even where the unrestricted ranking would cap it away (a pack built for
+// other shapes of the instance class). When `admit` accepts every config of the unrestricted
+// result, the result is that result.
+std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs,
+                                const std::function<bool(const Config&)>& admit);
 // Estimated relative cost (lower is better) that configs_for ranks by.
 double cost_estimate(const Config& c, const GemmProblem& p, int sm_count);
 

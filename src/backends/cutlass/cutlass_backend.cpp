@@ -105,7 +105,8 @@ int default_max_configs() {
 
 std::vector<PrecompileItem> precompile(Builder& builder, const std::vector<GemmProblem>& problems, int sm_count,
                                        int max_configs, int threads,
-                                       const std::function<void(const PrecompileItem&)>& progress) {
+                                       const std::function<void(const PrecompileItem&)>& progress,
+                                       const std::vector<Config>& only) {
   std::vector<PrecompileItem> items;
   std::vector<InstanceSpec> specs;
   std::set<std::string> seen;
@@ -114,10 +115,18 @@ std::vector<PrecompileItem> precompile(Builder& builder, const std::vector<GemmP
       PrecompileItem it;
       it.problem = p.str();
       it.error = "does not support: " + v.reason;
+      it.skipped = true;
       items.push_back(std::move(it));
       continue;
     }
-    for (const Config& c : configs_for(p, sm_count, max_configs)) {
+    for (const Config& c : only.empty() ? configs_for(p, sm_count, max_configs) : only) {
+      if (Verdict v = check(c, p); !v) {
+        PrecompileItem it;
+        it.problem = p.str(), it.config = c;
+        it.error = "cannot run this problem: " + v.reason;
+        items.push_back(std::move(it));
+        continue;
+      }
       InstanceSpec s = InstanceSpec::of(c, p);
       std::string key = builder.key(s);
       if (!seen.insert(key).second) continue;
@@ -127,7 +136,7 @@ std::vector<PrecompileItem> precompile(Builder& builder, const std::vector<GemmP
       specs.push_back(std::move(s));
     }
   }
-  // items without a key (unsupported problems) are done; the rest map 1:1 onto specs in order.
+  // items without a key (unsupported problems, configs that cannot run) are done; the rest map 1:1 onto specs in order.
   std::vector<size_t> todo;
   for (size_t i = 0; i < items.size(); ++i)
     if (!items[i].key.empty()) todo.push_back(i);
@@ -237,14 +246,20 @@ class CutlassBackend final : public Backend {
   std::string name() const override { return kName; }
   std::string version() const override { return builder_ ? builder_->version() : "unavailable"; }
   Verdict available() const override { return unavailable_.empty() ? Verdict::yes() : Verdict::no(unavailable_); }
-  Verdict supports(const GemmProblem& p) const override { return problem_verdict(p); }
+  // In load-only mode (a kernel pack, no nvcc here) a problem none of whose instances is in the
+  // store is not supported: nothing could run it, and callers treat "supported" as "has
+  // candidates".
+  Verdict supports(const GemmProblem& p) const override {
+    if (Verdict v = problem_verdict(p); !v) return v;
+    if (builder_ && builder_->load_only() && configs(p).empty())
+      return Verdict::no("load-only (no nvcc or CUTLASS here) and the artifact store " +
+                         builder_->store().root().string() + " holds none of this problem's instances");
+    return Verdict::yes();
+  }
 
   std::vector<std::unique_ptr<detail::Candidate>> candidates(const GemmProblem& p) override {
     std::vector<std::unique_ptr<detail::Candidate>> out;
-    for (const Config& c : configs_for(p, dev_.sm_count, default_max_configs())) {
-      if (builder_->load_only() && !builder_->cached(InstanceSpec::of(c, p))) continue;
-      out.push_back(std::make_unique<CutlassCandidate>(builder_, dev_, p, c));
-    }
+    for (const Config& c : configs(p)) out.push_back(std::make_unique<CutlassCandidate>(builder_, dev_, p, c));
     if (out.empty() && builder_->load_only())
       GT_THROW("load-only (no nvcc or CUTLASS here) and the artifact store holds none of this problem's instances");
     return out;
@@ -258,6 +273,17 @@ class CutlassBackend final : public Backend {
   }
 
  private:
+  // The ranked configs for `p`. In load-only mode the ranking and the cap run over the configs
+  // whose artifact is in the store: a pack built for other shapes of this instance class (or
+  // with fixed test configs) holds instances that can run `p` but that the unrestricted top
+  // `max_configs` for `p` may not include; intersecting that top list with the store would
+  // offer none of them. Where the pack holds the whole top list, the result is that list.
+  std::vector<Config> configs(const GemmProblem& p) const {
+    if (!builder_->load_only()) return configs_for(p, dev_.sm_count, default_max_configs());
+    return configs_for(p, dev_.sm_count, default_max_configs(),
+                       [&](const Config& c) { return builder_->cached(InstanceSpec::of(c, p)); });
+  }
+
   DeviceInfo dev_;
   std::shared_ptr<Builder> builder_;
   std::string unavailable_;

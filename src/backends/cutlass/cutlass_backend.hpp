@@ -46,14 +46,18 @@ struct PrecompileItem {
   bool store_hit = false;
   double seconds = 0;   // nvcc wall time (0 on a hit)
   std::string error;    // empty when built
+  bool skipped = false; // the backend does not support the problem (not a build failure)
 };
 
 // Builds (or finds in the store) every instance the candidates of `problems` need, distinct
 // instances once, on up to builder's jobs threads. Problems this backend does not support are
-// skipped, each with one item whose error says why. `progress` (may be empty) gets each item
-// as it finishes.
+// skipped, each with one item whose error says why. `only` non-empty: build exactly these configs
+// for every problem instead of its ranked candidates (a config that cannot run a problem is an
+// item with the reason as its error); used for test sets whose configs are fixed.
+// `progress` (may be empty) gets each item as it finishes.
 std::vector<PrecompileItem> precompile(Builder& builder, const std::vector<GemmProblem>& problems, int sm_count,
                                        int max_configs, int threads,
-                                       const std::function<void(const PrecompileItem&)>& progress = {});
+                                       const std::function<void(const PrecompileItem&)>& progress = {},
+                                       const std::vector<Config>& only = {});
 
 }  // namespace gemmtune::cutlass_backend

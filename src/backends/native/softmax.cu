@@ -1,31 +1,52 @@
-// Our own CUDA softmax kernels: warp-per-row, block-per-row and online (any cols). See softmax.hpp.
+// Our own CUDA softmax kernels: warp per row, block per row, cluster per row (distributed
+// shared memory) and online (any cols). See softmax.hpp.
 //
-// Special values mirror torch.softmax (tests/support/host_softmax.hpp lists the cases):
-//   warp, block   M = max, S = sum exp(x - M), y = exp(x - M) / S in IEEE fp32, the formula
-//                 torch uses: a NaN, a +Inf (inf - inf) or an all -Inf row (-inf - -inf) puts
-//                 NaN into S, so the whole row is NaN; -Inf entries of a finite row give 0.
-//   online        a running (m, s) where every exp(a - b) with a == b counts as exp(0) = 1, so
-//                 -inf - -inf never poisons a row that later meets a finite max; NaN still
-//                 enters s. At the end a row whose max is +-Inf is written NaN (what the
-//                 two-pass formula gives), any other row y = exp(x - M) / S (NaN if S is).
+// Arithmetic, every kind: a = s * x in fp32; M = max a (NaN ignored by fmaxf); e = exp(a - M)
+// computed as ex2((a - M) * log2 e) (ex2.approx.f32: ~2 ulp, subnormal results kept);
+// S = sum e; y = e * (1 / S).
+// Special values mirror torch.softmax (tests/support/host_softmax.hpp lists the cases) because
+// IEEE arithmetic does the work, as in torch's formula: a NaN (NaN - M), a +Inf (inf - inf) or
+// an all -Inf row (-inf - -inf) puts NaN into S, so the whole row is NaN; -Inf entries of a
+// finite row give ex2(-inf) = 0.
+//   cluster   each CTA k exponentiates its slice against its own max m_k (0 instead when
+//             m_k = -Inf, so that an all -Inf slice of a finite row gives e = 0, not NaN) and
+//             publishes (m_k, s_k); every CTA merges M = max m_k, S = sum s_k ex2((m_k - M) log2e)
+//             and writes y = e * ex2((m_k - M) log2e) / S. An all -Inf row gets M = -Inf and
+//             ex2(NaN) = NaN factors, so NaN throughout; a NaN or +Inf slice makes its s_k NaN.
+//             With one CTA (block kind) the factor is ex2(0) = 1 for any finite row.
+//   online    a running (m, s) where every exp(a - b) with a == b counts as exp(0) = 1, so
+//             -inf - -inf never poisons a row that later meets a finite max; NaN still
+//             enters s. At the end a row whose max is +-Inf is written NaN (what the
+//             two-pass formula gives), any other row y = exp(x - M) / S (NaN if S is).
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 
 #include "backends/native/softmax.hpp"
 #include "core/convert.cuh"
 #include "core/cuda.hpp"
+#include "gemmtune/error.hpp"
 
 namespace gemmtune::native {
 namespace {
 
-constexpr int kMaxThreads = 1024;
+namespace cg = cooperative_groups;
 
-// ---- element conversion and vector access --------------------------------------------------
+constexpr int kMaxThreads = 1024;
+constexpr int kMaxCluster = 16;  // Hopper's non-portable maximum (8 portable)
+constexpr int64_t kMinSmemSlice = 8 * 1024, kMaxSmemSlice = 96 * 1024;  // bytes of x per CTA offered
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---- element access and exp ----------------------------------------------------------------
 
 // N consecutive elements, aligned to their total size (one access of up to 16 bytes; 32-byte
 // packs of fp32 outputs become two).
@@ -61,6 +82,16 @@ __device__ __forceinline__ void store(To* __restrict__ y, int64_t c0, int64_t co
       if (c0 + i < cols) y[c0 + i] = from_float<To>(v[i]);
   }
 }
+
+// 2^x (ex2.approx.f32: max error ~2 ulp; -inf -> 0, NaN -> NaN; subnormal results kept).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// exp(a - m) as ex2((a - m) log2 e): the difference first, so that huge finite a and m do not
+// overflow, and inf - inf / -inf - -inf give NaN as in torch's formula.
+__device__ __forceinline__ float exp_sub(float a, float m) { return ex2((a - m) * kLog2e); }
 
 // ---- reductions ------------------------------------------------------------------------------
 
@@ -128,29 +159,29 @@ __device__ __forceinline__ void block_merge(float& m, float& s, float* red_m, fl
 // ---- kernels ---------------------------------------------------------------------------------
 
 // Exponentiates the in-row entries of v (E of them, in packs of VEC at columns
-// (j * stride + t) * VEC) against m and returns their sum.
+// base + (j * stride + t) * VEC) against m and returns their sum.
 template <int E, int VEC>
-__device__ __forceinline__ float exp_and_sum(float* v, float m, int64_t cols, int64_t stride, int64_t t) {
+__device__ __forceinline__ float exp_and_sum(float* v, float m, int64_t cols, int64_t base, int64_t stride, int64_t t) {
   float s = 0;
 #pragma unroll
   for (int j = 0; j < E / VEC; ++j) {
-    const int64_t c0 = (j * stride + t) * VEC;
+    const int64_t c0 = base + (j * stride + t) * VEC;
 #pragma unroll
     for (int i = 0; i < VEC; ++i)
       if (c0 + i < cols) {
-        v[j * VEC + i] = expf(v[j * VEC + i] - m);
+        v[j * VEC + i] = exp_sub(v[j * VEC + i], m);
         s += v[j * VEC + i];
       }
   }
   return s;
 }
 
-// One warp per row; lane l holds packs j = 0 .. E/VEC-1 at columns (j * 32 + l) * VEC.
-// Register budget: 512-thread blocks get 128 registers a thread (E = 32 does not spill).
+// Register budget: 32 fp32 values a thread fit 512-thread blocks (128 registers a thread).
 constexpr int kWarpMaxThreads = 512;
 template <int E>
-constexpr int block_max_threads() { return E >= 32 ? 512 : kMaxThreads; }
+constexpr int split_max_threads() { return E >= 32 ? 512 : kMaxThreads; }
 
+// One warp per row; lane l holds packs j = 0 .. E/VEC-1 at columns (j * 32 + l) * VEC.
 template <class Ti, class To, int E, int VEC>
 __global__ void __launch_bounds__(kWarpMaxThreads)
     softmax_warp_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale) {
@@ -169,7 +200,7 @@ __global__ void __launch_bounds__(kWarpMaxThreads)
 #pragma unroll
   for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
   m = warp_max(m);
-  const float s = warp_sum(exp_and_sum<E, VEC>(v, m, cols, 32, lane));
+  const float s = warp_sum(exp_and_sum<E, VEC>(v, m, cols, 0, 32, lane));
   const float inv = 1.0f / s;
 #pragma unroll
   for (int i = 0; i < E; ++i) v[i] *= inv;
@@ -177,31 +208,145 @@ __global__ void __launch_bounds__(kWarpMaxThreads)
   for (int j = 0; j < E / VEC; ++j) store<VEC>(y, (int64_t(j) * 32 + lane) * VEC, cols, v + j * VEC);
 }
 
-// One block per row; thread t holds packs j = 0 .. E/VEC-1 at columns (j * threads + t) * VEC.
+// `csize` CTAs per row (a cluster when csize > 1; block rank = blockIdx.x % csize): CTA k holds
+// the slice of threads * E columns starting at k * threads * E; thread t its packs j at
+// columns slice + (j * threads + t) * VEC.
 template <class Ti, class To, int E, int VEC>
-__global__ void __launch_bounds__(block_max_threads<E>())
-    softmax_block_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t cols, int64_t ld, float scale) {
-  static_assert(VEC >= 1 && E % VEC == 0, "block softmax: elems per thread must be a multiple of the vector width");
-  static_assert(VEC * sizeof(Ti) <= 16, "block softmax: one vector load is at most 16 bytes");
-  static_assert(E <= 64, "block softmax: at most 64 elements per thread stay in registers");
+__global__ void __launch_bounds__(split_max_threads<E>())
+    softmax_split_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t cols, int64_t ld, float scale, int csize) {
+  static_assert(VEC >= 1 && E % VEC == 0, "split softmax: elems per thread must be a multiple of the vector width");
+  static_assert(VEC * sizeof(Ti) <= 16, "split softmax: one vector load is at most 16 bytes");
+  static_assert(E <= 64, "split softmax: at most 64 elements per thread stay in registers");
   __shared__ float red[32];
-  const int64_t row = blockIdx.x;
+  __shared__ float part[2];  // this CTA's (m_k, s_k), read by the cluster's CTAs
+  const int64_t row = blockIdx.x / csize;
+  const int rank = int(blockIdx.x % csize);
   x += row * ld;
   y += row * ld;
   const int64_t t = threadIdx.x, nt = blockDim.x;
+  const int64_t base = int64_t(rank) * nt * E;
   float v[E];
 #pragma unroll
-  for (int j = 0; j < E / VEC; ++j) load_scaled<VEC>(x, (j * nt + t) * VEC, cols, scale, v + j * VEC);
+  for (int j = 0; j < E / VEC; ++j) load_scaled<VEC>(x, base + (j * nt + t) * VEC, cols, scale, v + j * VEC);
   float m = -INFINITY;
 #pragma unroll
   for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
   m = block_max(m, red);
-  const float s = block_sum(exp_and_sum<E, VEC>(v, m, cols, nt, t), red);
-  const float inv = 1.0f / s;
+  const float s = block_sum(exp_and_sum<E, VEC>(v, m == -INFINITY ? 0.0f : m, cols, base, nt, t), red);
+  float M = m, S = s;
+  if (csize > 1) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (t == 0) part[0] = m, part[1] = s;
+    cluster.sync();
+    M = -INFINITY;
+    for (int k = 0; k < csize; ++k) M = fmaxf(M, *cluster.map_shared_rank(&part[0], k));
+    S = 0;
+    for (int k = 0; k < csize; ++k) {
+      const float* pk = cluster.map_shared_rank(&part[0], k);
+      S += pk[1] * exp_sub(pk[0], M);
+    }
+    cluster.sync();  // no CTA leaves while another still reads its part
+  } else {
+    S = s * exp_sub(m, M);  // s, or NaN for an all -Inf row (e was taken against 0)
+  }
+  const float f = exp_sub(m, M) / S;
 #pragma unroll
-  for (int i = 0; i < E; ++i) v[i] *= inv;
+  for (int i = 0; i < E; ++i) v[i] *= f;
 #pragma unroll
-  for (int j = 0; j < E / VEC; ++j) store<VEC>(y, (j * nt + t) * VEC, cols, v + j * VEC);
+  for (int j = 0; j < E / VEC; ++j) store<VEC>(y, base + (j * nt + t) * VEC, cols, v + j * VEC);
+}
+
+// The slice lives in shared memory (raw input elements), loaded with cp.async: a CTA's whole
+// slice is in flight at once without holding registers, and several CTAs fit an SM. `csize`
+// CTAs per row as in softmax_split_kernel (CTA k: columns [k * slice, (k + 1) * slice)); exp is
+// computed twice (sum, then write) instead of keeping fp32 values. VEC = 16 bytes of Ti;
+// ld % VEC == 0 and x 16-byte aligned (the launcher checks), slice % VEC == 0.
+template <class Ti, class To, int VEC>
+__global__ void __launch_bounds__(kMaxThreads)
+    softmax_smem_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t cols, int64_t ld, float scale, int csize,
+                        int64_t slice) {
+  static_assert(VEC * sizeof(Ti) == 16, "smem softmax: 16-byte packs");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Ti* sx = reinterpret_cast<Ti*>(smem_raw);
+  __shared__ float red[32];
+  __shared__ float part[2];
+  const int64_t row = blockIdx.x / csize;
+  const int rank = int(blockIdx.x % csize);
+  const int64_t base = int64_t(rank) * slice;
+  // Columns of this CTA (> 0, at most slice <= 227 KiB of elements: int indices below).
+  const int n = int(cols - base < slice ? cols - base : slice);
+  x += row * ld + base;
+  y += row * ld + base;
+  const int t = threadIdx.x, nt = blockDim.x;
+  const int whole = n / VEC * VEC;
+  for (int c = t * VEC; c < whole; c += nt * VEC) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(sx + c));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(x + c) : "memory");
+  }
+  for (int c = whole + t; c < n; c += nt) sx[c] = x[c];
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncthreads();
+
+  auto pack = [&](int c, float* v) {  // scale * x
+    const Pack<Ti, VEC> p = *reinterpret_cast<const Pack<Ti, VEC>*>(sx + c);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) v[i] = scale * to_float(p.v[i]);
+  };
+  auto raw = [&](int c, float* v) {  // x
+    const Pack<Ti, VEC> p = *reinterpret_cast<const Pack<Ti, VEC>*>(sx + c);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) v[i] = to_float(p.v[i]);
+  };
+  float m = -INFINITY;
+  for (int c = t * VEC; c < whole; c += nt * VEC) {
+    float v[VEC];
+    pack(c, v);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[i]);
+  }
+  for (int c = whole + t; c < n; c += nt) m = fmaxf(m, scale * to_float(sx[c]));
+  m = block_max(m, red);
+  const float ms = m == -INFINITY ? 0.0f : m;
+  // exp(s x - ms) as ex2(fma(x, s log2e, -ms log2e)): one FFMA instead of FMUL, FADD, FMUL per
+  // element (this kernel computes exp twice). The special values come out as in exp_sub
+  // (x = +-Inf, NaN, s = 0); ms log2e overflows only for |ms| > 2.3e38, where exp_sub is used.
+  const float sl = scale * kLog2e, ml = ms * kLog2e;
+  const bool fast = isfinite(ml) || !isfinite(ms);
+  auto ex = [&](float xv) { return fast ? ex2(fmaf(xv, sl, -ml)) : exp_sub(scale * xv, ms); };
+  float s = 0;
+  for (int c = t * VEC; c < whole; c += nt * VEC) {
+    float v[VEC];
+    raw(c, v);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) s += ex(v[i]);
+  }
+  for (int c = whole + t; c < n; c += nt) s += ex(to_float(sx[c]));
+  s = block_sum(s, red);
+  float M = m, S = s;
+  if (csize > 1) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (t == 0) part[0] = m, part[1] = s;
+    cluster.sync();
+    M = -INFINITY;
+    for (int k = 0; k < csize; ++k) M = fmaxf(M, *cluster.map_shared_rank(&part[0], k));
+    S = 0;
+    for (int k = 0; k < csize; ++k) {
+      const float* pk = cluster.map_shared_rank(&part[0], k);
+      S += pk[1] * exp_sub(pk[0], M);
+    }
+    cluster.sync();
+  } else {
+    S = s * exp_sub(m, M);
+  }
+  const float f = exp_sub(m, M) / S;
+  for (int c = t * VEC; c < whole; c += nt * VEC) {
+    float v[VEC];
+    raw(c, v);
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) v[i] = ex(v[i]) * f;
+    store<VEC>(y, c, whole, v);
+  }
+  for (int c = whole + t; c < n; c += nt) y[c] = from_float<To>(ex(to_float(sx[c])) * f);
 }
 
 // One block per row, any cols: pass 1 a running (m, s), pass 2 re-reads and writes.
@@ -235,7 +380,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     float v[VEC];
     load_scaled<VEC>(x, c0, cols, scale, v);
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) v[i] = expf(v[i] - m) * inv;
+    for (int i = 0; i < VEC; ++i) v[i] = exp_sub(v[i], m) * inv;
     store<VEC>(y, c0, cols, v);
   }
 }
@@ -247,19 +392,123 @@ constexpr int vec16() { return int(16 / sizeof(Ti)); }
 
 int vec16_of(DType t) { return int(16 / size_of(t)); }
 
+// One launch: the kernel instance the dispatch picked and its launch (native_softmax_launch).
+struct Plan {
+  const void* func = nullptr;
+  NativeSoftmaxLaunch launch;
+};
+
+// When set (native_softmax_device_check), the launchers store their plan here instead of
+// launching: one dispatch path picks the kernel instance for both.
+thread_local Plan* t_probe = nullptr;
+
+// "what: cudaErrorX (text)", the runtime's last error cleared (a failed cudaFuncSetAttribute or
+// launch also sets it; left there, an unrelated later cudaGetLastError would report it).
+std::string cuda_failure(cudaError_t e, const std::string& what) {
+  (void)cudaGetLastError();
+  return what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+}
+
+// Sets the function attributes a launch needs, once per (device, kernel): the smem kind's
+// dynamic shared memory above 48 KiB (the device's opt-in limit less the kernel's static shared
+// memory, at most kNativeSmemDynamicOptIn: asking for more than opt-in - static is
+// cudaErrorInvalidValue), and cluster sizes above the portable 8 (before both the launch and
+// the occupancy query). Returns "" or why not. Thread-safe (prepare() may run on many threads).
+std::string set_attributes(const Plan& pl) {
+  const bool smem = pl.launch.dynamic_smem > 0, nonportable = pl.launch.cluster > 8;
+  if (!smem && !nonportable) return {};
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, int>, std::string> done;
+  const auto key = std::make_tuple(dev, pl.func, int(smem) | int(nonportable) << 1);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = done.find(key); it != done.end()) return it->second;
+  std::string why;
+  if (smem) {
+    cudaFuncAttributes fa{};
+    int optin = 0;
+    if (cudaError_t e = cudaFuncGetAttributes(&fa, pl.func); e != cudaSuccess)
+      why = cuda_failure(e, "cudaFuncGetAttributes");
+    else if (e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev); e != cudaSuccess)
+      why = cuda_failure(e, "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+    else {
+      const int64_t bytes = std::min<int64_t>(kNativeSmemDynamicOptIn, int64_t(optin) - int64_t(fa.sharedSizeBytes));
+      if (e = cudaFuncSetAttribute(pl.func, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)); e != cudaSuccess)
+        why = cuda_failure(e, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize, " + std::to_string(bytes) + ")");
+    }
+  }
+  if (why.empty() && nonportable)
+    if (cudaError_t e = cudaFuncSetAttribute(pl.func, cudaFuncAttributeNonPortableClusterSizeAllowed, 1); e != cudaSuccess)
+      why = cuda_failure(e, "cudaFuncSetAttribute(NonPortableClusterSizeAllowed, 1)");
+  done.emplace(key, why);
+  return why;
+}
+
+// The launch configuration of a plan (the cluster attribute in `attr`, which must outlive it).
+cudaLaunchConfig_t launch_config(const Plan& pl, cudaLaunchAttribute* attr, cudaStream_t s) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(pl.launch.grid));
+  cfg.blockDim = dim3(unsigned(pl.launch.threads));
+  cfg.dynamicSmemBytes = size_t(pl.launch.dynamic_smem);
+  cfg.stream = s;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = unsigned(pl.launch.cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pl.launch.cluster > 1 ? 1 : 0;
+  return cfg;
+}
+
+// Launches `kernel` with the config's launch and `args` (pointers to the kernel's parameters,
+// in order and of their exact types), or records the plan when probing.
+void launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const void* kernel, void** args, cudaStream_t s) {
+  const Plan pl{kernel, native_softmax_launch(c, p)};
+  if (t_probe) {
+    *t_probe = pl;
+    return;
+  }
+  if (std::string why = set_attributes(pl); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
+  cudaLaunchAttribute attr[1];
+  const cudaLaunchConfig_t cfg = launch_config(pl, attr, s);
+  if (cudaError_t e = cudaLaunchKernelExC(&cfg, kernel, args); e != cudaSuccess)
+    GT_THROW("native softmax: " + c.name() + ": " + cuda_failure(e, "launch (" + pl.launch.str() + ")"));
+}
+
+int64_t smem_slice(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
+  const int64_t per = (p.cols + c.cluster - 1) / c.cluster;
+  return (per + c.vec - 1) / c.vec * c.vec;
+}
+
+template <class Ti, class To, int VEC>
+void launch_smem(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  if constexpr (VEC * sizeof(Ti) == 16) {
+    int64_t cols = p.cols, ld = p.row_stride(), slice = smem_slice(c, p);
+    float scale = p.scale;
+    int csize = c.cluster;
+    void* args[] = {&x, &y, &cols, &ld, &scale, &csize, &slice};
+    launch(c, p, reinterpret_cast<const void*>(&softmax_smem_kernel<Ti, To, VEC>), args, s);
+  } else {
+    GT_THROW("native softmax: " + c.name() + ": the smem kind needs 16-byte vectors");
+  }
+}
+
 template <class Ti, class To, int E, int VEC>
 void launch_rows(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
   if constexpr (E % VEC == 0) {
-    const int limit = c.kind == SoftmaxKind::warp ? kWarpMaxThreads : block_max_threads<E>();
+    const int limit = c.kind == SoftmaxKind::warp ? kWarpMaxThreads : split_max_threads<E>();
     if (c.threads > limit)
       GT_THROW("native softmax: " + c.name() + ": at most " + std::to_string(limit) + " threads for this kind and elems");
-    const int64_t ld = p.row_stride();
+    int64_t rows = p.rows, cols = p.cols, ld = p.row_stride();
+    float scale = p.scale;
     if (c.kind == SoftmaxKind::warp) {
-      const int64_t rpb = c.rows_per_block();
-      const int64_t blocks = (p.rows + rpb - 1) / rpb;
-      softmax_warp_kernel<Ti, To, E, VEC><<<unsigned(blocks), unsigned(c.threads), 0, s>>>(x, y, p.rows, p.cols, ld, p.scale);
+      void* args[] = {&x, &y, &rows, &cols, &ld, &scale};
+      launch(c, p, reinterpret_cast<const void*>(&softmax_warp_kernel<Ti, To, E, VEC>), args, s);
     } else {
-      softmax_block_kernel<Ti, To, E, VEC><<<unsigned(p.rows), unsigned(c.threads), 0, s>>>(x, y, p.cols, ld, p.scale);
+      int csize = c.cluster;
+      void* args[] = {&x, &y, &cols, &ld, &scale, &csize};
+      launch(c, p, reinterpret_cast<const void*>(&softmax_split_kernel<Ti, To, E, VEC>), args, s);
     }
   } else {
     GT_THROW("native softmax: " + c.name() + ": elems must be a multiple of vec");
@@ -269,9 +518,12 @@ void launch_rows(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
 template <class Ti, class To, int VEC>
 void launch_vec(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
   if (c.kind == SoftmaxKind::online) {
-    softmax_online_kernel<Ti, To, VEC><<<unsigned(p.rows), unsigned(c.threads), 0, s>>>(x, y, p.cols, p.row_stride(), p.scale);
-    return;
+    int64_t cols = p.cols, ld = p.row_stride();
+    float scale = p.scale;
+    void* args[] = {&x, &y, &cols, &ld, &scale};
+    return launch(c, p, reinterpret_cast<const void*>(&softmax_online_kernel<Ti, To, VEC>), args, s);
   }
+  if (c.kind == SoftmaxKind::smem) return launch_smem<Ti, To, VEC>(c, p, x, y, s);
   switch (c.elems) {
     case 1: return launch_rows<Ti, To, 1, VEC>(c, p, x, y, s);
     case 2: return launch_rows<Ti, To, 2, VEC>(c, p, x, y, s);
@@ -303,11 +555,35 @@ void launch_in(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const void
   }
 }
 
+void dispatch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const void* in, void* out, cudaStream_t s) {
+  switch (p.in) {
+    case DType::bf16: return launch_in<__nv_bfloat16>(c, p, in, out, s);
+    case DType::fp16: return launch_in<__half>(c, p, in, out, s);
+    case DType::fp32: return launch_in<float>(c, p, in, out, s);
+    default: GT_THROW(std::string("softmax.in: ") + to_string(p.in) + " is not supported");
+  }
+}
+
+// The kernel's __launch_bounds__ for a config (see the kernels above).
+int launch_bound(const NativeSoftmaxConfig& c) {
+  switch (c.kind) {
+    case SoftmaxKind::warp: return kWarpMaxThreads;
+    case SoftmaxKind::block:
+    case SoftmaxKind::cluster: return c.elems >= 32 ? split_max_threads<32>() : split_max_threads<16>();
+    case SoftmaxKind::smem:
+    case SoftmaxKind::online: return kMaxThreads;
+  }
+  return 0;
+}
+
 constexpr int kWarpElems[] = {1, 2, 4, 8, 16, 32};
-constexpr int kBlockElems[] = {4, 8, 16, 32};
+constexpr int kSplitElems[] = {4, 8, 16, 32};
 constexpr int kWarpThreads[] = {128, 256, 512};
-constexpr int kBlockThreads[] = {128, 256, 512, 1024};
+constexpr int kSplitThreads[] = {128, 256, 512, 1024};
 constexpr int kOnlineThreads[] = {256, 512, 1024};
+constexpr int64_t kMinClusterSlice = 4096;  // columns per CTA below which clusters are not offered
+
+bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
 
@@ -315,6 +591,8 @@ const char* to_string(SoftmaxKind k) {
   switch (k) {
     case SoftmaxKind::warp: return "warp";
     case SoftmaxKind::block: return "block";
+    case SoftmaxKind::cluster: return "cluster";
+    case SoftmaxKind::smem: return "smem";
     case SoftmaxKind::online: return "online";
   }
   return "?";
@@ -324,6 +602,8 @@ int64_t NativeSoftmaxConfig::max_cols() const {
   switch (kind) {
     case SoftmaxKind::warp: return int64_t(32) * elems;
     case SoftmaxKind::block: return int64_t(threads) * elems;
+    case SoftmaxKind::cluster: return int64_t(threads) * elems * cluster;
+    case SoftmaxKind::smem: return -1;  // bounded by shared memory per CTA: see cannot_run
     case SoftmaxKind::online: return -1;
   }
   return 0;
@@ -331,70 +611,246 @@ int64_t NativeSoftmaxConfig::max_cols() const {
 
 std::string NativeSoftmaxConfig::name() const {
   std::string n = std::string(to_string(kind)) + "_v" + std::to_string(vec);
-  if (kind != SoftmaxKind::online) n += "_e" + std::to_string(elems);
-  return n + "_t" + std::to_string(threads);
+  if (kind != SoftmaxKind::online && kind != SoftmaxKind::smem) n += "_e" + std::to_string(elems);
+  n += "_t" + std::to_string(threads);
+  if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem) n += "_c" + std::to_string(cluster);
+  return n;
 }
 
-std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p) {
+NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
+  auto bad = [&](const std::string& why) {
+    GT_THROW("native softmax config '" + name + "': " + why +
+             " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
+             "online_v8_t1024)");
+  };
+  NativeSoftmaxConfig c;
+  size_t pos = name.find('_');
+  const std::string kind = name.substr(0, pos);
+  if (kind == "warp") c.kind = SoftmaxKind::warp;
+  else if (kind == "block") c.kind = SoftmaxKind::block;
+  else if (kind == "cluster") c.kind = SoftmaxKind::cluster;
+  else if (kind == "smem") c.kind = SoftmaxKind::smem;
+  else if (kind == "online") c.kind = SoftmaxKind::online;
+  else bad("unknown kind '" + kind + "'");
+  auto field = [&](char tag) -> int {
+    if (pos == std::string::npos || pos + 2 > name.size() || name[pos + 1] != tag) bad(std::string("missing _") + tag);
+    const size_t end = name.find('_', pos + 1);
+    const std::string digits = name.substr(pos + 2, end == std::string::npos ? std::string::npos : end - pos - 2);
+    if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos)
+      bad(std::string("_") + tag + " needs a number");
+    pos = end;
+    return std::atoi(digits.c_str());
+  };
+  c.vec = field('v');
+  c.elems = c.kind == SoftmaxKind::online || c.kind == SoftmaxKind::smem ? 0 : field('e');
+  c.threads = field('t');
+  c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem ? field('c') : 1;
+  if (pos != std::string::npos) bad("trailing text");
+  if (c.name() != name) bad("not in canonical form");
+  return c;
+}
+
+std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
+  if (threads < 32 || threads > kMaxThreads || threads % 32) return "threads must be a multiple of 32 in [32, 1024]";
+  if (!(vec == 1 || vec == vec16_of(p.in))) return "vec must be 1 or " + std::to_string(vec16_of(p.in));
+  if (kind == SoftmaxKind::smem) {
+    if (vec * size_of(p.in) != 16) return "the smem kind loads 16-byte packs (vec " + std::to_string(16 / size_of(p.in)) + ")";
+    if (elems != 0) return "elems must be 0 for the smem kind";
+    if (!pow2(cluster) || cluster > kMaxCluster) return "cluster must be 1, 2, 4, 8 or 16";
+    const int64_t per = (p.cols + cluster - 1) / cluster, slice = (per + vec - 1) / vec * vec;
+    if (slice * int64_t(size_of(p.in)) > kNativeSmemDynamicOptIn)
+      return "a slice of " + std::to_string(slice) + " elements (" + std::to_string(slice * int64_t(size_of(p.in))) +
+             " bytes) exceeds the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
+    if ((cluster - 1) * slice >= p.cols) return "the last CTA of the cluster would have no columns";
+  } else if (kind != SoftmaxKind::online) {
+    if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32";
+    if (elems % vec) return "elems must be a multiple of vec";
+    const int limit = kind == SoftmaxKind::warp ? kWarpMaxThreads : elems >= 32 ? 512 : kMaxThreads;
+    if (threads > limit) return "at most " + std::to_string(limit) + " threads for this kind and elems";
+  }
+  if (kind == SoftmaxKind::cluster && (!pow2(cluster) || cluster < 2 || cluster > kMaxCluster))
+    return "cluster must be 2, 4, 8 or 16";
+  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && cluster != 1) return "cluster must be 1 for this kind";
+  if (max_cols() >= 0 && p.cols > max_cols())
+    return "holds rows of at most " + std::to_string(max_cols()) + " columns, not " + std::to_string(p.cols);
+  if (kind == SoftmaxKind::cluster && (cluster - 1) * int64_t(threads) * elems >= p.cols)
+    return "the last CTA of the cluster would have no columns";
+  const int64_t blocks = kind == SoftmaxKind::warp ? (p.rows + rows_per_block() - 1) / rows_per_block() : p.rows * cluster;
+  if (blocks > int64_t(0x7fffffff)) return "too many rows for one grid (2^31 - 1 blocks)";
+  if (vec > 1 && p.row_stride() % vec) return "ld = " + std::to_string(p.row_stride()) + " is not a multiple of vec";
+  return {};
+}
+
+std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p, int num_sms) {
+  (void)num_sms;
   p.validate();
   std::vector<NativeSoftmaxConfig> out;
   const int v16 = vec16_of(p.in);
-  const int64_t ld = p.row_stride();
-  // Vector widths: 1 always; 16 bytes when every row starts on a whole pack (ld % v16 == 0).
-  std::vector<int> vecs{1};
-  if (ld % v16 == 0) vecs.push_back(v16);
-  // The fewest elems per thread (a multiple of v) for which `threads` threads hold the row.
-  auto fewest = [&](const auto& elems, int64_t threads, int v) {
+  // One vector width: 16 bytes when every row starts on a whole pack (ld % v16 == 0), else 1.
+  const int v = p.row_stride() % v16 == 0 ? v16 : 1;
+  // The fewest elems per thread (a multiple of v, within `elems`) for which `span` threads hold
+  // `cols` columns; 0 if none.
+  auto fewest = [&](const auto& elems, int64_t span, int64_t cols, int max_e) {
     for (int e : elems)
-      if (e % v == 0 && threads * e >= p.cols) return e;
+      if (e % v == 0 && e <= max_e && span * e >= cols) return e;
     return 0;
   };
   // warp: one row per warp (cols <= 1024).
-  for (int v : vecs)
-    if (int e = fewest(kWarpElems, 32, v))
-      for (int t : kWarpThreads) out.push_back({SoftmaxKind::warp, v, e, t});
+  if (int e = fewest(kWarpElems, 32, p.cols, 32))
+    for (int t : kWarpThreads) out.push_back({SoftmaxKind::warp, v, e, t, 1});
   // block: rows too long for one warp, blocks no wider than the row.
   if (p.cols > 32)
-    for (int t : kBlockThreads) {
+    for (int t : kSplitThreads) {
       if (t > p.cols) continue;
-      for (int v : vecs)
-        if (int e = fewest(kBlockElems, t, v); e && !(e >= 32 && t > 512))  // E = 32: 512 threads at most
-          out.push_back({SoftmaxKind::block, v, e, t});
+      if (int e = fewest(kSplitElems, t, p.cols, t > 512 ? 16 : 32)) out.push_back({SoftmaxKind::block, v, e, t, 1});
+    }
+  // cluster: the fewest CTAs per row that hold it, and twice that many, each CTA with at least
+  // kMinClusterSlice columns.
+  for (int t : kSplitThreads) {
+    const int max_e = t > 512 ? 16 : 32;
+    int c_min = 0;
+    for (int c = 2; c <= kMaxCluster && !c_min; c *= 2)
+      if (fewest(kSplitElems, int64_t(t) * c, p.cols, max_e)) c_min = c;
+    if (!c_min) continue;
+    for (int c = c_min; c <= std::min(2 * c_min, kMaxCluster); c *= 2) {
+      const int e = fewest(kSplitElems, int64_t(t) * c, p.cols, max_e);
+      if (!e || (p.cols + c - 1) / c < kMinClusterSlice) continue;
+      NativeSoftmaxConfig cfg{SoftmaxKind::cluster, v, e, t, c};
+      if (cfg.cannot_run(p).empty()) out.push_back(cfg);
+    }
+  }
+  // smem: slices of 8-96 KiB of x per CTA, staged in shared memory (16-byte packs only).
+  if (v == v16)
+    for (int c = 1; c <= kMaxCluster; c *= 2) {
+      const int64_t slice_bytes = (p.cols + c - 1) / c * int64_t(size_of(p.in));
+      if (slice_bytes < kMinSmemSlice || slice_bytes > kMaxSmemSlice) continue;
+      for (int t : {256, 512, 1024}) {
+        NativeSoftmaxConfig cfg{SoftmaxKind::smem, v, 0, t, c};
+        if (cfg.cannot_run(p).empty()) out.push_back(cfg);
+      }
     }
   // online: any row.
-  for (int v : vecs)
-    for (int t : kOnlineThreads) out.push_back({SoftmaxKind::online, v, 0, t});
+  for (int t : kOnlineThreads) out.push_back({SoftmaxKind::online, v, 0, t, 1});
   return out;
 }
 
 void run_native_softmax(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const void* in, void* out,
                         cudaStream_t s) {
   p.validate();
-  const std::string name = c.name();
-  if (c.threads < 32 || c.threads > kMaxThreads || c.threads % 32)
-    GT_THROW("native softmax: " + name + ": threads must be a multiple of 32 in [32, 1024]");
-  if (c.max_cols() >= 0 && p.cols > c.max_cols())
-    GT_THROW("native softmax: " + name + " holds rows of at most " + std::to_string(c.max_cols()) + " columns, not " +
-             std::to_string(p.cols));
-  if ((p.rows + c.rows_per_block() - 1) / c.rows_per_block() > int64_t(0x7fffffff))
-    GT_THROW("native softmax: " + name + ": too many rows for one grid (2^31 - 1 blocks of " +
-             std::to_string(c.rows_per_block()) + " rows)");
+  if (std::string why = c.cannot_run(p); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
   if (c.vec > 1) {
     const auto misaligned = [&](const void* ptr, DType t) {
       return reinterpret_cast<uintptr_t>(ptr) % (size_t(c.vec) * size_of(t)) != 0;
     };
-    if (p.row_stride() % c.vec)
-      GT_THROW("native softmax: " + name + ": ld = " + std::to_string(p.row_stride()) + " is not a multiple of vec");
     if (misaligned(in, p.in) || misaligned(out, p.out))
-      GT_THROW("native softmax: " + name + ": x and y must be aligned to " + std::to_string(c.vec) + " elements");
+      GT_THROW("native softmax: " + c.name() + ": x and y must be aligned to " + std::to_string(c.vec) + " elements");
   }
-  switch (p.in) {
-    case DType::bf16: launch_in<__nv_bfloat16>(c, p, in, out, s); break;
-    case DType::fp16: launch_in<__half>(c, p, in, out, s); break;
-    case DType::fp32: launch_in<float>(c, p, in, out, s); break;
-    default: GT_THROW(std::string("softmax.in: ") + to_string(p.in) + " is not supported");
+  dispatch(c, p, in, out, s);
+}
+
+std::string NativeSoftmaxLaunch::str() const {
+  return "grid " + std::to_string(grid) + " x " + std::to_string(threads) + " threads, " + std::to_string(dynamic_smem) +
+         " B dynamic smem, cluster " + std::to_string(cluster);
+}
+
+NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
+  if (std::string why = c.cannot_run(p); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
+  NativeSoftmaxLaunch l;
+  l.threads = c.threads;
+  l.launch_bound = launch_bound(c);
+  switch (c.kind) {
+    case SoftmaxKind::warp: l.grid = (p.rows + c.rows_per_block() - 1) / c.rows_per_block(); break;
+    case SoftmaxKind::online: l.grid = p.rows; break;
+    case SoftmaxKind::block:
+    case SoftmaxKind::cluster:
+    case SoftmaxKind::smem:
+      l.cluster = c.cluster;
+      l.grid = p.rows * c.cluster;
+      break;
   }
-  GT_CUDA(cudaGetLastError());
+  if (c.kind == SoftmaxKind::smem) l.dynamic_smem = smem_slice(c, p) * int64_t(size_of(p.in));
+  return l;
+}
+
+std::string native_softmax_launch_violation(const NativeSoftmaxLaunch& l, const NativeSoftmaxDeviceLimits& lim,
+                                            int64_t static_smem, int regs_per_thread) {
+  const std::string at = " (" + l.str() + ")";
+  if (l.threads < 32 || l.threads % 32) return "threads must be a positive multiple of 32" + at;
+  if (l.threads > lim.max_threads_per_block)
+    return std::to_string(l.threads) + " threads exceed the device's " + std::to_string(lim.max_threads_per_block) +
+           " per block" + at;
+  if (l.launch_bound > 0 && l.threads > l.launch_bound)
+    return std::to_string(l.threads) + " threads exceed the kernel's __launch_bounds__ " + std::to_string(l.launch_bound) + at;
+  if (int64_t(regs_per_thread) * l.threads > lim.regs_per_block)
+    return std::to_string(regs_per_thread) + " registers x " + std::to_string(l.threads) + " threads exceed the " +
+           std::to_string(lim.regs_per_block) + " registers of a block" + at;
+  if (l.grid < 1 || l.grid > lim.max_grid_x) return "grid must be 1 .. " + std::to_string(lim.max_grid_x) + " blocks" + at;
+  if (l.cluster < 1 || l.cluster > lim.max_cluster)
+    return "cluster must be 1 .. " + std::to_string(lim.max_cluster) + " CTAs" + at;
+  if (l.grid % l.cluster) return "grid must be a multiple of the cluster size" + at;
+  if (static_smem + l.dynamic_smem > lim.smem_per_block_optin)
+    return std::to_string(static_smem) + " B static + " + std::to_string(l.dynamic_smem) +
+           " B dynamic shared memory exceed the device's " + std::to_string(lim.smem_per_block_optin) + " B per block" + at;
+  if (l.dynamic_smem > kNativeSmemDynamicOptIn)
+    return std::to_string(l.dynamic_smem) + " B dynamic shared memory exceed the " +
+           std::to_string(kNativeSmemDynamicOptIn) + " B the kernels opt in to" + at;
+  return {};
+}
+
+std::string native_softmax_device_check(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  if (std::string why = c.cannot_run(p); !why.empty()) return why;
+  Plan pl;
+  t_probe = &pl;
+  try {
+    dispatch(c, p, nullptr, nullptr, nullptr);
+  } catch (const Error& e) {
+    t_probe = nullptr;
+    return e.message();
+  }
+  t_probe = nullptr;
+  if (std::string why = set_attributes(pl); !why.empty()) return why;
+  cudaFuncAttributes fa{};
+  if (cudaError_t e = cudaFuncGetAttributes(&fa, pl.func); e != cudaSuccess) return cuda_failure(e, "cudaFuncGetAttributes");
+  int dev = 0, v = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
+  NativeSoftmaxDeviceLimits lim;
+  const std::pair<cudaDeviceAttr, const char*> attrs[] = {{cudaDevAttrMaxThreadsPerBlock, "MaxThreadsPerBlock"},
+                                                          {cudaDevAttrMaxGridDimX, "MaxGridDimX"},
+                                                          {cudaDevAttrMaxSharedMemoryPerBlockOptin, "MaxSharedMemoryPerBlockOptin"},
+                                                          {cudaDevAttrMaxRegistersPerBlock, "MaxRegistersPerBlock"}};
+  for (const auto& [attr, name] : attrs) {
+    if (cudaError_t e = cudaDeviceGetAttribute(&v, attr, dev); e != cudaSuccess)
+      return cuda_failure(e, std::string("cudaDeviceGetAttribute(") + name + ")");
+    if (attr == cudaDevAttrMaxThreadsPerBlock) lim.max_threads_per_block = v;
+    else if (attr == cudaDevAttrMaxGridDimX) lim.max_grid_x = v;
+    else if (attr == cudaDevAttrMaxSharedMemoryPerBlockOptin) lim.smem_per_block_optin = v;
+    else lim.regs_per_block = v;
+  }
+  const NativeSoftmaxLaunch& l = pl.launch;
+  if (l.threads > fa.maxThreadsPerBlock)
+    return std::to_string(l.threads) + " threads exceed the " + std::to_string(fa.maxThreadsPerBlock) +
+           " this kernel instance can launch (" + std::to_string(fa.numRegs) + " registers a thread)";
+  if (std::string why = native_softmax_launch_violation(l, lim, int64_t(fa.sharedSizeBytes), fa.numRegs); !why.empty())
+    return why;
+  int n = 0;
+  if (l.cluster > 1) {
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = launch_config(pl, attr, nullptr);
+    if (cudaError_t e = cudaOccupancyMaxActiveClusters(&n, pl.func, &cfg); e != cudaSuccess)
+      return cuda_failure(e, "cudaOccupancyMaxActiveClusters (" + l.str() + ")");
+  } else if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, pl.func, l.threads, size_t(l.dynamic_smem));
+             e != cudaSuccess) {
+    return cuda_failure(e, "cudaOccupancyMaxActiveBlocksPerMultiprocessor (" + l.str() + ")");
+  }
+  if (n < 1)
+    return "cannot be resident on this device (" + l.str() + ", " + std::to_string(fa.sharedSizeBytes) +
+           " B static smem, " + std::to_string(fa.numRegs) + " registers a thread)";
+  return {};
 }
 
 }  // namespace gemmtune::native

@@ -74,6 +74,10 @@ CompilerOptions CompilerOptions::defaults(std::function<void(const std::string&)
   CompilerOptions o;
   o.pool = WorkerPoolOptions::defaults();
   o.pool.log = log;
+  // Workers forked from one warmed-up fork server (docs/compile-worker.md);
+  // GEMMTUNE_COMPILE_FORK_SERVER=0 spawns each one instead.
+  const char* fs_env = std::getenv("GEMMTUNE_COMPILE_FORK_SERVER");
+  o.pool.fork_server = !(fs_env && std::string(fs_env) == "0");
   o.python_dir = gemmtune::python_dir();
   if (const char* t = std::getenv("GEMMTUNE_COMPILE_TIMEOUT"); t && std::atof(t) > 0) o.timeout_s = std::atof(t);
   o.log = std::move(log);

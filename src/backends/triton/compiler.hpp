@@ -46,7 +46,8 @@ struct CompilerOptions {
   double timeout_s = 180;                          // per compile request
   std::function<void(const std::string&)> log;     // may be empty
 
-  // WorkerPoolOptions::defaults(), python_dir(), $GEMMTUNE_COMPILE_TIMEOUT (seconds).
+  // WorkerPoolOptions::defaults() with a fork server (unless $GEMMTUNE_COMPILE_FORK_SERVER=0),
+  // python_dir(), $GEMMTUNE_COMPILE_TIMEOUT (seconds).
   static CompilerOptions defaults(std::function<void(const std::string&)> log = {});
 };
 

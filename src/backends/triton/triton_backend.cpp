@@ -14,11 +14,12 @@
 //
 // One compiler (worker pool + artifact store) serves the whole process: the first backend
 // created starts it, reading $GEMMTUNE_PYTHON, $GEMMTUNE_PYTHON_DIR, $GEMMTUNE_ARTIFACTS,
-// $GEMMTUNE_COMPILE_WORKERS and $GEMMTUNE_COMPILE_TIMEOUT then; its first worker starts in the
-// background while the engine starts. candidates() (a tune is about to compile) starts the
-// other workers in the background, one per artifact missing from the store up to the pool's
-// size, so that they import Triton while the first prepare() calls run; a process that only
-// answers from the tuning cache (load()) never starts more than the first.
+// $GEMMTUNE_COMPILE_WORKERS, $GEMMTUNE_COMPILE_TIMEOUT and $GEMMTUNE_COMPILE_FORK_SERVER then.
+// Its fork server (Python + Triton imported once; docs/compile-worker.md) starts in the
+// background while the engine starts. candidates() (a tune is about to compile) forks the
+// compile workers from it in the background, one per artifact missing from the store up to the
+// pool's size (milliseconds each: no Python start, no Triton import, no lazy set-up); a process
+// that only answers from the tuning cache (load()) starts no more than the server.
 //
 // Threads and streams: run() may be called from several threads, but a candidate owns ONE
 // scratch and workspace buffer, so runs of one candidate on different streams must not overlap.
@@ -262,7 +263,7 @@ class TritonBackend final : public Backend {
       broken_ = e.message();
       return;
     }
-    // Start the first worker (importing Triton takes seconds) while the engine starts.
+    // Start the fork server (importing Triton takes up to a second) while the engine starts.
     auto probe = [c = compiler_] { return c->available(); };
     try {
       warm_ = std::async(std::launch::async, probe).share();
@@ -352,5 +353,10 @@ class TritonBackend final : public Backend {
 std::unique_ptr<Backend> make_triton_backend(const BackendContext& ctx) {
   return std::make_unique<TritonBackend>(ctx);
 }
+
+// The process-wide compiler, shared with the Triton softmax backend (triton_softmax.cpp).
+namespace triton {
+std::shared_ptr<Compiler> process_compiler() { return shared_compiler(); }
+}  // namespace triton
 
 }  // namespace gemmtune

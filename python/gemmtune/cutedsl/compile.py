@@ -1,0 +1,526 @@
+"""Ahead-of-time compilation of gemmtune's CuTe DSL GEMM for sm_90a (no GPU needed).
+
+    from gemmtune.cutedsl.compile import compile_gemm, toolchain, CompileFailure
+    r = compile_gemm(params, "/abs/out_dir")
+    # {"artifact": "/abs/out_dir/<name>.so", "name": "<name>", "meta": {...},
+    #  "compile_s": 1.1, "times": {"trace_compile": .., "export": .., "link": ..},
+    #  "runtime": {"path": "/abs/.../libgt_cutedsl_rt_<hash>.so", "soname": "libgt_..."}}
+
+Route A (docs/cutedsl.md): cute.compile on fake tensors (dynamic m, n, k and leading
+dimensions), export_to_c -> object + header, our generated shim (shim_template.cpp, C ABI
+gt_cutedsl_abi.h), linked by g++ into a kernel .so (~50 kB) that exports only the gt_cutedsl_*
+entry points and needs one shared runtime library by soname: libgt_cutedsl_rt_<hash>.so
+(runtime.cpp + the DSL's libcuda_dialect_runtime_static.a + the CUDA toolkit's
+libcudart_static.a, ~1 MB, one per toolchain; built once per worker process). At run time the
+two need only libc and a CUDA driver; the loader loads the runtime first.
+
+params (problem terms, gemmtune's GemmProblem; all required unless a default is given):
+    a_dtype, b_dtype: "bf16" | "fp16" | "e4m3" | "e5m2"; d_dtype: "bf16" | "fp16"
+    a_row, b_row, d_row: bool; c_row: bool (default d_row)
+    has_c: bool (beta != 0), bias: bool (bias[n]), act: none|relu|gelu_tanh|silu,
+    scale: none|tensorwise|rowwise (fp8 only)
+    tile_m, tile_n, cluster_m, cluster_n, stages (0 = auto), swap_ab: bool (KERNEL terms:
+    with swap_ab the kernel's M is the problem's n)
+Failures raise CompileFailure(kind, message): "bad_request" (malformed params), "compile"
+(the DSL refused or failed), "resource" (does not fit: shared memory), "link" (g++ failed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+# Without a GPU the DSL would target sm_100a. Read at cutlass' import: compile_gemm also passes
+# --gpu-arch, for processes that imported cutlass before this module.
+os.environ["CUTE_DSL_ARCH"] = "sm_90a"
+# Our artifact store is the cache; the DSL's own file cache would only hide compile times.
+os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ARCH = "sm_90a"
+DTYPES_IN = ("bf16", "fp16", "e4m3", "e5m2")
+DTYPES_OUT = ("bf16", "fp16")
+ACTS = ("none", "relu", "gelu_tanh", "silu")
+SCALES = ("none", "tensorwise", "rowwise")
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "e4m3": 1, "e5m2": 1}
+
+_SPEC = {
+    "a_dtype": str, "b_dtype": str, "d_dtype": str,
+    "a_row": bool, "b_row": bool, "d_row": bool, "c_row": bool,
+    "has_c": bool, "bias": bool, "act": str, "scale": str,
+    "tile_m": int, "tile_n": int, "cluster_m": int, "cluster_n": int, "stages": int,
+    "swap_ab": bool,
+}
+_DEFAULTS = {"c_row": None, "has_c": False, "bias": False, "act": "none", "scale": "none",
+             "stages": 0, "swap_ab": False, "cluster_m": 1, "cluster_n": 1}
+
+
+class CompileFailure(Exception):
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+def normalize(params: Any) -> dict:
+    """Checked, complete params (defaults filled in); raises CompileFailure("bad_request")."""
+    if not isinstance(params, dict):
+        raise CompileFailure("bad_request", "params must be a JSON object")
+    unknown = sorted(set(params) - set(_SPEC))
+    if unknown:
+        raise CompileFailure("bad_request", f"params: unknown field(s) {unknown}")
+    p = {}
+    for name, typ in _SPEC.items():
+        if name in params:
+            v = params[name]
+            if typ is int and (isinstance(v, bool) or not isinstance(v, int)):
+                raise CompileFailure("bad_request", f"params.{name}: {v!r} is not an integer")
+            if typ is not int and not isinstance(v, typ):
+                raise CompileFailure("bad_request", f"params.{name}: {v!r} is not a {typ.__name__}")
+            p[name] = v
+        elif name in _DEFAULTS:
+            p[name] = _DEFAULTS[name]
+        else:
+            raise CompileFailure("bad_request", f"params.{name}: missing")
+    if p["c_row"] is None:
+        p["c_row"] = p["d_row"]
+    for f in ("a_dtype", "b_dtype"):
+        if p[f] not in DTYPES_IN:
+            raise CompileFailure("bad_request", f"params.{f}: {p[f]!r} not in {DTYPES_IN}")
+    if p["d_dtype"] not in DTYPES_OUT:
+        raise CompileFailure("bad_request", f"params.d_dtype: {p['d_dtype']!r} not in {DTYPES_OUT}")
+    fp8 = DTYPE_BYTES[p["a_dtype"]] == 1
+    if DTYPE_BYTES[p["a_dtype"]] != DTYPE_BYTES[p["b_dtype"]] or (not fp8 and p["a_dtype"] != p["b_dtype"]):
+        raise CompileFailure("bad_request", f"params: A {p['a_dtype']} and B {p['b_dtype']} do not pair")
+    if p["a_dtype"] == "e5m2" and p["b_dtype"] == "e5m2":
+        raise CompileFailure("bad_request", "params: e5m2 x e5m2 is not supported")
+    if fp8 and not (p["a_row"] and not p["b_row"]):
+        raise CompileFailure("bad_request", "params: fp8 needs A row-major and B column-major (K-major)")
+    if p["act"] not in ACTS:
+        raise CompileFailure("bad_request", f"params.act: {p['act']!r} not in {ACTS}")
+    if p["scale"] not in SCALES:
+        raise CompileFailure("bad_request", f"params.scale: {p['scale']!r} not in {SCALES}")
+    if p["scale"] != "none" and not fp8:
+        raise CompileFailure("bad_request", "params.scale: scales are for fp8 inputs only")
+    return p
+
+
+def kernel_config(p: dict):
+    """The kernel's KernelConfig for normalized params (problem -> kernel terms)."""
+    from .gemm_sm90 import KernelConfig
+    bias = "none"
+    if p["bias"]:
+        bias = "m" if p["swap_ab"] else "n"
+    return KernelConfig(tile_m=p["tile_m"], tile_n=p["tile_n"], cluster_m=p["cluster_m"],
+                        cluster_n=p["cluster_n"], stages=p["stages"],
+                        has_c=p["has_c"], bias=bias, act=p["act"], scale=p["scale"])
+
+
+def config_text(p: dict) -> str:
+    """Canonical one-line text of normalized params: what the .so reports as its config."""
+    return json.dumps(p, sort_keys=True, separators=(",", ":"))
+
+
+def instance_name(p: dict) -> str:
+    """A short C identifier for the instance (symbol prefix), unique per config text."""
+    import hashlib
+    return "gt_cutedsl_" + hashlib.sha256(config_text(p).encode()).hexdigest()[:16]
+
+
+# ---- toolchain ----------------------------------------------------------------------------------
+
+def _cuda_home() -> str:
+    for cand in (os.environ.get("GEMMTUNE_CUDA_HOME"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if cand and os.path.isfile(os.path.join(cand, "include", "cuda_runtime_api.h")):
+            return cand
+    raise CompileFailure("link", "no CUDA toolkit (cuda_runtime_api.h) in $GEMMTUNE_CUDA_HOME, $CUDA_HOME "
+                                 "or /usr/local/cuda: needed to link the shim and libcudart_static.a")
+
+
+def _cudart_static(cuda_home: str) -> str:
+    for sub in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib")):
+        f = os.path.join(cuda_home, sub, "libcudart_static.a")
+        if os.path.isfile(f):
+            return f
+    raise CompileFailure("link", f"no libcudart_static.a under {cuda_home}")
+
+
+def _dsl_flavor() -> tuple[str, str, str]:
+    """(flavor "cu12"/"cu13", the toolchain CUDA version the DSL compiles with, runtime lib dir)."""
+    import nvidia_cutlass_dsl
+    from cutlass.base_dsl import version_info
+    v = version_info.CUDA_VERSION
+    flavor = f"cu{v.major}"
+    libdir = os.path.join(nvidia_cutlass_dsl.__path__[0], flavor, "lib")
+    return flavor, f"{v.major}.{v.minor}", libdir
+
+
+_TOOLCHAIN: dict | None = None
+
+
+def toolchain() -> dict:
+    """What, besides our sources and the params, determines an artifact's bytes. Cached."""
+    global _TOOLCHAIN
+    if _TOOLCHAIN is None:
+        from importlib import metadata
+        cuda_home = _cuda_home()
+        cxx = os.environ.get("GEMMTUNE_CXX", "g++")
+        try:
+            cxx_version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
+                                         timeout=60).stdout.splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError) as exc:
+            raise CompileFailure("link", f"C++ compiler {cxx!r} not usable: {exc}")
+        with open(os.path.join(cuda_home, "include", "cuda_runtime_api.h")) as f:
+            m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", f.read())
+        flavor, dsl_cuda, libdir = _dsl_flavor()
+        rt = os.path.join(libdir, "libcuda_dialect_runtime_static.a")
+        if not os.path.isfile(rt):
+            raise CompileFailure("link", f"the DSL's static runtime {rt} is missing")
+        _TOOLCHAIN = {
+            "dsl": metadata.version("nvidia-cutlass-dsl-libs-base"),
+            "flavor": flavor,
+            "dsl_cuda": dsl_cuda,
+            "arch": ARCH,
+            "cxx": cxx_version,
+            "cudart_static": m.group(1) if m else "unknown",
+            # not part of the key's text, used to link
+            "_cxx": cxx,
+            "_cuda_home": cuda_home,
+            "_cudart": _cudart_static(cuda_home),
+            "_runtime": rt,
+        }
+    return _TOOLCHAIN
+
+
+def toolchain_text() -> str:
+    """One line naming the toolchain (the keyed fields of toolchain())."""
+    t = toolchain()
+    return " ".join(f"{k}={t[k]}" for k in ("dsl", "flavor", "dsl_cuda", "arch", "cxx", "cudart_static"))
+
+
+def _check_dsl_arch() -> None:
+    """The DSL reads CUTE_DSL_ARCH when cutlass is first imported; compiled for another arch than
+    that, it treats the compile as a cross-compile and export_to_c fails ("PIC relocation")."""
+    try:
+        from cutlass.cutlass_dsl import CuTeDSL
+        arch = CuTeDSL._get_dsl().envar.arch
+    except Exception:  # noqa: BLE001 - an internal API: if it moved, let the compile tell
+        return
+    if arch != ARCH:
+        raise CompileFailure("bad_request", f"cutlass was imported with CUTE_DSL_ARCH={arch!r} before "
+                                            f"gemmtune.cutedsl.compile; set CUTE_DSL_ARCH={ARCH} before importing it")
+
+
+_RUNTIME: dict | None = None
+
+
+def runtime() -> dict:
+    """The shared runtime library of this toolchain: {"path", "soname"}. Built on first use into
+    a private temporary directory of this process (deterministic bytes: same toolchain, same
+    sources -> same file)."""
+    global _RUNTIME
+    if _RUNTIME is not None and os.path.isfile(_RUNTIME["path"]):
+        return _RUNTIME
+    import hashlib
+    import tempfile
+    tc = toolchain()
+    with open(os.path.join(HERE, "runtime.cpp"), "rb") as f:
+        src = f.read()
+    digest = hashlib.sha256(b"gemmtune-cutedsl-runtime 1\n" + toolchain_text().encode() + b"\n" + src)
+    soname = f"libgt_cutedsl_rt_{digest.hexdigest()[:16]}.so"
+    d = tempfile.mkdtemp(prefix="gemmtune-cutedsl-rt-")
+    import atexit
+    atexit.register(shutil.rmtree, d, True)
+    vs = os.path.join(d, "rt.map")
+    with open(vs, "w") as f:
+        f.write("{ global: _cuda*; _cu*; gt_cutedsl_rt_*; local: *; };\n")
+    path = os.path.join(d, soname)
+    cmd = [tc["_cxx"], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-shared", "-o", path,
+           "-I" + os.path.join(tc["_cuda_home"], "include"), os.path.join(HERE, "runtime.cpp"),
+           "-Wl,--whole-archive", tc["_runtime"], "-Wl,--no-whole-archive", tc["_cudart"],
+           "-ldl", "-lrt", "-lpthread", "-static-libstdc++", "-static-libgcc", "-Wl,-soname," + soname,
+           "-Wl,--no-undefined", "-Wl,--version-script=" + vs, "-Wl,--build-id=none"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CompileFailure("link", f"runtime library: {' '.join(cmd)}\n{r.stderr[-4000:]}")
+    _RUNTIME = {"path": path, "soname": soname}
+    return _RUNTIME
+
+
+# ---- fake tensors ---------------------------------------------------------------------------------
+
+def _dtype(name: str):
+    import cutlass
+    return {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "e4m3": cutlass.Float8E4M3FN,
+            "e5m2": cutlass.Float8E5M2}[name]
+
+
+def _matrix(dtype: str, unit_first: bool, tma: bool = True):
+    """A fake (rows, cols, 1) tensor with dynamic extents and leading dimension; unit stride on
+    mode 0 (`unit_first`) or mode 1. Its C struct: dynamic_shapes = [rows, cols],
+    dynamic_strides = [ld, batch stride]. `tma`: read or written by TMA, so 16-byte aligned with
+    a 16-byte multiple ld (A, B, D); C is read element by element: any ld, element alignment."""
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+    div = 16 // DTYPE_BYTES[dtype] if tma else 1
+    rows, cols = cute.sym_int32(), cute.sym_int32()
+    ld, batch = cute.sym_int64(divisibility=div), cute.sym_int64(divisibility=div)
+    stride = (1, ld, batch) if unit_first else (ld, 1, batch)
+    return make_fake_tensor(_dtype(dtype), (rows, cols, 1), stride=stride,
+                            assumed_align=16 if tma else DTYPE_BYTES[dtype])
+
+
+def _vector(dtype, dynamic: bool):
+    """bias (D's dtype) or scales (fp32): read element by element, element alignment."""
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_tensor
+    n = cute.sym_int32() if dynamic else 1
+    return make_fake_tensor(dtype, (n,), stride=(1,), assumed_align=dtype.width // 8)
+
+
+def _unused():
+    import cutlass
+    from cutlass.cute.runtime import make_fake_tensor
+    return make_fake_tensor(cutlass.Float32, (1,), stride=(1,), assumed_align=16)
+
+
+# Which problem operand feeds each kernel tensor, as C++ expressions over `args` (GtCutedslArgs*).
+# A problem matrix X[r, c] with layout row has X[i][j] at i*ld + j. As a kernel (rows, cols, 1)
+# tensor: unit stride on the mode that walks the stored-contiguous dimension.
+def _bindings(p: dict) -> dict:
+    swap = p["swap_ab"]
+    # kernel A (M, K): problem A (m, k), or with swap-AB problem B^T (n, k)
+    if not swap:
+        ka = ("a", "args->a", "args->m", "args->k", "args->lda", not p["a_row"], p["a_dtype"],
+              "args->lda * (" + ("args->m" if p["a_row"] else "args->k") + ")")
+        kb = ("b", "args->b", "args->n", "args->k", "args->ldb", p["b_row"], p["b_dtype"],
+              "args->ldb * (" + ("args->k" if p["b_row"] else "args->n") + ")")
+    else:
+        ka = ("a", "args->b", "args->n", "args->k", "args->ldb", p["b_row"], p["b_dtype"],
+              "args->ldb * (" + ("args->k" if p["b_row"] else "args->n") + ")")
+        kb = ("b", "args->a", "args->m", "args->k", "args->lda", not p["a_row"], p["a_dtype"],
+              "args->lda * (" + ("args->m" if p["a_row"] else "args->k") + ")")
+    # D (M, N): problem D (m, n) or D^T (n, m); row-major D has unit stride along n.
+    def out(name, ptr, ld, row, dtype):
+        if not swap:
+            return (name, ptr, "args->m", "args->n", ld, not row, dtype,
+                    ld + " * (" + ("args->m" if row else "args->n") + ")")
+        return (name, ptr, "args->n", "args->m", ld, row, dtype,
+                ld + " * (" + ("args->m" if row else "args->n") + ")")
+    kd = out("d", "args->d", "args->ldd", p["d_row"], p["d_dtype"])
+    kc = out("c", "args->c", "args->ldc", p["c_row"], p["d_dtype"]) if p["has_c"] else None
+    return {"a": ka, "b": kb, "d": kd, "c": kc}
+
+
+def _fake_args(p: dict):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream
+    bd = _bindings(p)
+    t = {}
+    for name in ("a", "b", "d"):
+        _, _, _, _, _, unit_first, dtype, _ = bd[name]
+        t[name] = _matrix(dtype, unit_first)
+    t["c"] = _matrix(p["d_dtype"], bd["c"][5], tma=False) if bd["c"] else _unused()
+    t["bias"] = _vector(_dtype(p["d_dtype"]), True) if p["bias"] else _unused()
+    if p["scale"] == "rowwise":
+        t["row_scale"], t["col_scale"] = _vector(cutlass.Float32, True), _vector(cutlass.Float32, True)
+    elif p["scale"] == "tensorwise":
+        t["row_scale"], t["col_scale"] = _vector(cutlass.Float32, False), _vector(cutlass.Float32, False)
+    else:
+        t["row_scale"], t["col_scale"] = _unused(), _unused()
+    return (t["a"], t["b"], t["d"], t["c"], t["bias"], t["row_scale"], t["col_scale"],
+            cutlass.Float32(1.0), cutlass.Float32(0.0), cutlass.Int32(1), make_fake_stream())
+
+
+# ---- the shim -------------------------------------------------------------------------------------
+
+_ARG_ORDER = ("a", "b", "d", "c", "bias", "row_scale", "col_scale")
+
+
+def _struct_fields(header: str, prefix: str, tensor: str) -> dict:
+    """{field: array length} of `<prefix>_Tensor_<tensor>_t` in the exported header."""
+    m = re.search(r"typedef struct \{([^}]*)\}\s*" + re.escape(f"{prefix}_Tensor_{tensor}_t") + ";", header)
+    if not m:
+        raise CompileFailure("compile", f"export header lacks struct {prefix}_Tensor_{tensor}_t")
+    fields = {}
+    for line in m.group(1).split(";"):
+        line = line.strip()
+        if not line:
+            continue
+        fm = re.fullmatch(r"(?:void \*|int32_t |int64_t )(\w+)(?:\[(\d+)\])?", line)
+        if not fm:
+            raise CompileFailure("compile", f"unexpected field {line!r} in {prefix}_Tensor_{tensor}_t")
+        fields[fm.group(1)] = int(fm.group(2) or 0)
+    return fields
+
+
+def _shim_source(p: dict, prefix: str, header: str) -> str:
+    bd = _bindings(p)
+    swap = p["swap_ab"]
+    fill = []
+    checks = []
+
+    # can_implement checks sizes, leading dimensions and the alignment of non-null pointers (the
+    # C++ side asks it before any buffer exists); run also requires the pointers the kernel reads.
+    required = []
+
+    def matrix(var, name, binding, tma=True):
+        _, ptr, rows, cols, ld, _, dtype, batch = binding
+        f = _struct_fields(header, prefix, name)
+        if f != {"data": 0, "dynamic_shapes": 2, "dynamic_strides": 2}:
+            raise CompileFailure("compile", f"struct of {name}: unexpected fields {f}")
+        fill.append(f"  {prefix}_Tensor_{name}_t {var};\n"
+                    f"  {var}.data = const_cast<void*>(static_cast<const void*>({ptr}));\n"
+                    f"  {var}.dynamic_shapes[0] = static_cast<int32_t>({rows});\n"
+                    f"  {var}.dynamic_shapes[1] = static_cast<int32_t>({cols});\n"
+                    f"  {var}.dynamic_strides[0] = {ld};\n"
+                    f"  {var}.dynamic_strides[1] = {batch};")
+        if tma:
+            checks.append(f"  if (({ld} * {DTYPE_BYTES[dtype]}) % 16 != 0) return GT_CUTEDSL_MISALIGNED;")
+            checks.append(f"  if ({ptr} && !aligned({ptr}, 16)) return GT_CUTEDSL_MISALIGNED;")
+        else:
+            checks.append(f"  if ({ptr} && !aligned({ptr}, {DTYPE_BYTES[dtype]})) return GT_CUTEDSL_MISALIGNED;")
+        required.append(ptr)
+
+    def vector(var, name, ptr, length, elem_bytes):
+        f = _struct_fields(header, prefix, name)
+        code = (f"  {prefix}_Tensor_{name}_t {var};\n"
+                f"  {var}.data = const_cast<void*>(static_cast<const void*>({ptr}));")
+        if length is not None:
+            if f != {"data": 0, "dynamic_shapes": 1}:
+                raise CompileFailure("compile", f"struct of {name}: unexpected fields {f}")
+            code += f"\n  {var}.dynamic_shapes[0] = static_cast<int32_t>({length});"
+        elif f != {"data": 0}:
+            raise CompileFailure("compile", f"struct of {name}: unexpected fields {f}")
+        fill.append(code)
+        if ptr != "args->d":  # args->d stands in for tensors the instance never reads
+            checks.append(f"  if ({ptr} && !aligned({ptr}, {elem_bytes})) return GT_CUTEDSL_MISALIGNED;")
+            required.append(ptr)
+
+    matrix("ta", "a", bd["a"])
+    matrix("tb", "b", bd["b"])
+    matrix("td", "d", bd["d"])
+    if bd["c"]:
+        matrix("tc", "c", bd["c"], tma=False)
+    else:
+        vector("tc", "c", "args->d", None, 16)
+    db = DTYPE_BYTES[p["d_dtype"]]
+    if p["bias"]:
+        vector("tbias", "bias", "args->bias", "args->n", db)
+    else:
+        vector("tbias", "bias", "args->d", None, 16)
+    if p["scale"] == "none":
+        vector("trs", "row_scale", "args->d", None, 16)
+        vector("tcs", "col_scale", "args->d", None, 16)
+    else:
+        rows = "args->n" if swap else "args->m"
+        cols = "args->m" if swap else "args->n"
+        rs, cs = ("args->scale_b", "args->scale_a") if swap else ("args->scale_a", "args->scale_b")
+        dyn = p["scale"] == "rowwise"
+        vector("trs", "row_scale", rs, rows if dyn else None, 4)
+        vector("tcs", "col_scale", cs, cols if dyn else None, 4)
+    # Scalars: the wrapper takes them by value after the tensors.
+    wm = re.search(r"static inline int32_t cute_dsl_" + re.escape(prefix) + r"_wrapper\(([^)]*)\)", header)
+    if not wm:
+        raise CompileFailure("compile", "export header lacks the wrapper function")
+    params = [x.strip() for x in wm.group(1).split(",")]
+    expect_tail = ["float alpha", "float beta", "int32_t max_clusters", "cudaStream_t stream"]
+    if params[-4:] != expect_tail or len(params) != 1 + len(_ARG_ORDER) + 4:
+        raise CompileFailure("compile", f"unexpected wrapper signature: {params}")
+    call_args = "&ta, &tb, &td, &tc, &tbias, &trs, &tcs, args->alpha, args->beta, max_clusters"
+    with open(os.path.join(HERE, "shim_template.cpp")) as f:
+        src = f.read()
+    cfg = config_text(p).replace("\\", "\\\\").replace('"', '\\"')
+    return (src.replace("@PREFIX@", prefix).replace("@CONFIG@", cfg)
+            .replace("@FILL@", "\n".join(fill)).replace("@CHECKS@", "\n".join(checks))
+            .replace("@REQUIRED@", " || ".join(f"!{r}" for r in required))
+            .replace("@CALL_ARGS@", call_args)
+            .replace("@CLUSTER_SIZE@", str(p["cluster_m"] * p["cluster_n"])))
+
+
+# ---- compile --------------------------------------------------------------------------------------
+
+def compile_gemm(params: Any, out_dir: str) -> dict:
+    p = normalize(params)
+    if not os.path.isabs(out_dir):
+        raise CompileFailure("bad_request", "out_dir must be an absolute path")
+    os.makedirs(out_dir, exist_ok=True)
+    tc = toolchain()
+    try:
+        cfg = kernel_config(p)
+        cfg.check()
+    except ValueError as exc:
+        raise CompileFailure("bad_request", f"params: {exc}")
+    from .gemm_sm90 import plan_smem
+    try:
+        plan_smem(cfg, DTYPE_BYTES[p["a_dtype"]], DTYPE_BYTES[p["d_dtype"]])
+    except ValueError as exc:
+        raise CompileFailure("resource", str(exc))
+
+    import cutlass.cute as cute
+    from .gemm_sm90 import HopperGemm
+    _check_dsl_arch()
+    name = instance_name(p)
+    times = {}
+    t0 = time.perf_counter()
+    try:
+        # The arch also as an option: CUTE_DSL_ARCH is read when cutlass is first imported, which
+        # may have happened before this module set it.
+        compiled = cute.compile(HopperGemm(cfg), *_fake_args(p), options=f"--gpu-arch {ARCH}")
+    except Exception as exc:  # noqa: BLE001 - the DSL raises many types
+        raise CompileFailure("compile", f"{type(exc).__name__}: {exc}")
+    t1 = time.perf_counter()
+    times["trace_compile"] = round(t1 - t0, 3)
+    compiled.export_to_c(out_dir, name, function_prefix=name)
+    t2 = time.perf_counter()
+    times["export"] = round(t2 - t1, 3)
+    with open(os.path.join(out_dir, name + ".h")) as f:
+        header = f.read()
+    shim = os.path.join(out_dir, name + "_shim.cpp")
+    with open(shim, "w") as f:
+        f.write(_shim_source(p, name, header))
+    vs = os.path.join(out_dir, name + ".map")
+    with open(vs, "w") as f:
+        f.write("{ global: gt_cutedsl_abi_version; gt_cutedsl_config; gt_cutedsl_can_implement; "
+                "gt_cutedsl_run; gt_cutedsl_status_text; local: *; };\n")
+    so = os.path.join(out_dir, name + ".so")
+    rt = runtime()
+    cmd = [tc["_cxx"], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-shared", "-o", so,
+           "-I" + os.path.join(tc["_cuda_home"], "include"), "-I" + out_dir, "-I" + HERE,
+           "-fno-exceptions", "-fno-rtti", "-fno-asynchronous-unwind-tables", "-Wl,--as-needed",
+           shim, os.path.join(out_dir, name + ".o"), rt["path"],
+           "-static-libgcc", "-Wl,--no-undefined", "-Wl,--exclude-libs,ALL",
+           "-Wl,--version-script=" + vs, "-Wl,-Bsymbolic", "-Wl,--build-id=none"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CompileFailure("link", f"{' '.join(cmd)}\n{r.stderr[-4000:]}")
+    t3 = time.perf_counter()
+    times["link"] = round(t3 - t2, 3)
+    return {"artifact": so, "name": name, "compile_s": round(t3 - t0, 3), "times": times,
+            "runtime": dict(rt),
+            "meta": {"config": config_text(p), "toolchain": toolchain_text(),
+                     "stages": plan_smem(cfg, DTYPE_BYTES[p["a_dtype"]], DTYPE_BYTES[p["d_dtype"]])[1]}}
+
+
+def main(argv: list[str]) -> int:
+    """python -m gemmtune.cutedsl.compile '<params json>' OUT_DIR: one compile, result on stdout."""
+    if len(argv) != 3:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    try:
+        print(json.dumps(compile_gemm(json.loads(argv[1]), os.path.abspath(argv[2]))))
+    except CompileFailure as exc:
+        print(f"{exc.kind}: {exc.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,467 @@
+"""gemmtune's Hopper (sm_90a) dense GEMM, written in NVIDIA's CuTe DSL.
+
+Kernel terms (CuTe's (mode0, mode1, batch) convention, batch = 1):
+
+    D[M, N] = act( alpha' * row_scale[M] * col_scale[N] * (A[M, K] . B[N, K]) + beta * C[M, N]
+                   + bias[M or N] )
+
+with alpha' = alpha (* sa[0] * sb[0] for tensorwise fp8 scales). The caller (compile.py) maps
+the problem onto these terms; with swap-AB the kernel's M is the problem's n. Written for
+ahead-of-time export (cute.compile on fake tensors, then export_to_c): nothing here needs a GPU.
+
+CTA structure (warp specialization; 1 producer + W = tile_m / 64 consumer warpgroups):
+- warpgroup 0, warp 0: the producer. Walks the CTA's tiles and issues TMA loads of A and B
+  k-blocks into a ring of `stages` shared-memory slots (PipelineTmaAsync: per slot a "full"
+  mbarrier that counts the bytes TMA delivers and an "empty" mbarrier the consumers arrive on).
+  Warpgroup 0 gives its registers up (setmaxnreg) to the consumers.
+- With a cluster (cluster_m x cluster_n CTAs), the CTAs of a cluster row share their A tile and
+  those of a cluster column their B tile: each CTA loads a 1/cluster_n slice of A and multicasts
+  it to its row (same for B along the column), so L2 -> SM traffic drops by the cluster factor.
+  A slot is free only when the consumers of every CTA that received data into it released it
+  (the empty barrier counts (cluster_m + cluster_n - 1) x consumer warps arrivals).
+- warpgroups 1..W: the consumers. Each owns 64 rows of the tile, issues wgmma (operands from
+  shared memory, fp32 accumulators in registers), keeps one k-block batch in flight and releases
+  a slot once the batch that read it has retired. fp8 promotes: each k-tile's wgmma batch
+  accumulates into a fresh register tile that is then added to the main accumulators in fp32
+  (wgmma's fp8 accumulation is not full fp32; this matches CUTLASS's default fp8 mainloop with a
+  promotion interval of one 128-deep k-tile).
+- Epilogue (consumers): the fused math on the accumulators in fp32 (coordinates from an identity
+  tensor partitioned like the accumulators; C, bias and scale vectors read from global memory
+  with clamped indices, out-of-range values are never stored), conversion, registers -> shared
+  memory (stmatrix) -> global memory (TMA store, which clips at the matrix edge), through a ring
+  of epilogue buffers so that stores overlap the next tile's mainloop.
+- Tile scheduler: static persistent. The grid is min(#clusters of tiles, clusters that fit on
+  the GPU) clusters; cluster c handles work items c, c + P, c + 2P, ... (P = clusters launched).
+  A work item maps to a cluster tile in groups of `raster_group` cluster rows (M) swept along N,
+  so that concurrently running clusters share A and B tiles in L2.
+
+TMA zero-fills out-of-bounds loads and clips stores: any M, N, K >= 1 works as long as every
+stride other than the unit one is a multiple of 16 bytes and the base pointers are 16-byte
+aligned (the C++ side checks that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.memory
+import cutlass.pipeline as pipeline
+import cutlass.tensor_utils as tensor_utils
+import cutlass.utils.hopper_helpers as sm90_utils
+
+# Shared memory one CTA may use on sm_90 (227 KiB, opt-in).
+SMEM_BYTES = 232448
+# Bytes set aside for the mbarriers, the struct's alignment padding and slack.
+SMEM_RESERVED = 4096
+ACTS = ("none", "relu", "gelu_tanh", "silu")
+SCALES = ("none", "tensorwise", "rowwise")
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Everything a compiled kernel bakes in besides the tensors' dtypes and layouts."""
+
+    tile_m: int = 128  # 64 (one consumer warpgroup) or 128 (two)
+    tile_n: int = 128  # 32..256, multiple of 32
+    cluster_m: int = 1
+    cluster_n: int = 1
+    stages: int = 0  # mainloop slots; 0: as many as fit
+    epi_stages: int = 2  # epilogue buffers
+    raster_group: int = 8  # cluster rows per raster group (L2 locality)
+    has_c: bool = False
+    bias: str = "none"  # "none", "m" (bias[M], kernel rows) or "n" (bias[N])
+    act: str = "none"
+    scale: str = "none"  # "tensorwise": alpha *= sa[0]*sb[0]; "rowwise": row_scale[M], col_scale[N]
+
+    def check(self) -> None:
+        if self.tile_m not in (64, 128):
+            raise ValueError(f"tile_m: {self.tile_m} not in (64, 128)")
+        if self.tile_n % 32 or not 32 <= self.tile_n <= 256:
+            raise ValueError(f"tile_n: {self.tile_n} not a multiple of 32 in [32, 256]")
+        for name in ("cluster_m", "cluster_n"):
+            v = getattr(self, name)
+            if v not in (1, 2, 4):
+                raise ValueError(f"{name}: {v} not in (1, 2, 4)")
+        if self.cluster_m * self.cluster_n > 4:
+            raise ValueError(f"cluster: {self.cluster_m}x{self.cluster_n} has more than 4 CTAs")
+        if self.stages < 0 or self.stages == 1:
+            raise ValueError(f"stages: {self.stages} (0 = auto, else >= 2)")
+        if self.epi_stages not in (1, 2, 3, 4):
+            raise ValueError(f"epi_stages: {self.epi_stages} not in 1..4")
+        if self.raster_group < 1:
+            raise ValueError(f"raster_group: {self.raster_group} < 1")
+        if self.bias not in ("none", "m", "n"):
+            raise ValueError(f"bias: {self.bias!r} not in none, m, n")
+        if self.act not in ACTS:
+            raise ValueError(f"act: {self.act!r} not in {ACTS}")
+        if self.scale not in SCALES:
+            raise ValueError(f"scale: {self.scale!r} not in {SCALES}")
+
+
+def plan_smem(cfg: KernelConfig, ab_bytes: int, d_bytes: int) -> tuple[int, int]:
+    """(tile_k, stages) for a config: tile K spans 128 bytes of A (64 16-bit or 128 fp8
+    elements, one 128-byte swizzle row); stages = cfg.stages, or as many as fit next to the
+    epilogue buffers. Raises ValueError when fewer than 2 fit. Pure arithmetic, mirrored by the
+    C++ config space (src/backends/cutedsl/configs.cpp)."""
+    tile_k = 128 // ab_bytes
+    epi = cfg.epi_stages * min(cfg.tile_m, 128) * min(32, cfg.tile_n) * d_bytes
+    per_stage = (cfg.tile_m + cfg.tile_n) * tile_k * ab_bytes
+    fit = (SMEM_BYTES - SMEM_RESERVED - epi) // per_stage
+    stages = cfg.stages or fit
+    if stages < 2 or stages > fit:
+        raise ValueError(f"stages: {stages} do not fit in shared memory (2..{fit} for this tile)")
+    return tile_k, stages
+
+
+def make_tiled_mma(cfg: KernelConfig, a_dtype, b_dtype, a_major, b_major, acc_dtype=cutlass.Float32):
+    """The consumers' wgmma: tile M / 64 warpgroups stacked along M, each 64 x tile N."""
+    return sm90_utils.make_trivial_tiled_mma(
+        a_dtype, b_dtype, a_major.sm90_mma_major_mode(), b_major.sm90_mma_major_mode(),
+        acc_dtype, (cfg.tile_m // 64, 1, 1), tiler_mn=(64, cfg.tile_n))
+
+
+def acc_coords(tiled_mma, ctid, tile_coords):
+    """The (m, n) coordinates of consumer thread `ctid`'s accumulators (ctid in 0..consumer
+    threads - 1), in the accumulator fragment's order: tile_coords (tile M, tile N) of an
+    identity tensor partitioned by the thread's OWN slice. (The warpgroup's slice, thread
+    (wg - 1) * 128, is right for the wgmma operand descriptors but gives every thread of the
+    warpgroup thread 0's coordinates: the epilogue then read the wrong bias / C / rowwise scale
+    for 3 of 4 columns. tests/python/test_cutedsl_compile.py checks this at trace time.)"""
+    return tiled_mma.get_slice(ctid).partition_C(tile_coords)
+
+
+class HopperGemm:
+    """One instance per KernelConfig; dtypes and layouts come from the tensors at compile time.
+
+    Call signature (cute.compile / export_to_c):
+        (a (M,K,1), b (N,K,1), d (M,N,1), c (M,N,1), bias (M|N,), row_scale, col_scale,
+         alpha: Float32, beta: Float32, max_clusters: Int32, stream)
+    max_clusters caps the persistent grid: clusters that fit on the GPU at once (SMs / cluster
+    size: one CTA per SM, its shared memory is nearly all taken).
+    Tensors the config does not use are still passed (any 16-byte aligned pointer; static
+    shape (1,)) and never touched. row_scale/col_scale: (1,) tensorwise (sa, sb), (M,)/(N,)
+    rowwise.
+    """
+
+    def __init__(self, cfg: KernelConfig):
+        cfg.check()
+        self.cfg = cfg
+        self.acc_dtype = cutlass.Float32
+        self.consumer_wgs = cfg.tile_m // 64
+        self.threads = 128 * (1 + self.consumer_wgs)
+        self.consumer_threads = 128 * self.consumer_wgs
+        self.cluster_mn = (cfg.cluster_m, cfg.cluster_n)
+        # Register split (65536 per SM): ptxas sets the launch count to 65536 / threads (168 at
+        # 384 threads, 240 at 256). With two consumer warpgroups the producer drops to 40 and
+        # the consumers rise to 232 (128 x 40 + 256 x 232 = 64512); with one, 240 is already
+        # all a thread can use, so the consumers keep their launch count.
+        self.producer_regs = 40
+        self.consumer_regs = 232 if self.consumer_wgs == 2 else 0
+
+    # ---- trace-time set-up ---------------------------------------------------------------
+    def _plan(self):
+        cfg = self.cfg
+        self.fp8 = self.a_dtype.width == 8
+        self.tiled_mma = make_tiled_mma(cfg, self.a_dtype, self.b_dtype, self.a_major, self.b_major,
+                                        self.acc_dtype)
+        tile_k, self.stages = plan_smem(cfg, self.a_dtype.width // 8, self.d_dtype.width // 8)
+        inst_k = cute.size(self.tiled_mma.shape_mnk, mode=[2])
+        if tile_k % inst_k:
+            raise ValueError(f"tile K {tile_k} is not a multiple of the wgmma K {inst_k}")
+        self.tile = (cfg.tile_m, cfg.tile_n, tile_k)
+        self.epi_tile = (min(cfg.tile_m, 128), min(32, cfg.tile_n))
+        self.sA_layout = sm90_utils.make_smem_layout_a(self.a_major, self.tile, self.a_dtype, self.stages)
+        self.sB_layout = sm90_utils.make_smem_layout_b(self.b_major, self.tile, self.b_dtype, self.stages)
+        self.sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, self.d_major, self.epi_tile,
+                                                         cfg.epi_stages)
+
+    @cute.jit
+    def __call__(self, a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, c: cute.Tensor,
+                 bias: cute.Tensor, row_scale: cute.Tensor, col_scale: cute.Tensor,
+                 alpha: cutlass.Float32, beta: cutlass.Float32, max_clusters: cutlass.Int32,
+                 stream: cuda.CUstream):
+        self.a_dtype, self.b_dtype, self.d_dtype = a.element_type, b.element_type, d.element_type
+        if cutlass.const_expr(self.a_dtype.width != self.b_dtype.width):
+            raise TypeError(f"A {self.a_dtype} and B {self.b_dtype} differ in width")
+        if cutlass.const_expr(self.a_dtype.width == 16 and self.a_dtype != self.b_dtype):
+            raise TypeError(f"A {self.a_dtype} and B {self.b_dtype} differ")
+        if cutlass.const_expr(self.d_dtype.width != 16):
+            raise TypeError(f"D {self.d_dtype}: only 16-bit outputs (bf16, fp16)")
+        self.a_major = tensor_utils.LayoutEnum.from_tensor(a)
+        self.b_major = tensor_utils.LayoutEnum.from_tensor(b)
+        self.d_major = tensor_utils.LayoutEnum.from_tensor(d)
+        self._plan()
+        cm, cn = self.cluster_mn
+
+        # TMA descriptors. A is multicast along the cluster's N extent, B along its M extent.
+        g2s = cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
+        g2s_mc = cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp()
+        tma_a, tA = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            g2s_mc if cn > 1 else g2s, a, cute.slice_(self.sA_layout, (None, None, 0)),
+            (self.tile[0], self.tile[2]), num_multicast=cn)
+        tma_b, tB = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            g2s_mc if cm > 1 else g2s, b, cute.slice_(self.sB_layout, (None, None, 0)),
+            (self.tile[1], self.tile[2]), num_multicast=cm)
+        tma_d, tD = cute.nvgpu.cpasync.make_tiled_tma_atom(
+            cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), d,
+            cute.slice_(self.sD_layout, (None, None, 0)), self.epi_tile)
+
+        # Persistent grid: clusters of tiles, at most what fits on the GPU at once.
+        tiles_m = (d.shape[0] + self.tile[0] - 1) // self.tile[0]
+        tiles_n = (d.shape[1] + self.tile[1] - 1) // self.tile[1]
+        clusters_m = (tiles_m + cm - 1) // cm
+        clusters_n = (tiles_n + cn - 1) // cn
+        total = clusters_m * clusters_n
+        launched = cutlass.max(cutlass.min(total, max_clusters), 1)
+
+        @cute.struct
+        class Smem:
+            bars: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(self.sA_layout)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(self.sB_layout)], 1024]
+            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(self.sD_layout)], 1024]
+
+        self.smem_struct = Smem
+        self.kernel(tma_a, tA, tma_b, tB, tma_d, tD, c, bias, row_scale, col_scale, alpha, beta,
+                    self.tiled_mma, self.sA_layout, self.sB_layout, self.sD_layout,
+                    clusters_m, clusters_n).launch(
+            grid=(launched * cm, cn, 1), block=[self.threads, 1, 1], cluster=(cm, cn, 1),
+            min_blocks_per_mp=1, stream=stream)
+
+    # ---- device ----------------------------------------------------------------------------
+    @cute.jit
+    def _work_tile(self, work: cutlass.Int32, clusters_m: cutlass.Int32, clusters_n: cutlass.Int32,
+                   my_m: cutlass.Int32, my_n: cutlass.Int32):
+        """(tile_m index, tile_n index) of this CTA for cluster work item `work`: groups of
+        raster_group cluster rows, each swept column by column."""
+        g = self.cfg.raster_group
+        per_group = g * clusters_n
+        first = (work // per_group) * g
+        rows = cutlass.min(clusters_m - first, g)
+        r = work % per_group
+        return (first + r % rows) * self.cluster_mn[0] + my_m, (r // rows) * self.cluster_mn[1] + my_n
+
+    @cute.jit
+    def _activate(self, v: cutlass.Float32) -> cutlass.Float32:
+        out = v
+        if cutlass.const_expr(self.cfg.act == "relu"):
+            out = cutlass.max(v, cutlass.Float32(0.0))
+        elif cutlass.const_expr(self.cfg.act == "gelu_tanh"):
+            inner = cutlass.Float32(0.7978845608028654) * (v + cutlass.Float32(0.044715) * v * v * v)
+            out = cutlass.Float32(0.5) * v * (cutlass.Float32(1.0) + cute.math.tanh(inner))
+        elif cutlass.const_expr(self.cfg.act == "silu"):
+            out = v / (cutlass.Float32(1.0) + cute.math.exp(-v))
+        return out
+
+    @cute.kernel
+    def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
+               tma_d: cute.CopyAtom, mD: cute.Tensor, mC: cute.Tensor, mBias: cute.Tensor,
+               mRowScale: cute.Tensor, mColScale: cute.Tensor, alpha: cutlass.Float32,
+               beta: cutlass.Float32, tiled_mma: cute.TiledMma, sA_layout: cute.ComposedLayout,
+               sB_layout: cute.ComposedLayout, sD_layout: cute.ComposedLayout,
+               clusters_m: cutlass.Int32, clusters_n: cutlass.Int32):
+        cfg = self.cfg
+        cm, cn = self.cluster_mn
+        tidx, _, _ = cute.arch.thread_idx()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        wg = cute.arch.make_warp_uniform(tidx // 128)
+        if warp == 0:
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_a)
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_b)
+            cute.nvgpu.cpasync.prefetch_descriptor(tma_d)
+
+        # This CTA's place in its cluster, and whom its multicast loads feed.
+        cluster_layout = cute.make_layout((cm, cn, 1))
+        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        my = cluster_layout.get_flat_coord(rank)  # (m, n, 0)
+        a_mask = cute.make_layout_image_mask(cluster_layout, my, mode=1) if cn > 1 else 0
+        b_mask = cute.make_layout_image_mask(cluster_layout, my, mode=0) if cm > 1 else 0
+
+        smem = cutlass.memory.SmemAllocator()
+        st = smem.allocate(self.smem_struct)
+        sA = st.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)
+        sB = st.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)
+        sD = st.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)
+
+        slot_bytes = (cute.size_in_bytes(self.a_dtype, cute.slice_(sA_layout, (None, None, 0)))
+                      + cute.size_in_bytes(self.b_dtype, cute.slice_(sB_layout, (None, None, 0))))
+        mainloop = pipeline.PipelineTmaAsync.create(
+            barrier_storage=st.bars.data_ptr(), num_stages=self.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, (cm + cn - 1) * self.consumer_wgs * 4),
+            tx_count=slot_bytes, cta_layout_vmnk=cute.make_layout((1, cm, cn, 1)),
+            defer_sync=True)
+        pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
+
+        # Global tensors tiled: (tile, tile, rest_mn, rest_k, batch).
+        gA = cute.local_tile(mA, cute.slice_(self.tile, (None, 0, None)), (None, None, None))
+        gB = cute.local_tile(mB, cute.slice_(self.tile, (0, None, None)), (None, None, None))
+        gD = cute.local_tile(mD, cute.slice_(self.tile, (None, None, 0)), (None, None, None))
+        k_tiles = cute.size(gA, mode=[3])
+        tAs, tAg = cute.nvgpu.cpasync.tma_partition(
+            tma_a, my[1], cute.make_layout(cn), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+        tBs, tBg = cute.nvgpu.cpasync.tma_partition(
+            tma_b, my[0], cute.make_layout(cm), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+
+        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
+
+        cid = cute.arch.cluster_idx()[0]
+        launched = cute.arch.cluster_dim()[0]
+        total = clusters_m * clusters_n
+
+        if wg == 0:
+            # ------------------------------ producer ------------------------------
+            cute.arch.setmaxregister_decrease(self.producer_regs)
+            if warp == 0:
+                wstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                work = cid
+                while work < total:
+                    tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
+                    for kt in cutlass.range(k_tiles, unroll=1):
+                        mainloop.producer_acquire(wstate)
+                        bar = mainloop.producer_get_barrier(wstate)
+                        cute.copy(tma_a, tAg[(None, tm, kt, 0)], tAs[(None, wstate.index)],
+                                  tma_bar_ptr=bar, mcast_mask=a_mask)
+                        cute.copy(tma_b, tBg[(None, tn, kt, 0)], tBs[(None, wstate.index)],
+                                  tma_bar_ptr=bar, mcast_mask=b_mask)
+                        mainloop.producer_commit(wstate)
+                        wstate.advance()
+                    work += launched
+                # Returns once every slot was released, also by the peer CTAs that read this
+                # CTA's multicasts: no CTA exits while data may still land in its smem.
+                mainloop.producer_tail(wstate)
+        else:
+            # ------------------------------ consumers ------------------------------
+            if cutlass.const_expr(self.consumer_regs > 0):
+                cute.arch.setmaxregister_increase(self.consumer_regs)
+            ctid = tidx - 128
+            # wgmma operands are warpgroup-wide: A/B partitioned by the warpgroup's first thread.
+            thr_mma = tiled_mma.get_slice((wg - 1) * 128)
+            tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
+            tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+            acc = cute.make_rmem_tensor(thr_mma.partition_C(gD[(None, None, 0, 0, 0)]).shape,
+                                        self.acc_dtype)
+            part = cute.make_rmem_tensor(acc.shape, self.acc_dtype) if self.fp8 else acc
+            k_blocks = cute.size(tCrA, mode=[2])
+
+            # Epilogue copies: accumulators -> smem (stmatrix), smem -> global (TMA).
+            r2s_atom = sm90_utils.sm90_get_smem_store_op(
+                self.d_major, elem_ty_d=self.d_dtype, elem_ty_acc=self.acc_dtype)
+            stm_atom = cute.make_copy_atom(
+                cute.nvgpu.warp.StMatrix8x8x16bOp(self.d_major.is_m_major_c(), 4), self.d_dtype)
+            r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stm_atom, tiled_mma))
+            thr_r2s = r2s.get_slice(ctid)
+            tRS_sD = thr_r2s.partition_D(sD)  # (R2S, R2S_M, R2S_N, buffer)
+            tRS_acc = r2s.retile(acc)
+            frag_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
+            frag = cute.make_rmem_tensor(frag_shape, self.acc_dtype)
+            frag_out = cute.make_rmem_tensor(frag_shape, self.d_dtype)
+            frag_n = cute.size(frag)
+            epi_bar = pipeline.NamedBarrier(barrier_id=1, num_threads=self.consumer_threads)
+            store_pipe = pipeline.PipelineTmaStore.create(
+                num_stages=cfg.epi_stages,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.consumer_threads))
+
+            # Epilogue operands that do not change per tile.
+            need_coords = cfg.has_c or cfg.bias != "none" or cfg.scale == "rowwise"
+            m_size = mD.shape[0]
+            n_size = mD.shape[1]
+            alpha_eff = alpha
+            if cutlass.const_expr(cfg.scale == "tensorwise"):
+                alpha_eff = alpha * mRowScale[0] * mColScale[0]
+            cD = cute.make_identity_tensor((m_size, n_size))
+
+            rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            fstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            epi_count = cutlass.Int32(0)
+            work = cid
+            while work < total:
+                tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
+
+                # ---- mainloop ----
+                acc.fill(0.0)
+                tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+                for kt in cutlass.range(k_tiles, unroll=1):
+                    mainloop.consumer_wait(rstate)
+                    cute.nvgpu.warpgroup.fence()
+                    if cutlass.const_expr(self.fp8):
+                        # Promotion: this k-tile into `part` (zeroed by the first wgmma), then
+                        # added to `acc` in fp32 once it retired.
+                        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
+                        for kb in cutlass.range_constexpr(k_blocks):
+                            cute.gemm(tiled_mma, part, tCrA[(None, None, kb, rstate.index)],
+                                      tCrB[(None, None, kb, rstate.index)], part)
+                            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+                        cute.nvgpu.warpgroup.commit_group()
+                        cute.nvgpu.warpgroup.wait_group(0)
+                        mainloop.consumer_release(rstate)
+                        acc.store(acc.load() + part.load())
+                    else:
+                        for kb in cutlass.range_constexpr(k_blocks):
+                            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, rstate.index)],
+                                      tCrB[(None, None, kb, rstate.index)], acc)
+                        cute.nvgpu.warpgroup.commit_group()
+                        # The previous batch retired: its slot can be refilled.
+                        cute.nvgpu.warpgroup.wait_group(1)
+                        if kt > 0:
+                            mainloop.consumer_release(fstate)
+                            fstate.advance()
+                    rstate.advance()
+                if cutlass.const_expr(not self.fp8):
+                    cute.nvgpu.warpgroup.wait_group(0)
+                    if k_tiles > 0:
+                        mainloop.consumer_release(fstate)
+                        fstate.advance()
+
+                # ---- fused epilogue math, fp32, on the accumulators ----
+                if cutlass.const_expr(need_coords):
+                    tCcD = acc_coords(tiled_mma, ctid, cute.local_tile(cD, (self.tile[0], self.tile[1]), (tm, tn)))
+                    # unroll_full: unrolled by the compiler, not traced element by element.
+                    for i in cutlass.range(cute.size(acc), unroll_full=True):
+                        mi = cutlass.min(tCcD[i][0], m_size - 1)
+                        ni = cutlass.min(tCcD[i][1], n_size - 1)
+                        v = acc[i] * alpha_eff
+                        if cutlass.const_expr(cfg.scale == "rowwise"):
+                            v = v * mRowScale[mi] * mColScale[ni]
+                        if cutlass.const_expr(cfg.has_c):
+                            v = v + beta * mC[mi, ni, 0].to(cutlass.Float32)
+                        if cutlass.const_expr(cfg.bias == "n"):
+                            v = v + mBias[ni].to(cutlass.Float32)
+                        if cutlass.const_expr(cfg.bias == "m"):
+                            v = v + mBias[mi].to(cutlass.Float32)
+                        acc[i] = self._activate(v)
+                else:
+                    for i in cutlass.range(cute.size(acc), unroll_full=True):
+                        acc[i] = self._activate(acc[i] * alpha_eff)
+
+                # ---- store: epi_tile sub-tiles (N fastest) through the buffer ring ----
+                gD_epi = cute.zipped_divide(gD[(None, None, tm, tn, 0)], self.epi_tile)
+                bsD, bgD = cute.nvgpu.cpasync.tma_partition(
+                    tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
+                epi_grid = gD_epi.shape[1]
+                epi_num = cute.size(gD_epi, mode=[1])
+                epi_order = cute.make_layout(epi_grid, stride=(epi_grid[1], 1))
+                for e in cutlass.range_constexpr(epi_num):
+                    for v in cutlass.range_constexpr(frag_n):
+                        frag[v] = tRS_acc[e * frag_n + v]
+                    frag_out.store(frag.load().to(self.d_dtype))
+                    buf = (epi_count + e) % cfg.epi_stages
+                    cute.copy(r2s, frag_out, tRS_sD[(None, None, None, buf)])
+                    # Make the smem writes visible to TMA, then one thread stores the sub-tile.
+                    cute.arch.fence_proxy("async.shared", space="cta")
+                    epi_bar.arrive_and_wait()
+                    if warp == 4:
+                        cute.copy(tma_d, bsD[(None, buf)], bgD[(None, epi_order.get_hier_coord(e))])
+                        store_pipe.producer_commit()
+                        # Wait until the buffer the next sub-tile writes is no longer being read.
+                        store_pipe.producer_acquire()
+                    epi_bar.arrive_and_wait()
+                epi_count += epi_num
+                work += launched
+            if warp == 4:
+                store_pipe.producer_tail()

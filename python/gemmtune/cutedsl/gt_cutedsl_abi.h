@@ -1,0 +1,70 @@
+/* The C ABI between gemmtune's CuTe DSL loader (src/backends/cutedsl/) and one compiled CuTe
+ * DSL GEMM shared object (python/gemmtune/cutedsl/compile.py: the kernel exported with
+ * export_to_c, our shim, the DSL's static runtime and CUDA's static runtime, linked into one
+ * .so). This file is compiled into both sides (and hashed into every artifact's key).
+ *
+ * Every .so exports exactly these functions, with C linkage (everything else is hidden):
+ *
+ *   int         gt_cutedsl_abi_version(void);                   GT_CUTEDSL_ABI_VERSION
+ *   const char* gt_cutedsl_config(void);                        the instance's config text
+ *   int         gt_cutedsl_can_implement(const GtCutedslArgs*); GT_CUTEDSL_OK or a status
+ *   int         gt_cutedsl_run(const GtCutedslArgs*, cudaStream_t);
+ *   const char* gt_cutedsl_status_text(int status);
+ *
+ * Arguments are in the PROBLEM's terms (gemmtune's GemmProblem):
+ *   D[m, n] = act(alpha * sa * sb * (A[m, k] @ B[k, n]) + beta * C[m, n] + bias[n]);
+ * an instance built with swap-AB transposes internally. Pointers are device pointers, 16-byte
+ * aligned; leading dimensions in elements, resolved (never 0), 16-byte multiples. run() loads
+ * the kernel's module into the device on first use (once per device, thread-safe) and makes
+ * args->device current in the .so's own CUDA runtime. CUDA errors: GT_CUTEDSL_CUDA_ERROR, and
+ * gt_cutedsl_status_text(status) then names the latest CUDA error of the calling thread.
+ */
+#ifndef GEMMTUNE_CUTEDSL_ABI_H
+#define GEMMTUNE_CUTEDSL_ABI_H
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GT_CUTEDSL_ABI_VERSION 1
+
+enum {
+  GT_CUTEDSL_OK = 0,
+  GT_CUTEDSL_BAD_ABI = 1,     /* args->abi_version != GT_CUTEDSL_ABI_VERSION */
+  GT_CUTEDSL_BAD_ARGS = 2,    /* a required pointer is null, a size or ld is out of range */
+  GT_CUTEDSL_MISALIGNED = 3,  /* a pointer or leading dimension breaks TMA's 16-byte rule */
+  GT_CUTEDSL_LOAD_FAILED = 4, /* loading the kernel's module into the device failed */
+  GT_CUTEDSL_CUDA_ERROR = 5   /* a CUDA error in the launch; see gt_cutedsl_status_text */
+};
+
+typedef struct GtCutedslArgs {
+  int32_t abi_version; /* GT_CUTEDSL_ABI_VERSION */
+  int32_t device;      /* CUDA device ordinal the stream belongs to */
+  int32_t sm_count;    /* SMs the persistent grid may use (0: query the device) */
+  int32_t reserved;
+  int64_t m, n, k;
+  const void* a;        /* [m, k] */
+  const void* b;        /* [k, n] */
+  const void* c;        /* [m, n]; read only by instances built with C (beta != 0) */
+  void* d;              /* [m, n] */
+  const void* bias;     /* [n], D's dtype; instances built with bias */
+  const float* scale_a; /* fp8: [1] tensorwise or [m] rowwise; else unused */
+  const float* scale_b; /* fp8: [1] tensorwise or [n] rowwise; else unused */
+  int64_t lda, ldb, ldc, ldd;
+  float alpha, beta;
+} GtCutedslArgs;
+
+typedef int (*gt_cutedsl_abi_version_fn)(void);
+typedef const char* (*gt_cutedsl_config_fn)(void);
+typedef int (*gt_cutedsl_can_implement_fn)(const GtCutedslArgs*);
+typedef int (*gt_cutedsl_run_fn)(const GtCutedslArgs*, cudaStream_t);
+typedef const char* (*gt_cutedsl_status_text_fn)(int);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GEMMTUNE_CUTEDSL_ABI_H */

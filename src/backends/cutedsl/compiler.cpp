@@ -1,0 +1,326 @@
+// CuTe DSL compile side: availability (full / load-only), keys, store-or-compile (compiler.hpp).
+#include "backends/cutedsl/compiler.hpp"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/paths.hpp"
+#include "gemmtune/error.hpp"
+#include "store/sha256.hpp"
+
+namespace gemmtune::cutedsl {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// The files whose bytes determine an artifact (relative to the python dir): the kernel, its
+// compile and link step, the shim template and the C ABI. (worker.py only transports.)
+constexpr const char* kSources[] = {"gemmtune/cutedsl/gemm_sm90.py", "gemmtune/cutedsl/compile.py",
+                                    "gemmtune/cutedsl/shim_template.cpp", "gemmtune/cutedsl/runtime.cpp",
+                                    "gemmtune/cutedsl/gt_cutedsl_abi.h"};
+
+std::optional<std::string> slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string first_line(const std::string& text, size_t max = 300) {
+  std::string line = text.substr(0, text.find('\n'));
+  return line.size() > max ? line.substr(0, max) + "..." : line;
+}
+
+// The compiler's message on one line: its first line and, when different, its last non-empty
+// one (the DSL's errors end with the useful part).
+std::string error_summary(const std::string& text) {
+  std::string first = first_line(text);
+  size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return first;
+  size_t start = text.rfind('\n', end);
+  size_t from = start == std::string::npos ? 0 : start + 1;
+  std::string last = first_line(text.substr(from, end + 1 - from));
+  return last == first ? first : first + " ... " + last;
+}
+
+void write_atomically(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  fs::path tmp = path;
+  tmp += ".tmp-" + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out) GT_THROW("cutedsl: cannot write " + tmp.string());
+  }
+  fs::rename(tmp, path);
+}
+
+class TempDir {
+ public:
+  explicit TempDir(const fs::path& parent) {
+    fs::create_directories(parent);
+    std::string tmpl = (parent / "compile-XXXXXX").string();
+    GT_CHECK(mkdtemp(tmpl.data()), "cutedsl: cannot create a temporary directory in " + parent.string());
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+}  // namespace
+
+CompilerOptions CompilerOptions::defaults(std::function<void(const std::string&)> log) {
+  CompilerOptions o;
+  o.pool = WorkerPoolOptions::defaults();
+  o.pool.env["GEMMTUNE_WORKER_BACKENDS"] = "cutedsl";
+  o.pool.log = log;
+  o.python_dir = gemmtune::python_dir();
+  if (const char* t = std::getenv("GEMMTUNE_COMPILE_TIMEOUT"); t && std::atof(t) > 0) o.timeout_s = std::atof(t);
+  o.load_only = env_or_empty("GEMMTUNE_CUTEDSL_LOAD_ONLY") == "1";
+  o.log = std::move(log);
+  return o;
+}
+
+Compiler::Compiler(CompilerOptions options)
+    : opt_(std::move(options)),
+      pool_(std::make_unique<WorkerPool>(opt_.pool)),
+      store_(std::make_unique<ArtifactStore>(opt_.artifacts, opt_.log)) {}
+
+// ---- availability -------------------------------------------------------------------------------
+
+Verdict Compiler::available() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (available_) return *available_;
+  auto no = [&](std::string why) {
+    available_ = Verdict::no(std::move(why));
+    return *available_;
+  };
+  Sha256 h;
+  for (const char* rel : kSources) {
+    auto bytes = slurp(opt_.python_dir / rel);
+    if (!bytes) return no("kernel sources not found: " + (opt_.python_dir / rel).string() + " (set GEMMTUNE_PYTHON_DIR)");
+    h.update(std::string(rel) + "\n" + std::to_string(bytes->size()) + "\n" + *bytes + "\n");
+  }
+  sources_hash_ = h.hex();
+  const fs::path record = store_->root() / "cutedsl" / "toolchain.json";
+
+  // Full mode: a worker with the DSL.
+  std::string why;
+  if (opt_.load_only) {
+    why = "GEMMTUNE_CUTEDSL_LOAD_ONLY=1";
+  } else {
+    try {
+      json ready = pool_->ready();
+      const json versions = ready.value("versions", json::object());
+      if (ready.value("worker", 0) != kWorkerProtocol) {
+        why = "the compile worker speaks protocol " + ready.value("worker", json(nullptr)).dump() + ", expected " +
+              std::to_string(kWorkerProtocol);
+      } else if (!versions.contains("cutedsl_toolchain") || !versions["cutedsl_toolchain"].is_string()) {
+        why = "no CuTe DSL in the compile worker's Python (" + opt_.pool.command.at(0) + "): " +
+              ready.value("missing", json::object()).value("cutedsl", std::string("not reported"));
+      } else {
+        toolchain_ = versions["cutedsl_toolchain"].get<std::string>();
+        try {  // record the toolchain next to the artifacts it keys, for load-only machines
+          std::string text = json{{"toolchain", toolchain_}}.dump(2) + "\n";
+          if (slurp(record).value_or("") != text) write_atomically(record, text);
+        } catch (const std::exception& e) {
+          if (opt_.log) opt_.log(std::string("cutedsl: warning: cannot record the toolchain: ") + e.what());
+        }
+        available_ = Verdict::yes();
+        return *available_;
+      }
+    } catch (const Error& e) {
+      why = e.message();
+    } catch (const json::exception& e) {
+      why = std::string("the compile worker's ready line is malformed: ") + e.what();
+    }
+  }
+  // Load-only mode: artifacts compiled elsewhere, with their toolchain record.
+  if (auto text = slurp(record)) {
+    try {
+      toolchain_ = json::parse(*text).at("toolchain").get<std::string>();
+      load_only_ = true;
+      available_ = Verdict::yes();
+      return *available_;
+    } catch (const std::exception& e) {
+      return no(why + "; and " + record.string() + " is unreadable: " + e.what());
+    }
+  }
+  return no(why + "; and no precompiled artifacts (" + record.string() + " is absent)");
+}
+
+bool Compiler::load_only() {
+  available();
+  std::lock_guard<std::mutex> lock(mu_);
+  return load_only_;
+}
+
+std::string Compiler::toolchain() {
+  if (!available()) return {};
+  std::lock_guard<std::mutex> lock(mu_);
+  return toolchain_;
+}
+
+std::string Compiler::sources_digest() {
+  available();
+  std::lock_guard<std::mutex> lock(mu_);
+  return sources_hash_.substr(0, 12);
+}
+
+std::string Compiler::version() {
+  if (!available()) return "unavailable";
+  std::lock_guard<std::mutex> lock(mu_);
+  return toolchain_ + " src=" + sources_hash_.substr(0, 12);
+}
+
+std::string Compiler::key(const json& params) {
+  Verdict v = available();
+  GT_CHECK(v, "cutedsl: not available: " + v.reason);
+  std::lock_guard<std::mutex> lock(mu_);
+  return ArtifactStore::make_key("gemmtune-cutedsl-artifact " + std::to_string(kKeyFormat) + "\nprotocol " +
+                                 std::to_string(kWorkerProtocol) + "\ntoolchain " + toolchain_ + "\nsources " +
+                                 sources_hash_ + "\nparams " + params.dump() + "\n");
+}
+
+std::string Compiler::runtime_key(const std::string& soname) {
+  return ArtifactStore::make_key("gemmtune-cutedsl-runtime " + std::to_string(kKeyFormat) + "\n" + soname + "\n");
+}
+
+bool Compiler::cached(const json& params) {
+  if (!available()) return false;
+  auto a = store_->get(key(params));
+  if (!a) return false;
+  const std::string rk = a->meta.value("runtime_key", std::string());
+  std::error_code ec;
+  return !rk.empty() && fs::exists(store_->bin_path(rk), ec) && fs::exists(store_->json_path(rk), ec);
+}
+
+Compiled Compiler::with_runtime(Artifact kernel, bool hit, double compile_s) {
+  const std::string rk = kernel.meta.value("runtime_key", std::string());
+  const std::string soname = kernel.meta.value("runtime_soname", std::string());
+  GT_CHECK(!rk.empty() && rk == runtime_key(soname),
+           "cutedsl: artifact " + kernel.key.substr(0, 16) + " does not name its runtime library");
+  auto rt = store_->get(rk);
+  GT_CHECK(rt.has_value(), "cutedsl: the artifact store " + store_->root().string() + " lacks the runtime library " +
+                               soname + " that artifact " + kernel.key.substr(0, 16) + " needs");
+  return Compiled{std::move(kernel), std::move(*rt), compile_s, hit};
+}
+
+// ---- compile ------------------------------------------------------------------------------------
+
+int Compiler::prestart(const std::vector<json>& params) {
+  if (!available() || load_only()) return 0;
+  std::set<std::string> misses;
+  for (const json& p : params)
+    if (!cached(p)) misses.insert(key(p));
+  if (!misses.empty()) pool_->prestart(misses.size());
+  return int(misses.size());
+}
+
+Compiled Compiler::compile(const json& params) {
+  Verdict v = available();
+  GT_CHECK(v, "cutedsl: not available: " + v.reason);
+  const std::string k = key(params);
+  if (auto a = store_->get(k)) return with_runtime(std::move(*a), true, 0.0);
+  if (load_only())
+    GT_THROW("cutedsl: " + params.dump() + " is not in the artifact store " + store_->root().string() +
+             " and this machine cannot compile (load-only: no CuTe DSL here)");
+
+  std::promise<Compiled> promise;
+  std::shared_future<Compiled> result;
+  bool owner = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto f = failed_.find(k); f != failed_.end()) GT_THROW(f->second);
+    if (auto it = in_flight_.find(k); it != in_flight_.end()) {
+      result = it->second;
+    } else {
+      result = in_flight_[k] = promise.get_future().share();
+      owner = true;
+    }
+  }
+  if (owner) {
+    try {
+      promise.set_value(compile_miss(k, params));
+    } catch (const Error& e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      failed_[k] = e.message();
+      promise.set_exception(std::current_exception());
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.erase(k);
+  }
+  return result.get();  // rethrows the owner's Error
+}
+
+Compiled Compiler::compile_miss(const std::string& key, const json& params) {
+  TempDir dir(store_->root() / "cutedsl" / "tmp");
+  json request = {{"op", "compile"}, {"backend", "cutedsl"}, {"params", params}, {"out_dir", dir.path().string()}};
+  auto t0 = std::chrono::steady_clock::now();
+  json r = pool_->request(std::move(request), opt_.timeout_s);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  try {
+    if (!r.value("ok", false)) {
+      std::string kind = r.value("kind", std::string("compile"));
+      std::string error = r.value("error", std::string("(no error text)"));
+      if (opt_.log) opt_.log("cutedsl: " + params.dump() + ": " + kind + " error:\n" + error.substr(0, 2000));
+      GT_THROW("cutedsl: compile failed (" + kind + "): " + error_summary(error));
+    }
+    GT_CHECK(r.contains("artifact") && r["artifact"].is_string() && r.contains("meta") && r["meta"].is_object(),
+             "cutedsl: the compile worker's answer lacks artifact or meta: " + first_line(r.dump()));
+    const fs::path file = r["artifact"].get<std::string>();
+    auto bytes = slurp(file);
+    GT_CHECK(bytes && !bytes->empty(), "cutedsl: the compile worker's artifact " + file.string() + " is missing or empty");
+    const json& meta_in = r["meta"];
+    // The .so must report exactly the config asked for (Library::open checks it again).
+    GT_CHECK(meta_in.value("config", std::string()) == params.dump(),
+             "cutedsl: the worker compiled '" + meta_in.value("config", std::string()) + "', asked for '" +
+                 params.dump() + "'");
+    const double compile_s = r.value("compile_s", wall);
+    // The runtime library: published once per toolchain (its bytes are the same every time).
+    GT_CHECK(r.contains("runtime") && r["runtime"].is_object(), "cutedsl: the compile worker's answer lacks runtime");
+    const std::string soname = r["runtime"].value("soname", std::string());
+    const fs::path rt_file = r["runtime"].value("path", std::string());
+    GT_CHECK(soname.rfind("libgt_cutedsl_rt_", 0) == 0 && fs::path(rt_file).filename() == soname,
+             "cutedsl: the compile worker's runtime library is malformed: " + first_line(r["runtime"].dump()));
+    const std::string rk = runtime_key(soname);
+    if (!store_->get(rk)) {
+      auto rt_bytes = slurp(rt_file);
+      GT_CHECK(rt_bytes && !rt_bytes->empty(), "cutedsl: the runtime library " + rt_file.string() + " is missing or empty");
+      store_->put(rk, std::move(*rt_bytes), json{{"backend", "cutedsl"}, {"runtime_soname", soname}, {"toolchain", toolchain()}});
+    }
+    json meta = {{"backend", "cutedsl"},
+                 {"runtime_soname", soname},
+                 {"runtime_key", rk},
+                 {"params", params},
+                 {"config", params.dump()},
+                 {"toolchain", toolchain()},
+                 {"sources", sources_digest()},
+                 {"compile_s", compile_s},
+                 {"times", r.value("times", json::object())},
+                 {"stages", meta_in.value("stages", 0)}};
+    return with_runtime(store_->put(key, std::move(*bytes), std::move(meta)), false, compile_s);
+  } catch (const json::exception& e) {
+    GT_THROW(std::string("cutedsl: the compile worker's answer is malformed: ") + e.what());
+  }
+}
+
+}  // namespace gemmtune::cutedsl

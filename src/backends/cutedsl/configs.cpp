@@ -1,0 +1,255 @@
+// The CuTe DSL backend's config space and pruning (see configs.hpp).
+#include "backends/cutedsl/configs.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <limits>
+#include <set>
+
+#include "gemmtune/error.hpp"
+
+namespace gemmtune::cutedsl {
+namespace {
+
+bool is_16bit(DType t) { return t == DType::bf16 || t == DType::fp16; }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t next_pow2(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p <<= 1;
+  return p;
+}
+template <class T>
+bool one_of(T v, std::initializer_list<T> ok) {
+  return std::find(ok.begin(), ok.end(), v) != ok.end();
+}
+
+// Kernel-term extents: with swap-AB the kernel computes D^T[n, m].
+int64_t kernel_m(const Config& c, const GemmProblem& p) { return c.swap_ab ? p.n : p.m; }
+int64_t kernel_n(const Config& c, const GemmProblem& p) { return c.swap_ab ? p.m : p.n; }
+
+// Swap-AB is worth a candidate when m is small next to n (decode-like shapes): the kernel's N
+// (wgmma N, down to 32 here) then carries the small extent instead of its M (64 at least).
+bool swap_worthwhile(const GemmProblem& p) { return p.m <= 128 && p.n >= 2 * p.m; }
+
+bool take_int(std::string_view s, size_t& pos, int& out) {
+  auto [ptr, ec] = std::from_chars(s.data() + pos, s.data() + s.size(), out);
+  if (ec != std::errc() || ptr == s.data() + pos) return false;
+  pos = size_t(ptr - s.data());
+  return true;
+}
+bool take_char(std::string_view s, size_t& pos, char c) {
+  if (pos >= s.size() || s[pos] != c) return false;
+  ++pos;
+  return true;
+}
+
+}  // namespace
+
+// ---- Config -----------------------------------------------------------------------------------
+
+std::string Config::id() const {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%dx%dc%dx%d", tile_m, tile_n, cluster_m, cluster_n);
+  std::string s = buf;
+  if (stages) std::snprintf(buf, sizeof buf, "p%d", stages), s += buf;
+  if (swap_ab) s += 's';
+  return s;
+}
+
+std::string Config::name() const {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%dx%d cluster %dx%d", tile_m, tile_n, cluster_m, cluster_n);
+  std::string s = buf;
+  if (stages) std::snprintf(buf, sizeof buf, " %d stages", stages), s += buf;
+  if (swap_ab) s += " swap-AB";
+  return s;
+}
+
+Config Config::parse(std::string_view id) {
+  auto bad = [&](const char* why) -> Config {
+    GT_THROW("cutedsl: config id '" + std::string(id) + "' is not valid (" + why +
+             "; expected e.g. 128x128c1x1, 64x64c2x1s or 128x256c1x1p3)");
+  };
+  Config c;
+  size_t pos = 0;
+  if (!take_int(id, pos, c.tile_m) || !take_char(id, pos, 'x') || !take_int(id, pos, c.tile_n) ||
+      !take_char(id, pos, 'c') || !take_int(id, pos, c.cluster_m) || !take_char(id, pos, 'x') ||
+      !take_int(id, pos, c.cluster_n))
+    return bad("malformed");
+  if (pos < id.size() && id[pos] == 'p') {
+    ++pos;
+    if (!take_int(id, pos, c.stages)) return bad("malformed stages");
+  }
+  if (pos < id.size() && id[pos] == 's') c.swap_ab = true, ++pos;
+  if (pos != id.size()) return bad("trailing characters");
+  if (!one_of(c.tile_m, {64, 128}) || !one_of(c.tile_n, {32, 64, 128, 256}) || !one_of(c.cluster_m, {1, 2}) ||
+      !one_of(c.cluster_n, {1, 2}) || c.cluster_m * c.cluster_n > 2 || (c.stages != 0 && (c.stages < 2 || c.stages > 16)))
+    return bad("value out of range");
+  if (c.id() != id) return bad("not canonical");
+  return c;
+}
+
+// ---- resources --------------------------------------------------------------------------------
+
+int tile_k(const GemmProblem& p) { return 128 / int(size_of(p.a.dtype)); }
+
+int64_t stage_bytes(const Config& c, const GemmProblem& p) {
+  return int64_t(c.tile_m + c.tile_n) * tile_k(p) * int64_t(size_of(p.a.dtype));
+}
+
+int64_t epilogue_bytes(const Config& c, const GemmProblem& p) {
+  return int64_t(kEpiStages) * std::min(c.tile_m, 128) * std::min(32, c.tile_n) * int64_t(size_of(p.d.dtype));
+}
+
+int max_stages(const Config& c, const GemmProblem& p) {
+  return int((kMaxSharedBytes - kSharedReserve - epilogue_bytes(c, p)) / stage_bytes(c, p));
+}
+
+int accumulator_registers(const Config& c, const GemmProblem& p) {
+  const int regs = 64 * c.tile_n / 128;  // a warpgroup's 64 x tile_n fp32 over its 128 threads
+  return is_fp8(p.a.dtype) ? 2 * regs : regs;
+}
+
+// ---- rules ------------------------------------------------------------------------------------
+
+Verdict problem_verdict(const GemmProblem& p) {
+  const bool fp8 = is_fp8(p.a.dtype) && is_fp8(p.b.dtype);
+  if (!fp8 && !(is_16bit(p.a.dtype) && p.a.dtype == p.b.dtype))
+    return Verdict::no(std::string("inputs ") + to_string(p.a.dtype) + "/" + to_string(p.b.dtype) +
+                       ": only bf16, fp16 and fp8 (e4m3/e5m2) inputs have a CuTe DSL kernel here");
+  if (fp8 && p.a.dtype == DType::e5m2 && p.b.dtype == DType::e5m2)
+    return Verdict::no("e5m2 x e5m2: wgmma has no such pairing");
+  if (!is_16bit(p.d.dtype))
+    return Verdict::no(std::string("output ") + to_string(p.d.dtype) + ": only bf16 and fp16 outputs are supported");
+  if (fp8 && !(p.a.layout == Layout::row && p.b.layout == Layout::col))
+    return Verdict::no("fp8 needs A row-major and B column-major (wgmma reads fp8 K-major only)");
+  if (p.scale != ScaleMode::none && !fp8) return Verdict::no("scales apply to fp8 inputs only");
+  if (p.tf32) return Verdict::no("tf32 applies to fp32 inputs, which this backend leaves to cuBLASLt");
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (p.m > kMax || p.n > kMax || p.k > kMax) return Verdict::no("m, n and k must fit in int32");
+  // TMA (A, B loads and D stores): every non-unit stride a multiple of 16 bytes. C is read
+  // element by element, any leading dimension works.
+  auto ld_ok = [](const char* name, DType t, int64_t ld, std::string& why) {
+    if ((ld * int64_t(size_of(t))) % 16 == 0) return true;
+    why = std::string("TMA needs 16-byte-aligned rows: ld") + name + " = " + std::to_string(ld) + " " +
+          to_string(t) + " elements is " + std::to_string(ld * int64_t(size_of(t))) + " bytes";
+    return false;
+  };
+  std::string why;
+  if (!ld_ok("a", p.a.dtype, p.lda(), why) || !ld_ok("b", p.b.dtype, p.ldb(), why) ||
+      !ld_ok("d", p.d.dtype, p.ldd(), why))
+    return Verdict::no(why);
+  return Verdict::yes();
+}
+
+Verdict check(const Config& c, const GemmProblem& p) {
+  auto no = [&](const std::string& why) { return Verdict::no(c.id() + ": " + why); };
+  if (!one_of(c.tile_m, {64, 128})) return no("tile M must be 64 or 128 (one or two consumer warpgroups)");
+  if (!one_of(c.tile_n, {32, 64, 128, 256})) return no("tile N must be 32, 64, 128 or 256");
+  if (!one_of(c.cluster_m, {1, 2}) || !one_of(c.cluster_n, {1, 2}) || c.cluster_m * c.cluster_n > 2)
+    return no("cluster must be 1x1, 2x1 or 1x2");
+  if (int r = accumulator_registers(c, p); r > 128)
+    return no("accumulators need " + std::to_string(r) + " registers per thread (at most 128" +
+              (is_fp8(p.a.dtype) ? ", fp8 keeps two register tiles" : "") + ")");
+  const int fit = max_stages(c, p);
+  if (fit < kMinStages)
+    return no("shared memory: " + std::to_string(fit) + " mainloop stages fit (need " + std::to_string(kMinStages) + ")");
+  if (c.stages != 0 && (c.stages < kMinStages || c.stages > fit))
+    return no(std::to_string(c.stages) + " stages do not fit (" + std::to_string(kMinStages) + ".." +
+              std::to_string(fit) + ")");
+  return Verdict::yes();
+}
+
+// ---- enumeration and ranking ------------------------------------------------------------------
+
+std::vector<Config> valid_configs(const GemmProblem& p) {
+  std::vector<Config> out;
+  const std::pair<int, int> clusters[] = {{1, 1}, {2, 1}, {1, 2}};
+  for (bool swap : {false, true})
+    for (int tm : {64, 128})
+      for (int tn : {32, 64, 128, 256})
+        for (auto [cm, cn] : clusters) {
+          Config c{tm, tn, cm, cn, 0, swap};
+          if (check(c, p)) out.push_back(c);
+        }
+  return out;
+}
+
+double cost_estimate(const Config& c, const GemmProblem& p, int sm_count) {
+  const int64_t M = kernel_m(c, p), N = kernel_n(c, p);
+  const int64_t tiles_m = ceil_div(M, c.tile_m), tiles_n = ceil_div(N, c.tile_n);
+  // The persistent grid runs min(clusters, SMs / cluster size) clusters; each takes its share of
+  // cluster tiles in turn, so the time goes with the most tiles any cluster gets (the waves).
+  const int64_t clusters = ceil_div(tiles_m, c.cluster_m) * ceil_div(tiles_n, c.cluster_n);
+  const int64_t per_wave = std::max<int64_t>(1, sm_count / (c.cluster_m * c.cluster_n));
+  const double waves = double(ceil_div(clusters, per_wave));
+  // One tile ~ its (padded) MMA work over an efficiency that grows with the tile's arithmetic
+  // intensity; one consumer warpgroup (tile M 64) issues half the wgmma of two.
+  const double tile_work = double(c.tile_m) * c.tile_n * double(p.k);
+  double efficiency = 1.0 / (1.0 + 64.0 / c.tile_m + 64.0 / c.tile_n);
+  if (c.tile_m == 64) efficiency *= 0.9;
+  double cost = waves * double(c.cluster_m * c.cluster_n) * tile_work / efficiency;
+  // Multicast halves one operand's L2 -> SM traffic: a small bonus when a wave shares it.
+  if (c.cluster_m * c.cluster_n > 1 && clusters >= per_wave / 2) cost *= 0.97;
+  return cost;
+}
+
+std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs) {
+  if (!problem_verdict(p)) return {};
+  std::vector<Config> keep;
+  for (const Config& c : valid_configs(p)) {
+    if (c.swap_ab && !swap_worthwhile(p)) continue;
+    const int64_t M = kernel_m(c, p), N = kernel_n(c, p);
+    // A tile far larger than its extent only multiplies padding: at most the extent's next power
+    // of two (at least the smallest tile); tile N 32 only where N itself is that small.
+    if (c.tile_m > std::max<int64_t>(64, next_pow2(M)) || c.tile_n > std::max<int64_t>(32, next_pow2(N))) continue;
+    if (c.tile_n == 32 && N > 32) continue;
+    // A cluster along a dimension with a single tile only idles its partner.
+    if ((c.cluster_m > 1 && ceil_div(M, c.tile_m) < 2) || (c.cluster_n > 1 && ceil_div(N, c.tile_n) < 2)) continue;
+    keep.push_back(c);
+  }
+  auto by_cost = [&](const Config& x, const Config& y) {
+    return cost_estimate(x, p, sm_count) < cost_estimate(y, p, sm_count);
+  };
+  std::stable_sort(keep.begin(), keep.end(), by_cost);
+  if (max_configs <= 0 || int(keep.size()) <= max_configs) return keep;
+  // The best max_configs, with the best of each (swap-AB, clustered) class kept in: the cost
+  // model is crude and the race is the judge.
+  std::vector<Config> out;
+  std::set<std::pair<bool, bool>> classes;
+  for (const Config& c : keep)
+    if (int(out.size()) < max_configs && classes.insert({c.swap_ab, c.cluster_m * c.cluster_n > 1}).second)
+      out.push_back(c);
+  for (const Config& c : keep) {
+    if (int(out.size()) >= max_configs) break;
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  std::stable_sort(out.begin(), out.end(), by_cost);
+  return out;
+}
+
+nlohmann::json params(const Config& c, const GemmProblem& p) {
+  const bool d_row = p.d.layout == Layout::row;
+  return nlohmann::json{
+      {"a_dtype", to_string(p.a.dtype)},
+      {"b_dtype", to_string(p.b.dtype)},
+      {"d_dtype", to_string(p.d.dtype)},
+      {"a_row", p.a.layout == Layout::row},
+      {"b_row", p.b.layout == Layout::row},
+      {"c_row", p.uses_c() ? p.c.layout == Layout::row : d_row},
+      {"d_row", d_row},
+      {"has_c", p.uses_c()},
+      {"bias", p.bias},
+      {"act", to_string(p.act)},
+      {"scale", to_string(p.scale)},
+      {"tile_m", c.tile_m},
+      {"tile_n", c.tile_n},
+      {"cluster_m", c.cluster_m},
+      {"cluster_n", c.cluster_n},
+      {"stages", c.stages},
+      {"swap_ab", c.swap_ab},
+  };
+}
+
+}  // namespace gemmtune::cutedsl

@@ -1,0 +1,385 @@
+// The cutedsl backend (see cutedsl_backend.hpp).
+//
+// Candidates: configs_for(problem) on the engine's device (at most $GEMMTUNE_CUTEDSL_MAX_CONFIGS,
+// default 16). A candidate's id is its config id ("128x128c2x1"); with the problem it determines
+// the artifact, so load(problem, id) rebuilds it in another process. In load-only mode (a copied
+// artifact store, no CuTe DSL here) only configs whose artifact is in the store are candidates.
+//
+// prepare(): compile (store hit or a worker), load the .so, ask its can_implement for this
+// problem. run(): fill the arguments, call the entry point; a non-OK status throws Error with the
+// instance's status text. Threads: run() keeps its arguments on the stack and the instance keeps
+// no per-run state, so runs on different streams may overlap.
+#include "backends/cutedsl/cutedsl_backend.hpp"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "gemmtune/error.hpp"
+
+namespace gemmtune {
+namespace cutedsl {
+using nlohmann::json;
+
+// ---- Library ------------------------------------------------------------------------------------
+
+namespace {
+
+std::mutex g_libs_mu;
+std::map<std::string, std::shared_ptr<const Library>> g_libs;  // by artifact key
+
+void* open_bytes(const std::string& key, const std::string& bytes) {
+  int fd = memfd_create(("gt-cutedsl-" + key.substr(0, 16)).c_str(), MFD_CLOEXEC);
+  if (fd < 0) GT_THROW("cutedsl: memfd_create failed: " + std::string(std::strerror(errno)));
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ::close(fd);
+      GT_THROW("cutedsl: writing the shared object to a memfd failed: " + std::string(std::strerror(errno)));
+    }
+    off += size_t(w);
+  }
+  // The fd stays open for the life of the process (libraries are never unloaded): a closed fd's
+  // number, so its /proc/self/fd path, would be reused by the next memfd, and glibc treats a
+  // second dlopen of the same path as the same library.
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* err = dlerror();
+    ::close(fd);
+    GT_THROW("cutedsl: dlopen of artifact " + key.substr(0, 16) + " failed: " + (err ? err : "unknown"));
+  }
+  return h;
+}
+
+template <class Fn>
+Fn symbol(void* h, const char* name, const std::string& key) {
+  void* s = dlsym(h, name);
+  if (!s) GT_THROW(std::string("cutedsl: artifact ") + key.substr(0, 16) + " has no symbol " + name);
+  return reinterpret_cast<Fn>(s);
+}
+
+}  // namespace
+
+std::shared_ptr<const Library> Library::open(const Compiled& compiled, const std::string& expect_config) {
+  const Artifact& artifact = compiled.artifact;
+  std::lock_guard<std::mutex> lock(g_libs_mu);
+  static std::set<std::string> runtimes;  // keys of the runtime libraries loaded (never unloaded)
+  if (!runtimes.count(compiled.runtime.key)) {
+    GT_CHECK(compiled.runtime.bytes, "cutedsl: artifact " + artifact.key.substr(0, 16) + " comes without its runtime");
+    open_bytes(compiled.runtime.key, *compiled.runtime.bytes);
+    runtimes.insert(compiled.runtime.key);
+  }
+  if (auto it = g_libs.find(artifact.key); it != g_libs.end()) {
+    if (std::string got = it->second->config(); got != expect_config)
+      GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " is '" + got + "', expected '" + expect_config + "'");
+    return it->second;
+  }
+  void* h = open_bytes(artifact.key, *artifact.bytes);
+  auto lib = std::make_shared<Library>();
+  lib->key = artifact.key;
+  auto abi = symbol<gt_cutedsl_abi_version_fn>(h, "gt_cutedsl_abi_version", artifact.key);
+  lib->config = symbol<gt_cutedsl_config_fn>(h, "gt_cutedsl_config", artifact.key);
+  lib->can_implement = symbol<gt_cutedsl_can_implement_fn>(h, "gt_cutedsl_can_implement", artifact.key);
+  lib->run = symbol<gt_cutedsl_run_fn>(h, "gt_cutedsl_run", artifact.key);
+  lib->status_text = symbol<gt_cutedsl_status_text_fn>(h, "gt_cutedsl_status_text", artifact.key);
+  if (int v = abi(); v != GT_CUTEDSL_ABI_VERSION)
+    GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " has ABI version " + std::to_string(v) +
+             ", this build expects " + std::to_string(GT_CUTEDSL_ABI_VERSION));
+  if (std::string got = lib->config(); got != expect_config)
+    GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " is '" + got + "', expected '" + expect_config + "'");
+  g_libs[artifact.key] = lib;
+  return lib;
+}
+
+// ---- shared pieces ------------------------------------------------------------------------------
+
+namespace {
+
+// Forwards the compiler's warnings to every live backend's log.
+class LogHub {
+ public:
+  int add(std::function<void(const std::string&)> f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sinks_[next_] = std::move(f);
+    return next_++;
+  }
+  void remove(int id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sinks_.erase(id);
+  }
+  void operator()(const std::string& msg) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, f] : sinks_) f(msg);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int, std::function<void(const std::string&)>> sinks_;
+  int next_ = 0;
+};
+
+LogHub& log_hub() {
+  static LogHub* hub = new LogHub;  // never destroyed: the compiler may log during exit
+  return *hub;
+}
+
+}  // namespace
+
+std::shared_ptr<Compiler> shared_compiler() {
+  static std::mutex mu;
+  static std::shared_ptr<Compiler> compiler;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!compiler)
+    compiler = std::make_shared<Compiler>(CompilerOptions::defaults([](const std::string& m) { log_hub()(m); }));
+  return compiler;
+}
+
+int default_max_configs() {
+  const char* v = std::getenv("GEMMTUNE_CUTEDSL_MAX_CONFIGS");
+  int n = v ? std::atoi(v) : 0;
+  return n > 0 ? n : 16;
+}
+
+// ---- precompile ---------------------------------------------------------------------------------
+
+std::vector<PrecompileItem> precompile(Compiler& compiler, const std::vector<GemmProblem>& problems, int sm_count,
+                                       int max_configs, int threads,
+                                       const std::function<void(const PrecompileItem&)>& progress,
+                                       const std::vector<Config>& only) {
+  Verdict av = compiler.available();
+  GT_CHECK(av, "cutedsl: not available: " + av.reason);
+  std::vector<PrecompileItem> items;
+  std::vector<json> todo_params;
+  std::set<std::string> seen;
+  for (const GemmProblem& p : problems) {
+    if (Verdict v = problem_verdict(p); !v) {
+      PrecompileItem it;
+      it.problem = p.str(), it.error = "does not support: " + v.reason, it.skipped = true;
+      items.push_back(std::move(it));
+      continue;
+    }
+    for (const Config& c : only.empty() ? configs_for(p, sm_count, max_configs) : only) {
+      PrecompileItem it;
+      it.problem = p.str(), it.config = c;
+      if (Verdict v = check(c, p); !v) {
+        it.error = "cannot run this problem: " + v.reason;
+        items.push_back(std::move(it));
+        continue;
+      }
+      json prm = params(c, p);
+      std::string key = compiler.key(prm);
+      if (!seen.insert(key).second) continue;
+      it.params = prm.dump(), it.key = key;
+      items.push_back(std::move(it));
+      todo_params.push_back(std::move(prm));
+    }
+  }
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < items.size(); ++i)
+    if (!items[i].key.empty()) todo.push_back(i);
+    else if (progress) progress(items[i]);
+  compiler.prestart(todo_params);
+
+  std::atomic<size_t> next{0};
+  std::mutex progress_mu;
+  auto work = [&] {
+    for (size_t j; (j = next++) < todo.size();) {
+      PrecompileItem& it = items[todo[j]];
+      try {
+        Compiled c = compiler.compile(todo_params[j]);
+        it.store_hit = c.store_hit, it.seconds = c.compile_s;
+      } catch (const std::exception& e) {
+        auto* ge = dynamic_cast<const Error*>(&e);
+        it.error = ge ? ge->message() : e.what();
+      }
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        progress(it);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t n = std::min<size_t>(std::max(1, threads), todo.size());
+  for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return items;
+}
+
+// ---- the backend --------------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kName = "cutedsl";
+constexpr int kDefaultSms = 132;  // H100 / H200 SXM, when the device reports none
+
+class CutedslCandidate final : public detail::Candidate {
+ public:
+  CutedslCandidate(std::shared_ptr<Compiler> compiler, const DeviceInfo& dev, const GemmProblem& p, const Config& c)
+      : compiler_(std::move(compiler)), dev_(dev), p_(p), c_(c), params_(params(c, p)) {}
+
+  std::string backend() const override { return kName; }
+  std::string id() const override { return c_.id(); }
+  std::string name() const override { return c_.name(); }
+  double compile_seconds() const override { return compile_s_; }
+
+  void prepare() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lib_) return;
+    Compiled built = compiler_->compile(params_);
+    compile_s_ = built.compile_s;
+    auto lib = Library::open(built, params_.dump());
+    GtCutedslArgs a = args({});
+    if (int st = lib->can_implement(&a); st != GT_CUTEDSL_OK)
+      GT_THROW("cutedsl: " + id() + " cannot run " + p_.str() + ": " + lib->status_text(st));
+    lib_ = std::move(lib);
+  }
+
+  void run(const GemmArgs& g, cudaStream_t s) override {
+    if (!lib_) prepare();
+    GtCutedslArgs a = args(g);
+    if (int st = lib_->run(&a, s); st != GT_CUTEDSL_OK) GT_THROW("cutedsl: " + id() + ": " + lib_->status_text(st));
+  }
+
+ private:
+  GtCutedslArgs args(const GemmArgs& g) const {
+    GtCutedslArgs a{};
+    a.abi_version = GT_CUTEDSL_ABI_VERSION;
+    a.device = dev_.index < 0 ? 0 : dev_.index;
+    a.sm_count = dev_.sm_count;
+    a.m = p_.m, a.n = p_.n, a.k = p_.k;
+    a.a = g.a, a.b = g.b, a.c = p_.uses_c() ? g.c : nullptr, a.d = g.d, a.bias = g.bias;
+    a.scale_a = g.scale_a, a.scale_b = g.scale_b;
+    a.lda = p_.lda(), a.ldb = p_.ldb(), a.ldc = p_.uses_c() ? p_.ldc() : p_.ldd(), a.ldd = p_.ldd();
+    a.alpha = p_.alpha, a.beta = p_.beta;
+    return a;
+  }
+
+  std::shared_ptr<Compiler> compiler_;
+  DeviceInfo dev_;
+  GemmProblem p_;
+  Config c_;
+  json params_;
+  std::mutex mu_;
+  std::shared_ptr<const Library> lib_;
+  double compile_s_ = 0;
+};
+
+class CutedslBackend final : public Backend {
+ public:
+  explicit CutedslBackend(const BackendContext& ctx)
+      : dev_(ctx.device), sms_(ctx.device.sm_count > 0 ? ctx.device.sm_count : kDefaultSms),
+        log_id_(log_hub().add(ctx.log)) {
+    if (dev_.index >= 0 && !(dev_.cc_major == 9 && dev_.cc_minor == 0)) {
+      broken_ = "kernels are compiled for sm_90a (Hopper); this device is " + dev_.name + " (cc " +
+                std::to_string(dev_.cc_major) + "." + std::to_string(dev_.cc_minor) + ")";
+      return;
+    }
+    try {
+      compiler_ = shared_compiler();
+    } catch (const Error& e) {  // e.g. no home directory for the artifact store
+      broken_ = e.message();
+      return;
+    }
+    // Start the first worker (importing the DSL takes about a second) while the engine starts.
+    auto probe = [c = compiler_] { return c->available(); };
+    try {
+      warm_ = std::async(std::launch::async, probe).share();
+    } catch (const std::system_error&) {
+      warm_ = std::async(std::launch::deferred, probe).share();
+    }
+  }
+  ~CutedslBackend() override {
+    if (warm_.valid()) warm_.wait();
+    log_hub().remove(log_id_);
+  }
+
+  std::string name() const override { return kName; }
+  std::string version() const override { return compiler_ ? compiler_->version() : "unavailable"; }
+  Verdict available() const override {
+    if (!compiler_) return Verdict::no(broken_);
+    return warm_.get();
+  }
+
+  // In load-only mode a problem none of whose artifacts is in the store is not supported:
+  // nothing could run it, and callers treat "supported" as "has candidates".
+  Verdict supports(const GemmProblem& p) const override {
+    if (Verdict v = problem_verdict(p); !v) return v;
+    if (configs_for(p, sms_, default_max_configs()).empty()) return Verdict::no("no CuTe DSL config fits this problem");
+    if (compiler_ && available() && compiler_->load_only() && configs(p).empty())
+      return Verdict::no("load-only (no CuTe DSL here) and the artifact store " + compiler_->store().root().string() +
+                         " holds none of this problem's artifacts");
+    return Verdict::yes();
+  }
+
+  std::vector<std::unique_ptr<detail::Candidate>> candidates(const GemmProblem& p) override {
+    require(p);
+    std::vector<std::unique_ptr<detail::Candidate>> out;
+    std::vector<json> prm;
+    for (const Config& c : configs(p)) {
+      out.push_back(std::make_unique<CutedslCandidate>(compiler_, dev_, p, c));
+      prm.push_back(params(c, p));
+    }
+    if (out.empty() && compiler_->load_only())
+      GT_THROW("cutedsl: load-only (no CuTe DSL here) and the artifact store holds none of this problem's artifacts");
+    try {
+      compiler_->prestart(prm);
+    } catch (const Error&) {  // only an optimisation: compiles start workers on demand anyway
+    }
+    return out;
+  }
+
+  std::unique_ptr<detail::Candidate> load(const GemmProblem& p, const std::string& id) override {
+    require(p);
+    Config c = Config::parse(id);
+    if (Verdict v = check(c, p); !v) GT_THROW("cutedsl: candidate " + id + " cannot run " + p.str() + ": " + v.reason);
+    return std::make_unique<CutedslCandidate>(compiler_, dev_, p, c);
+  }
+
+ private:
+  // The ranked configs for `p`; in load-only mode only those whose artifact is in the store.
+  std::vector<Config> configs(const GemmProblem& p) const {
+    std::vector<Config> out;
+    const bool load_only = compiler_->load_only();
+    for (const Config& c : configs_for(p, sms_, default_max_configs()))
+      if (!load_only || compiler_->cached(params(c, p))) out.push_back(c);
+    return out;
+  }
+
+  void require(const GemmProblem& p) const {
+    Verdict v = available();
+    GT_CHECK(v, "cutedsl: not available: " + v.reason);
+    v = supports(p);
+    GT_CHECK(v, "cutedsl: does not support " + p.str() + ": " + v.reason);
+  }
+
+  DeviceInfo dev_;
+  int sms_;
+  int log_id_;
+  std::shared_ptr<Compiler> compiler_;  // null when unusable
+  std::string broken_;                  // why
+  std::shared_future<Verdict> warm_;
+};
+
+}  // namespace
+}  // namespace cutedsl
+
+std::unique_ptr<Backend> make_cutedsl_backend(const BackendContext& ctx) {
+  return std::make_unique<cutedsl::CutedslBackend>(ctx);
+}
+
+}  // namespace gemmtune

@@ -1,0 +1,65 @@
+// The cutedsl backend: one candidate per CuTe DSL config (configs.hpp) for a problem; each is
+// our Hopper GEMM (python/gemmtune/cutedsl/gemm_sm90.py) compiled ahead of time by a Python
+// worker into a self-contained shared object (compiler.hpp), loaded with dlopen from its
+// verified bytes, and run through its C entry points (gt_cutedsl_abi.h).
+//
+// What is exposed beyond make_cutedsl_backend (backend.hpp): the loader of one .so, and
+// precompile(), which compiles every candidate of a list of problems without a GPU.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/cutedsl/compiler.hpp"
+#include "backends/cutedsl/configs.hpp"
+#include "../../../python/gemmtune/cutedsl/gt_cutedsl_abi.h"
+
+namespace gemmtune::cutedsl {
+
+// The entry points of one loaded instance. Loaded from the artifact's verified bytes through a
+// memfd (what runs is what was hashed); never unloaded (the .so carries its own CUDA runtime,
+// whose teardown at dlclose would race the process's). One load per key per process.
+struct Library {
+  std::string key;
+  gt_cutedsl_config_fn config = nullptr;
+  gt_cutedsl_can_implement_fn can_implement = nullptr;
+  gt_cutedsl_run_fn run = nullptr;
+  gt_cutedsl_status_text_fn status_text = nullptr;
+
+  // Loads `compiled.runtime` (once per process: the kernel .so names it as DT_NEEDED by soname,
+  // which the dynamic loader then finds among the loaded objects), then the kernel .so. Throws
+  // Error when the bytes cannot be loaded, a symbol is missing, the ABI version differs, or the
+  // instance's config text is not `expect_config`.
+  static std::shared_ptr<const Library> open(const Compiled& compiled, const std::string& expect_config);
+};
+
+// The process-wide compiler (one worker pool, one store), created on first use from
+// CompilerOptions::defaults.
+std::shared_ptr<Compiler> shared_compiler();
+
+// $GEMMTUNE_CUTEDSL_MAX_CONFIGS, else 16.
+int default_max_configs();
+
+struct PrecompileItem {
+  std::string problem;   // GemmProblem::str() of the first problem that needed it
+  Config config;
+  std::string params;    // params(config, problem).dump()
+  std::string key;
+  bool store_hit = false;
+  double seconds = 0;    // the worker's compile time (0 on a hit)
+  std::string error;     // empty when compiled
+  bool skipped = false;  // the backend does not support the problem (not a compile failure)
+};
+
+// Compiles (or finds in the store) every artifact the candidates of `problems` need, distinct
+// artifacts once, on up to `threads` threads (each request goes to a worker of the pool).
+// `only` non-empty: exactly these configs for every problem instead of the ranked candidates.
+std::vector<PrecompileItem> precompile(Compiler& compiler, const std::vector<GemmProblem>& problems, int sm_count,
+                                       int max_configs, int threads,
+                                       const std::function<void(const PrecompileItem&)>& progress = {},
+                                       const std::vector<Config>& only = {});
+
+}  // namespace gemmtune::cutedsl

@@ -1,0 +1,291 @@
+// The Triton softmax backend: configs, compile parameters, and the candidate that loads the
+// cubin and launches it with the driver API (launch ABI: x, y, rows (i32), cols (i32), ld (i64),
+// scale (f32), then Triton's hidden global and profile scratch pointers).
+#include "backends/triton/triton_softmax.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "backends/backend.hpp"
+#include "backends/triton/compiler.hpp"
+#include "compile/worker_pool.hpp"
+#include "core/cuda.hpp"
+#include "core/driver.hpp"
+#include "gemmtune/error.hpp"
+#include "store/sha256.hpp"
+
+namespace gemmtune {
+namespace triton {
+namespace {
+
+constexpr const char* kTemplate = "gemmtune/kernels/triton_softmax.py";
+constexpr int kMaxRowsBlock = 65536;  // block_n limit of the template
+// Values a thread keeps in registers (softmax_rows), 32 at 32 warps; longer rows go online.
+constexpr int kMaxPerThread = 64;
+bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+int64_t next_pow2(int64_t v) {
+  int64_t p = 16;
+  while (p < v) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+std::string SoftmaxConfig::id() const {
+  return online ? "online_b" + std::to_string(block_n) + "_w" + std::to_string(num_warps)
+                : "rows_b" + std::to_string(block_n) + "_r" + std::to_string(rows) + "_w" + std::to_string(num_warps);
+}
+
+SoftmaxConfig SoftmaxConfig::parse(const std::string& id) {
+  SoftmaxConfig c;
+  int b = 0, r = 1, w = 0, used = 0;
+  const bool rows_form = std::sscanf(id.c_str(), "rows_b%d_r%d_w%d%n", &b, &r, &w, &used) == 3 && used == int(id.size());
+  const bool online_form = !rows_form && std::sscanf(id.c_str(), "online_b%d_w%d%n", &b, &w, &used) == 2 && used == int(id.size());
+  if (!rows_form && !online_form)
+    GT_THROW("triton softmax config '" + id + "': expected rows_b<N>_r<R>_w<W> or online_b<N>_w<W>");
+  c.online = online_form, c.block_n = b, c.rows = online_form ? 1 : r, c.num_warps = w;
+  if (c.id() != id) GT_THROW("triton softmax config '" + id + "': not in canonical form");
+  return c;
+}
+
+std::string SoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
+  if (!pow2(block_n) || block_n < 16 || block_n > kMaxRowsBlock) return "block_n must be a power of two in [16, 65536]";
+  if (!pow2(rows) || rows > 64) return "rows must be a power of two in [1, 64]";
+  if (!pow2(num_warps) || num_warps > 32) return "num_warps must be a power of two in [1, 32]";
+  if (online && rows != 1) return "the online kernel takes one row per program";
+  if (!online && block_n < p.cols) return "block_n " + std::to_string(block_n) + " is shorter than the row";
+  // 1024-thread programs get 64 registers a thread: 64 values spill there (measured: 200+ bytes).
+  const int64_t max_per = num_warps == 32 ? kMaxPerThread / 2 : kMaxPerThread;
+  if (int64_t(block_n) * rows / (32 * num_warps) > max_per)
+    return "more than " + std::to_string(max_per) + " values a thread";
+  if (p.cols > 0x7fffffff || p.rows > 0x7fffffff) return "rows and cols must fit in 32 bits";
+  return {};
+}
+
+std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p) {
+  std::vector<SoftmaxConfig> out;
+  auto add = [&](SoftmaxConfig c) {
+    if (c.cannot_run(p).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  };
+  // rows: the row whole (block_n = next power of two); small rows several per program so that a
+  // program moves 1K-8K elements; 8..64 values a thread.
+  const int64_t bn = next_pow2(p.cols);
+  if (bn <= kMaxRowsBlock) {
+    for (int64_t tile : {bn, int64_t(1024), int64_t(2048), int64_t(4096), int64_t(8192)}) {
+      if (tile < bn || (tile != bn && tile / bn > 64)) continue;
+      const int r = int(tile / bn);
+      for (int per : {8, 16, 32, 64}) {
+        const int64_t w = tile / (32 * per);
+        if (w >= 1 && w <= 32) add({false, int(bn), r, int(w)});
+      }
+    }
+  }
+  // online: rows longer than 8K (the rows kernel covers the others), chunks of 1K-8K.
+  if (p.cols > 8192 || out.empty())
+    for (int b : {1024, 2048, 4096, 8192})
+      for (int per : {8, 16}) {
+        const int w = b / (32 * per);
+        if (w >= 1 && w <= 32) add({true, b, 1, w});
+      }
+  return out;
+}
+
+nlohmann::json softmax_params(const SoftmaxConfig& c, const SoftmaxProblem& p, const std::string& template_digest) {
+  return {{"kernel", c.online ? "softmax_online" : "softmax_rows"},
+          {"in_dtype", to_string(p.in)},
+          {"out_dtype", to_string(p.out)},
+          {"block_n", c.block_n},
+          {"rows", c.rows},
+          {"num_warps", c.num_warps},
+          {"ld_div16", p.row_stride() % 16 == 0},
+          {"cols_div16", p.cols % 16 == 0},
+          {"template", template_digest}};
+}
+
+int64_t softmax_grid(const SoftmaxConfig& c, const SoftmaxProblem& p) {
+  return c.online ? p.rows : (p.rows + c.rows - 1) / c.rows;
+}
+
+}  // namespace triton
+
+namespace {
+
+using nlohmann::json;
+constexpr const char* kName = "triton";
+
+int64_t meta_int(const json& m, const char* key, int64_t fallback) {
+  auto it = m.find(key);
+  return it != m.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
+// A device buffer of at least `bytes`, `align`-aligned.
+struct Scratch {
+  DeviceBuffer buf;
+  CUdeviceptr ptr = 0;
+  void allocate(int64_t bytes, int64_t align) {
+    if (bytes <= 0) return;
+    align = std::max<int64_t>(align, 1);
+    buf = DeviceBuffer(size_t(bytes + align));
+    auto base = reinterpret_cast<uintptr_t>(buf.get());
+    ptr = CUdeviceptr((base + uintptr_t(align) - 1) / uintptr_t(align) * uintptr_t(align));
+  }
+};
+
+class TritonSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
+ public:
+  TritonSoftmaxCandidate(std::shared_ptr<triton::Compiler> compiler, const SoftmaxProblem& p,
+                         const triton::SoftmaxConfig& c, std::string digest, int device)
+      : compiler_(std::move(compiler)), p_(p), cfg_(c), digest_(std::move(digest)), device_(device) {}
+
+  std::string backend() const override { return kName; }
+  std::string id() const override { return cfg_.id(); }
+  std::string name() const override { return cfg_.id(); }
+  double compile_seconds() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return compile_s_;
+  }
+  void prepare() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    prepare_locked();
+  }
+  void run(const SoftmaxArgs& a, cudaStream_t s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    prepare_locked();
+    CUcontext ctx = nullptr;
+    if (driver::api().current_context(&ctx) != CUDA_SUCCESS || !ctx) GT_CUDA(cudaSetDevice(device_));
+    for (const void* ptr : {static_cast<const void*>(a.x), static_cast<const void*>(a.y)})
+      GT_CHECK(reinterpret_cast<uintptr_t>(ptr) % 16 == 0, "triton softmax: x and y must be 16-byte aligned");
+    CUdeviceptr x = CUdeviceptr(reinterpret_cast<uintptr_t>(a.x)), y = CUdeviceptr(reinterpret_cast<uintptr_t>(a.y));
+    int32_t rows = int32_t(p_.rows), cols = int32_t(p_.cols);
+    int64_t ld = p_.row_stride();
+    float scale = p_.scale;
+    void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &global_.ptr, &profile_.ptr};
+    GT_CU(driver::api().launch(fn_, unsigned(grid_), 1, 1, threads_, 1, 1, shared_, s, args, nullptr));
+  }
+
+ private:
+  void prepare_locked() {
+    if (fn_) return;
+    triton::CompiledArtifact a = compiler_->compile(triton::softmax_params(cfg_, p_, digest_));
+    compile_s_ = a.compile_s;
+    const json& m = a.launch;
+    GT_CHECK(meta_int(m, "num_params", 8) == 8, "triton softmax: " + a.function + " takes " +
+                                                     std::to_string(meta_int(m, "num_params", 8)) +
+                                                     " parameters; the launch ABI passes 8");
+    GT_CHECK(meta_int(m, "num_ctas", 1) == 1, "triton softmax: " + a.function + " uses clusters");
+    const int64_t warps = meta_int(m, "num_warps", 0), shared = meta_int(m, "shared", -1);
+    GT_CHECK(warps >= 1 && warps <= 32, "triton softmax: " + a.function + ": bad num_warps " + std::to_string(warps));
+    GT_CHECK(shared >= 0 && shared <= 48 * 1024, "triton softmax: " + a.function + " needs " + std::to_string(shared) +
+                                                     " bytes of shared memory (at most 48 KiB expected)");
+    GT_CUDA(cudaSetDevice(device_));
+    module_ = driver::Module(a.artifact.bytes->data());
+    grid_ = triton::softmax_grid(cfg_, p_);
+    GT_CHECK(grid_ <= 0x7fffffff, "triton softmax: grid too large");
+    threads_ = unsigned(warps * 32);
+    shared_ = unsigned(shared);
+    global_.allocate(meta_int(m, "global_scratch_size", 0) * grid_, meta_int(m, "global_scratch_align", 1));
+    profile_.allocate(meta_int(m, "profile_scratch_size", 0) * grid_, meta_int(m, "profile_scratch_align", 1));
+    fn_ = module_.function(a.function);
+  }
+
+  std::shared_ptr<triton::Compiler> compiler_;
+  SoftmaxProblem p_;
+  triton::SoftmaxConfig cfg_;
+  std::string digest_;
+  int device_;
+  mutable std::mutex mu_;
+  double compile_s_ = 0;
+  driver::Module module_;
+  CUfunction fn_ = nullptr;
+  int64_t grid_ = 0;
+  unsigned threads_ = 0, shared_ = 0;
+  Scratch global_, profile_;
+};
+
+class TritonSoftmaxBackend final : public SoftmaxBackend {
+ public:
+  explicit TritonSoftmaxBackend(const BackendContext& ctx) : dev_(ctx.device) {
+    const auto path = python_dir() / triton::kTemplate;
+    std::ifstream f(path, std::ios::binary);
+    if (!f) {
+      broken_ = "Triton softmax template not found at " + path.string() + " (set GEMMTUNE_PYTHON_DIR)";
+      return;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    digest_ = sha256_hex(ss.str()).substr(0, 16);
+    try {
+      compiler_ = triton::process_compiler();
+    } catch (const Error& e) {
+      broken_ = e.message();
+    }
+  }
+
+  std::string name() const override { return kName; }
+  std::string version() const override {
+    if (!compiler_) return "triton (unavailable)";
+    return "triton " + compiler_->triton_version() + " (softmax template " + digest_ + ")";
+  }
+  Verdict available() const override {
+    if (dev_.cc_major != 9 || dev_.cc_minor != 0)
+      return Verdict::no("the Triton kernels are compiled for sm_90a; this device is sm_" +
+                         std::to_string(dev_.cc_major) + std::to_string(dev_.cc_minor));
+    std::string why;
+    if (!driver::available(&why)) return Verdict::no(why);
+    if (!compiler_) return Verdict::no(broken_);
+    return compiler_->available();
+  }
+  Verdict supports(const SoftmaxProblem& p) const override {
+    if (p.cols > 0x7fffffff || p.rows > 0x7fffffff) return Verdict::no("rows and cols must fit in 32 bits");
+    if (triton::softmax_configs(p).empty()) return Verdict::no("no Triton softmax config fits this problem");
+    return Verdict::yes();
+  }
+  std::vector<std::unique_ptr<Cand>> candidates(const SoftmaxProblem& p) override {
+    require(p);
+    std::vector<std::unique_ptr<Cand>> out;
+    std::vector<json> params;
+    for (const auto& c : triton::softmax_configs(p)) {
+      out.push_back(std::make_unique<TritonSoftmaxCandidate>(compiler_, p, c, digest_, dev_.index));
+      params.push_back(triton::softmax_params(c, p, digest_));
+    }
+    try {
+      compiler_->prestart(params);
+    } catch (const Error&) {  // only an optimisation
+    }
+    return out;
+  }
+  std::unique_ptr<Cand> load(const SoftmaxProblem& p, const std::string& id) override {
+    require(p);
+    const triton::SoftmaxConfig c = triton::SoftmaxConfig::parse(id);
+    const std::string why = c.cannot_run(p);
+    GT_CHECK(why.empty(), "triton: softmax config " + id + " cannot run " + p.str() + ": " + why);
+    return std::make_unique<TritonSoftmaxCandidate>(compiler_, p, c, digest_, dev_.index);
+  }
+
+ private:
+  void require(const SoftmaxProblem& p) const {
+    GT_CHECK(compiler_, "triton: not available: " + broken_);
+    Verdict v = supports(p);
+    GT_CHECK(v, "triton: does not support " + p.str() + ": " + v.reason);
+  }
+
+  DeviceInfo dev_;
+  std::string digest_, broken_;
+  std::shared_ptr<triton::Compiler> compiler_;
+};
+
+}  // namespace
+
+std::unique_ptr<SoftmaxBackend> make_triton_softmax_backend(const BackendContext& ctx) {
+  return std::make_unique<TritonSoftmaxBackend>(ctx);
+}
+
+}  // namespace gemmtune

@@ -1,0 +1,91 @@
+// Op traits: what the tune path (src/engine/tune_path.hpp) and GpuBench need of each op, beside
+// the public tag (GemmOp in gemmtune/kernel.hpp, SoftmaxOp in gemmtune/softmax.hpp).
+//
+//   Operands          random inputs + poisoned outputs on the device: (problem, seed, stream
+//                     [, specials]), args(), poison_outputs(s), input_bytes(), output_bytes()
+//   Checker           built from (problem, operands, stream): computes the GPU reference once;
+//                     check(stream) compares the operands' current output with it
+//   memo_suffix(p)    run-time arguments a loaded candidate bakes in (alpha/beta, scale): they
+//                     do not key the cache but do key the engine's in-process memo
+//   set_problem(r, p) puts p into a TuneReport (op name and the matching problem field)
+//
+// A new op adds its tag, a specialization here, and instantiations in gpu_bench.cpp and
+// engine.cpp; the tune path itself is not copied.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "core/cuda.hpp"
+#include "gemmtune/kernel.hpp"
+#include "gemmtune/report.hpp"
+#include "gemmtune/softmax.hpp"
+#include "tune/operands.hpp"
+#include "tune/softmax_check.hpp"
+#include "tune/verify.hpp"
+
+namespace gemmtune {
+
+template <class Op>
+struct OpTraits;
+
+template <>
+struct OpTraits<GemmOp> {
+  using Operands = OperandSet;
+  static Operands verify_operands(const GemmProblem& p, uint64_t seed, cudaStream_t s) { return Operands(p, seed, s); }
+
+  class Checker {
+   public:
+    Checker(const GemmProblem& p, const OperandSet& ops, cudaStream_t s)
+        : p_(p), ops_(ops), ref_(size_t(p.m) * size_t(p.n) * sizeof(float)) {
+      reference_gemm(p, ops.args(), ref_.as<float>(), s);
+    }
+    CheckResult check(cudaStream_t s) const { return compare(p_, ops_.args().d, ref_.as<float>(), s); }
+
+   private:
+    GemmProblem p_;
+    const OperandSet& ops_;
+    DeviceBuffer ref_;
+  };
+
+  static std::string memo_suffix(const GemmProblem& p) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "/%a/%a", double(p.alpha), double(p.beta));
+    return buf;
+  }
+  static void set_problem(TuneReport& r, const GemmProblem& p) { r.op = GemmOp::name, r.problem = p; }
+};
+
+template <>
+struct OpTraits<SoftmaxOp> {
+  using Operands = SoftmaxOperands;
+  // Verification inputs carry torch's special rows (NaN, +Inf, all -Inf, partial -Inf).
+  static Operands verify_operands(const SoftmaxProblem& p, uint64_t seed, cudaStream_t s) {
+    return Operands(p, seed, s, /*specials=*/true);
+  }
+
+  class Checker {
+   public:
+    Checker(const SoftmaxProblem& p, const SoftmaxOperands& ops, cudaStream_t s)
+        : p_(p), ops_(ops), ref_(size_t(p.rows) * size_t(p.cols) * sizeof(float)), max_(size_t(p.rows) * sizeof(double)) {
+      reference_softmax(p, ops.args().x, ref_.as<float>(), max_.as<double>(), s);
+    }
+    CheckResult check(cudaStream_t s) const {
+      return compare_softmax(p_, ops_.args().x, ops_.args().y, ref_.as<float>(), max_.as<double>(), s);
+    }
+
+   private:
+    SoftmaxProblem p_;
+    const SoftmaxOperands& ops_;
+    DeviceBuffer ref_, max_;
+  };
+
+  static std::string memo_suffix(const SoftmaxProblem& p) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "/%a", double(p.scale));
+    return buf;
+  }
+  static void set_problem(TuneReport& r, const SoftmaxProblem& p) { r.op = SoftmaxOp::name, r.softmax = p; }
+};
+
+}  // namespace gemmtune

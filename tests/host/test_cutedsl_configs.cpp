@@ -1,0 +1,343 @@
+// Host-only tests of the CuTe DSL backend: config space, pruning, ids, params, and (when the
+// DSL is installed in the project's .venv) one real compile through the worker into a temporary
+// artifact store, loaded with dlopen (no GPU: run() must then fail cleanly), plus load-only mode.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <algorithm>
+#include <set>
+
+#include "backends/cutedsl/compiler.hpp"
+#include "backends/cutedsl/configs.hpp"
+#include "backends/cutedsl/cutedsl_backend.hpp"
+#include "gemmtune/error.hpp"
+
+namespace gemmtune::cutedsl {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr int kSms = 132;
+
+std::vector<GemmProblem> sample_problems() {
+  std::vector<GemmProblem> ps;
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{4096, 4096, 4096}, {1, 4096, 4096}, {16, 10240, 8192},
+                                                             {64, 28672, 8192}, {128, 128, 128}, {8192, 28672, 8192},
+                                                             {2048, 1024, 65536}, {300, 7000, 528}, {8, 64, 64}})
+    for (DType t : {DType::bf16, DType::fp16, DType::e4m3}) ps.push_back(GemmProblem::linear(m, n, k, t));
+  GemmProblem epi = GemmProblem::linear(512, 4096, 1024);
+  epi.bias = true, epi.act = Activation::gelu_tanh, epi.beta = 1.0f;
+  ps.push_back(epi);
+  GemmProblem rowwise = GemmProblem::linear(256, 8192, 4096, DType::e4m3);
+  rowwise.scale = ScaleMode::rowwise;
+  ps.push_back(rowwise);
+  GemmProblem nn = GemmProblem::linear(1024, 1024, 1024);
+  nn.a.layout = Layout::col, nn.b.layout = Layout::row, nn.d.layout = Layout::col;
+  ps.push_back(nn);
+  return ps;
+}
+
+TEST(CutedslConfigs, IdRoundTripsForEveryValidConfig) {
+  int n = 0;
+  for (const GemmProblem& p : sample_problems())
+    for (const Config& c : valid_configs(p)) {
+      EXPECT_EQ(Config::parse(c.id()), c) << c.id();
+      EXPECT_FALSE(c.name().empty());
+      ++n;
+    }
+  EXPECT_GT(n, 100);
+  EXPECT_EQ(Config::parse("128x256c2x1").tile_n, 256);
+  EXPECT_EQ(Config::parse("128x256c2x1").cluster_m, 2);
+  EXPECT_TRUE(Config::parse("64x32c1x2s").swap_ab);
+  EXPECT_EQ(Config::parse("128x128c1x1p3").stages, 3);
+  EXPECT_EQ(Config::parse("128x128c1x1p3s").id(), "128x128c1x1p3s");
+}
+
+TEST(CutedslConfigs, ParseRejectsMalformedIds) {
+  for (const char* bad : {"", "128", "128x128", "128x128c1", "128x128c1x1x", "96x128c1x1", "128x48c1x1", "256x128c1x1",
+                          "128x128c2x2", "128x128c4x1", "0128x128c1x1", "128x128c1x1ss", "128x128c1x1p1",
+                          "128x128c1x1p0", "128x128c1x1sp3", "128x128c1x1p03", "co128x128x64c1x1"})
+    EXPECT_THROW(Config::parse(bad), Error) << bad;
+}
+
+TEST(CutedslConfigs, SharedMemoryArithmeticMatchesTheKernel) {
+  // python/gemmtune/cutedsl/gemm_sm90.py plan_smem, worked by hand:
+  // bf16 128x128: stage = 256*64*2 = 32768, epilogue = 2*128*32*2 = 16384,
+  // (232448 - 4096 - 16384) / 32768 = 6.47 -> 6 stages.
+  GemmProblem bf16 = GemmProblem::linear(4096, 4096, 4096);
+  EXPECT_EQ(tile_k(bf16), 64);
+  EXPECT_EQ(stage_bytes(Config{128, 128}, bf16), 32768);
+  EXPECT_EQ(epilogue_bytes(Config{128, 128}, bf16), 16384);
+  EXPECT_EQ(max_stages(Config{128, 128}, bf16), 6);
+  EXPECT_EQ(max_stages(Config{128, 256}, bf16), 4);  // (232448-4096-16384)/49152
+  EXPECT_EQ(max_stages(Config{64, 32}, bf16), 17);   // epilogue 2*64*32*2 = 8192; stage 96*64*2
+  // fp8: tile K 128 (128 bytes), same bytes per stage as bf16 at the same tile.
+  GemmProblem fp8 = GemmProblem::linear(4096, 4096, 4096, DType::e4m3);
+  EXPECT_EQ(tile_k(fp8), 128);
+  EXPECT_EQ(stage_bytes(Config{128, 128}, fp8), 32768);
+}
+
+TEST(CutedslConfigs, CheckRestatesTheKernelRules) {
+  GemmProblem p = GemmProblem::linear(4096, 4096, 4096);
+  EXPECT_TRUE(check(Config{128, 128}, p));
+  EXPECT_TRUE(check(Config{128, 256}, p));  // 128 accumulator registers per thread
+  EXPECT_TRUE(check(Config{64, 256}, p));
+  EXPECT_TRUE(check(Config{128, 128, 2, 1}, p));
+  EXPECT_TRUE(check(Config{128, 128, 1, 1, 6}, p));
+  EXPECT_FALSE(check(Config{128, 128, 1, 1, 7}, p));   // 7 stages do not fit
+  EXPECT_FALSE(check(Config{256, 128}, p));            // tile M 64 or 128
+  EXPECT_FALSE(check(Config{128, 48}, p));             // tile N
+  EXPECT_FALSE(check(Config{128, 128, 2, 2}, p));      // cluster
+  GemmProblem f8 = GemmProblem::linear(4096, 4096, 4096, DType::e4m3);
+  EXPECT_TRUE(check(Config{128, 128}, f8));
+  Verdict v = check(Config{128, 256}, f8);  // promotion doubles the accumulators: 256 registers
+  EXPECT_FALSE(v);
+  EXPECT_NE(v.reason.find("registers"), std::string::npos) << v.reason;
+}
+
+TEST(CutedslConfigs, ProblemVerdictGivesReasons) {
+  EXPECT_TRUE(problem_verdict(GemmProblem::linear(4096, 4096, 4096)));
+  EXPECT_TRUE(problem_verdict(GemmProblem::linear(4096, 4096, 4096, DType::e4m3)));
+  EXPECT_TRUE(problem_verdict(GemmProblem::linear(7, 136, 64)));  // any m: TMA clips
+  EXPECT_FALSE(problem_verdict(GemmProblem::linear(7, 129, 64)));  // ldd 129 bf16: 258 bytes
+  auto reason = [](const GemmProblem& p) { return problem_verdict(p).reason; };
+  EXPECT_NE(reason(GemmProblem::linear(64, 64, 64, DType::fp32)).find("inputs"), std::string::npos);
+  EXPECT_NE(reason(GemmProblem::linear(64, 64, 64, DType::bf16, DType::fp32)).find("output"), std::string::npos);
+  GemmProblem odd_k = GemmProblem::linear(64, 64, 7);  // lda = 7 bf16 = 14 bytes
+  EXPECT_NE(reason(odd_k).find("lda"), std::string::npos) << reason(odd_k);
+  GemmProblem e5 = GemmProblem::linear(64, 64, 64, DType::e5m2);
+  EXPECT_NE(reason(e5).find("e5m2"), std::string::npos);
+  GemmProblem f8col = GemmProblem::linear(64, 64, 64, DType::e4m3);
+  f8col.a.layout = Layout::col;
+  EXPECT_NE(reason(f8col).find("K-major"), std::string::npos);
+  GemmProblem odd_c = GemmProblem::linear(64, 64, 64);  // C is read per element: any ldc
+  odd_c.beta = 1, odd_c.c.ld = 67;
+  EXPECT_TRUE(problem_verdict(odd_c)) << reason(odd_c);
+}
+
+TEST(CutedslConfigs, ConfigsForPrunesAndRanks) {
+  for (const GemmProblem& p : sample_problems()) {
+    SCOPED_TRACE(p.str());
+    auto cs = configs_for(p, kSms, 16);
+    ASSERT_FALSE(cs.empty());
+    EXPECT_LE(cs.size(), 16u);
+    std::set<std::string> ids;
+    for (const Config& c : cs) {
+      EXPECT_TRUE(check(c, p)) << c.id();
+      EXPECT_TRUE(ids.insert(c.id()).second) << "duplicate " << c.id();
+      if (c.swap_ab) EXPECT_LE(p.m, 128) << c.id();
+      EXPECT_EQ(c.stages, 0) << "ranked configs use the automatic stage count";
+    }
+    for (size_t i = 1; i < cs.size(); ++i)
+      EXPECT_LE(cost_estimate(cs[i - 1], p, kSms), cost_estimate(cs[i], p, kSms));
+  }
+  // Decode shape: swap-AB offered, tile N 32 (the kernel's N is m = 1) among them.
+  auto dec = configs_for(GemmProblem::linear(1, 4096, 4096), kSms, 64);
+  EXPECT_TRUE(std::any_of(dec.begin(), dec.end(), [](const Config& c) { return c.swap_ab && c.tile_n == 32; }));
+  // No swap-AB for a large m; no cluster along a single-tile dimension.
+  for (const Config& c : configs_for(GemmProblem::linear(4096, 4096, 4096), kSms, 64)) EXPECT_FALSE(c.swap_ab);
+  for (const Config& c : configs_for(GemmProblem::linear(128, 128, 128), kSms, 64))
+    EXPECT_FALSE(c.cluster_m > 1 && c.tile_m >= 128) << c.id();
+  // Large problem: clustered configs kept represented.
+  auto big = configs_for(GemmProblem::linear(8192, 8192, 8192), kSms, 4);
+  EXPECT_TRUE(std::any_of(big.begin(), big.end(), [](const Config& c) { return c.cluster_m * c.cluster_n > 1; }));
+  // Unsupported problems have no configs.
+  EXPECT_TRUE(configs_for(GemmProblem::linear(64, 64, 64, DType::fp32), kSms).empty());
+}
+
+TEST(CutedslConfigs, ParamsCarryEverythingTheArtifactBakesIn) {
+  GemmProblem p = GemmProblem::linear(100, 200, 64, DType::e4m3);
+  p.scale = ScaleMode::rowwise, p.bias = true, p.act = Activation::silu, p.beta = 0.5f;
+  p.c.layout = Layout::col;
+  nlohmann::json j = params(Config{64, 128, 2, 1, 0, true}, p);
+  EXPECT_EQ(j.dump(),
+            R"({"a_dtype":"e4m3","a_row":true,"act":"silu","b_dtype":"e4m3","b_row":false,"bias":true,"c_row":false,)"
+            R"("cluster_m":2,"cluster_n":1,"d_dtype":"bf16","d_row":true,"has_c":true,"scale":"rowwise","stages":0,)"
+            R"("swap_ab":true,"tile_m":64,"tile_n":128})");
+  // Sizes, leading dimensions, alpha and beta's value stay run-time arguments.
+  GemmProblem q = p;
+  q.m = 4096, q.n = 8, q.k = 1024, q.a.ld = 2048, q.alpha = 3, q.beta = -1;
+  EXPECT_EQ(params(Config{64, 128, 2, 1, 0, true}, q), j);
+  // Without C, c_row follows D (one artifact whatever C's unused layout).
+  GemmProblem r = GemmProblem::linear(64, 64, 64);
+  r.c.layout = Layout::col;
+  EXPECT_EQ(params(Config{}, r)["c_row"], true);
+}
+
+// ---- the compile path, for real, when .venv has the DSL ------------------------------------------
+
+class TempStore {
+ public:
+  TempStore() {
+    char tmpl[] = "/tmp/gemmtune-cutedsl-test-XXXXXX";
+    GT_CHECK(mkdtemp(tmpl), "mkdtemp");
+    root = tmpl;
+  }
+  ~TempStore() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  fs::path root;
+};
+
+CompilerOptions options(const fs::path& store) {
+  CompilerOptions o = CompilerOptions::defaults();
+  o.artifacts = store;
+  o.pool.max_workers = 1;
+  o.load_only = false;
+  return o;
+}
+
+TEST(CutedslCompiler, UnavailableWithBothReasons) {
+  TempStore s;
+  CompilerOptions o = options(s.root);
+  o.pool.command = {"/nonexistent/python3", "-m", "gemmtune.worker"};
+  Compiler c(o);
+  Verdict v = c.available();
+  ASSERT_FALSE(v);
+  EXPECT_NE(v.reason.find("toolchain.json"), std::string::npos) << v.reason;
+}
+
+TEST(CutedslCompiler, CompilesLoadsAndServesLoadOnly) {
+  TempStore s;
+  Compiler c(options(s.root));
+  if (Verdict v = c.available(); !v) GTEST_SKIP() << "no CuTe DSL compile worker: " << v.reason;
+  ASSERT_FALSE(c.load_only());
+  EXPECT_NE(c.toolchain().find("arch=sm_90a"), std::string::npos) << c.toolchain();
+
+  GemmProblem p = GemmProblem::linear(300, 520, 136);
+  p.bias = true, p.act = Activation::relu;
+  const Config cfg{128, 64, 2, 1};
+  const nlohmann::json prm = params(cfg, p);
+  Compiled first = c.compile(prm);
+  EXPECT_FALSE(first.store_hit);
+  EXPECT_GT(first.compile_s, 0);
+  std::printf("cutedsl compile of %s: %.2f s\n", cfg.id().c_str(), first.compile_s);
+  EXPECT_TRUE(c.cached(prm));
+  Compiled again = c.compile(prm);
+  EXPECT_TRUE(again.store_hit);
+  EXPECT_EQ(again.artifact.key, first.artifact.key);
+  EXPECT_EQ(*again.artifact.bytes, *first.artifact.bytes);
+
+  // The .so loads (no GPU needed), reports its config, checks arguments, and fails a launch
+  // cleanly without a driver.
+  EXPECT_LT(first.artifact.bytes->size(), 200u * 1024) << "a kernel .so carries no CUDA runtime of its own";
+  EXPECT_EQ(first.runtime.key, Compiler::runtime_key(first.artifact.meta.at("runtime_soname").get<std::string>()));
+  auto lib = Library::open(first, prm.dump());
+  GtCutedslArgs a{};
+  a.abi_version = GT_CUTEDSL_ABI_VERSION;
+  a.m = p.m, a.n = p.n, a.k = p.k, a.lda = p.lda(), a.ldb = p.ldb(), a.ldc = p.ldd(), a.ldd = p.ldd();
+  alignas(16) static char dummy[64];
+  a.a = dummy, a.b = dummy, a.d = dummy, a.bias = dummy, a.alpha = 1;
+  EXPECT_EQ(lib->can_implement(&a), GT_CUTEDSL_OK);
+  GtCutedslArgs bad = a;
+  bad.abi_version = 99;
+  EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_BAD_ABI);
+  bad = a, bad.lda = 137;  // 274 bytes: not a 16-byte multiple
+  EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_MISALIGNED);
+  bad = a, bad.a = dummy + 2;
+  EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_MISALIGNED);
+  bad = a, bad.bias = nullptr;  // can_implement is asked before buffers exist; run needs them
+  EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_OK);
+  EXPECT_EQ(lib->run(&bad, nullptr), GT_CUTEDSL_BAD_ARGS);
+  bad = a, bad.k = 0;
+  EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_BAD_ARGS);
+  if (access("/dev/nvidia0", F_OK) != 0) {
+    int st = lib->run(&a, nullptr);
+    EXPECT_NE(st, GT_CUTEDSL_OK);
+    EXPECT_STRNE(lib->status_text(st), "");
+  }
+  EXPECT_THROW(Library::open(first, "something else"), Error);
+  // A second kernel shares the runtime library already loaded.
+  Compiled second = c.compile(params(Config{64, 64}, p));
+  EXPECT_EQ(second.runtime.key, first.runtime.key);
+  auto lib2 = Library::open(second, params(Config{64, 64}, p).dump());
+  EXPECT_EQ(lib2->can_implement(&a), GT_CUTEDSL_OK);
+
+  // Load-only: a second compiler on the same store without a worker finds the artifact.
+  CompilerOptions lo = options(s.root);
+  lo.load_only = true;
+  Compiler reader(lo);
+  ASSERT_TRUE(reader.available()) << reader.available().reason;
+  EXPECT_TRUE(reader.load_only());
+  EXPECT_EQ(reader.key(prm), c.key(prm));
+  EXPECT_TRUE(reader.compile(prm).store_hit);
+  nlohmann::json other = params(Config{64, 128}, p);
+  EXPECT_FALSE(reader.cached(other));
+  EXPECT_THROW(reader.compile(other), Error);
+
+  // A request the kernel refuses fails with the worker's kind.
+  nlohmann::json broken = prm;
+  broken["tile_n"] = 48;
+  try {
+    c.compile(broken);
+    ADD_FAILURE() << "tile_n 48 compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("bad_request"), std::string::npos) << e.message();
+  }
+}
+
+}  // namespace
+}  // namespace gemmtune::cutedsl
+
+// ---- precompiling the GPU test's artifacts (not a test: a tool, off unless asked for) ------------
+
+#include "gpu/cutedsl_problems.hpp"
+
+namespace gemmtune::cutedsl {
+namespace {
+
+// The GPU test's problem matrix holds only valid problems (problem_matrix() validates each entry
+// and throws naming it; an invalid entry once stopped the GPU test at its first problem), and
+// the backend supports every one of them (checked on the build machine, not first on the GPU).
+TEST(CutedslProblems, EveryEntryIsValidAndSupported) {
+  std::vector<cutedsl_test::Named> matrix;
+  ASSERT_NO_THROW(matrix = cutedsl_test::problem_matrix());
+  ASSERT_GT(matrix.size(), 30u);
+  std::set<std::string> names;
+  for (auto& [what, p] : matrix) {
+    EXPECT_TRUE(names.insert(what + " " + p.str()).second) << "duplicate entry " << what << " " << p.str();
+    EXPECT_NO_THROW(p.validate()) << what;
+    EXPECT_TRUE(problem_verdict(p)) << what << " " << p.str() << ": " << problem_verdict(p).reason;
+    EXPECT_FALSE(configs_for(p, kSms, default_max_configs()).empty()) << what << " " << p.str();
+  }
+}
+
+// GEMMTUNE_CUTEDSL_PRECOMPILE_GPU_MATRIX=1 GEMMTUNE_ARTIFACTS=<store> gemmtune_host_tests
+//   --gtest_filter=CutedslPrecompile.*
+// compiles every candidate of tests/gpu/test_cutedsl.cpp's problem matrix (for an H200: 132
+// SMs) into <store>; carry <store> to the GPU machine and point GEMMTUNE_ARTIFACTS at it there.
+TEST(CutedslPrecompile, GpuTestMatrix) {
+  const char* on = std::getenv("GEMMTUNE_CUTEDSL_PRECOMPILE_GPU_MATRIX");
+  if (!on || std::string(on) != "1")
+    GTEST_SKIP() << "set GEMMTUNE_CUTEDSL_PRECOMPILE_GPU_MATRIX=1 (and GEMMTUNE_ARTIFACTS) to precompile";
+  Compiler& c = *shared_compiler();
+  ASSERT_TRUE(c.available()) << c.available().reason;
+  ASSERT_FALSE(c.load_only()) << "no CuTe DSL here: cannot compile";
+  std::vector<GemmProblem> problems;
+  for (auto& [what, p] : cutedsl_test::problem_matrix()) problems.push_back(p);
+  int built = 0, hits = 0, failed = 0;
+  double seconds = 0;
+  std::vector<double> times;
+  auto items = precompile(c, problems, kSms, default_max_configs(), 2, [&](const PrecompileItem& it) {
+    if (!it.error.empty()) {
+      ++failed;
+      std::printf("FAILED %s %s: %s\n", it.problem.c_str(), it.config.id().c_str(), it.error.c_str());
+    } else if (it.store_hit) {
+      ++hits;
+    } else {
+      ++built, seconds += it.seconds, times.push_back(it.seconds);
+    }
+  });
+  std::sort(times.begin(), times.end());
+  std::printf("cutedsl precompile into %s: %zu artifacts, %d compiled (%.1f s of compile, median %.2f s), "
+              "%d already there, %d failed\n",
+              c.store().root().c_str(), items.size(), built, seconds, times.empty() ? 0.0 : times[times.size() / 2],
+              hits, failed);
+  EXPECT_EQ(failed, 0);
+}
+
+}  // namespace
+}  // namespace gemmtune::cutedsl
