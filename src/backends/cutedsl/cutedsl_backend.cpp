@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "gemmtune/error.hpp"
+#include "store/shared_object.hpp"
 
 namespace gemmtune {
 namespace cutedsl {
@@ -39,38 +40,7 @@ namespace {
 std::mutex g_libs_mu;
 std::map<std::string, std::shared_ptr<const Library>> g_libs;  // by artifact key
 
-void* open_bytes(const std::string& key, const std::string& bytes) {
-  int fd = memfd_create(("gt-cutedsl-" + key.substr(0, 16)).c_str(), MFD_CLOEXEC);
-  if (fd < 0) GT_THROW("cutedsl: memfd_create failed: " + std::string(std::strerror(errno)));
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      ::close(fd);
-      GT_THROW("cutedsl: writing the shared object to a memfd failed: " + std::string(std::strerror(errno)));
-    }
-    off += size_t(w);
-  }
-  // The fd stays open for the life of the process (libraries are never unloaded): a closed fd's
-  // number, so its /proc/self/fd path, would be reused by the next memfd, and glibc treats a
-  // second dlopen of the same path as the same library.
-  std::string path = "/proc/self/fd/" + std::to_string(fd);
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* err = dlerror();
-    ::close(fd);
-    GT_THROW("cutedsl: dlopen of artifact " + key.substr(0, 16) + " failed: " + (err ? err : "unknown"));
-  }
-  return h;
-}
-
-template <class Fn>
-Fn symbol(void* h, const char* name, const std::string& key) {
-  void* s = dlsym(h, name);
-  if (!s) GT_THROW(std::string("cutedsl: artifact ") + key.substr(0, 16) + " has no symbol " + name);
-  return reinterpret_cast<Fn>(s);
-}
+constexpr const char* kWho = "cutedsl";  // names the backend in loader errors
 
 }  // namespace
 
@@ -80,7 +50,7 @@ std::shared_ptr<const Library> Library::open(const Compiled& compiled, const std
   static std::set<std::string> runtimes;  // keys of the runtime libraries loaded (never unloaded)
   if (!runtimes.count(compiled.runtime.key)) {
     GT_CHECK(compiled.runtime.bytes, "cutedsl: artifact " + artifact.key.substr(0, 16) + " comes without its runtime");
-    open_bytes(compiled.runtime.key, *compiled.runtime.bytes);
+    dlopen_bytes(kWho, compiled.runtime.key, *compiled.runtime.bytes);
     runtimes.insert(compiled.runtime.key);
   }
   if (auto it = g_libs.find(artifact.key); it != g_libs.end()) {
@@ -88,14 +58,14 @@ std::shared_ptr<const Library> Library::open(const Compiled& compiled, const std
       GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " is '" + got + "', expected '" + expect_config + "'");
     return it->second;
   }
-  void* h = open_bytes(artifact.key, *artifact.bytes);
+  void* h = dlopen_bytes(kWho, artifact.key, *artifact.bytes);
   auto lib = std::make_shared<Library>();
   lib->key = artifact.key;
-  auto abi = symbol<gt_cutedsl_abi_version_fn>(h, "gt_cutedsl_abi_version", artifact.key);
-  lib->config = symbol<gt_cutedsl_config_fn>(h, "gt_cutedsl_config", artifact.key);
-  lib->can_implement = symbol<gt_cutedsl_can_implement_fn>(h, "gt_cutedsl_can_implement", artifact.key);
-  lib->run = symbol<gt_cutedsl_run_fn>(h, "gt_cutedsl_run", artifact.key);
-  lib->status_text = symbol<gt_cutedsl_status_text_fn>(h, "gt_cutedsl_status_text", artifact.key);
+  auto abi = dlsym_as<gt_cutedsl_abi_version_fn>(h, "gt_cutedsl_abi_version", kWho, artifact.key);
+  lib->config = dlsym_as<gt_cutedsl_config_fn>(h, "gt_cutedsl_config", kWho, artifact.key);
+  lib->can_implement = dlsym_as<gt_cutedsl_can_implement_fn>(h, "gt_cutedsl_can_implement", kWho, artifact.key);
+  lib->run = dlsym_as<gt_cutedsl_run_fn>(h, "gt_cutedsl_run", kWho, artifact.key);
+  lib->status_text = dlsym_as<gt_cutedsl_status_text_fn>(h, "gt_cutedsl_status_text", kWho, artifact.key);
   if (int v = abi(); v != GT_CUTEDSL_ABI_VERSION)
     GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " has ABI version " + std::to_string(v) +
              ", this build expects " + std::to_string(GT_CUTEDSL_ABI_VERSION));

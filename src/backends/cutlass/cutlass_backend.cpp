@@ -28,6 +28,7 @@
 
 #include "core/cuda.hpp"
 #include "gemmtune/error.hpp"
+#include "store/shared_object.hpp"
 
 namespace gemmtune {
 namespace cutlass_backend {
@@ -39,53 +40,22 @@ namespace {
 std::mutex g_libs_mu;
 std::map<std::string, std::shared_ptr<const Library>> g_libs;  // by artifact key
 
-void* open_bytes(const std::string& key, const std::string& bytes) {
-  int fd = memfd_create(("gt-cutlass-" + key.substr(0, 16)).c_str(), MFD_CLOEXEC);
-  if (fd < 0) GT_THROW("cutlass: memfd_create failed: " + std::string(std::strerror(errno)));
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      ::close(fd);
-      GT_THROW("cutlass: writing the shared object to a memfd failed: " + std::string(std::strerror(errno)));
-    }
-    off += size_t(w);
-  }
-  // NOTES: the fd stays open for the life of the process (libraries are never unloaded): glibc
-  // treats a second dlopen of the same path as the same library, and a closed fd's number (so
-  // its /proc/self/fd path) is reused by the next memfd.
-  std::string path = "/proc/self/fd/" + std::to_string(fd);
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* err = dlerror();
-    ::close(fd);
-    GT_THROW("cutlass: dlopen of artifact " + key.substr(0, 16) + " failed: " + (err ? err : "unknown"));
-  }
-  return h;
-}
-
-template <class Fn>
-Fn symbol(void* h, const char* name, const std::string& key) {
-  void* s = dlsym(h, name);
-  if (!s) GT_THROW(std::string("cutlass: artifact ") + key.substr(0, 16) + " has no symbol " + name);
-  return reinterpret_cast<Fn>(s);
-}
+constexpr const char* kWho = "cutlass";  // names the backend in loader errors
 
 }  // namespace
 
 std::shared_ptr<const Library> Library::open(const Artifact& artifact, const std::string& expect_config) {
   std::lock_guard<std::mutex> lock(g_libs_mu);
   if (auto it = g_libs.find(artifact.key); it != g_libs.end()) return it->second;
-  void* h = open_bytes(artifact.key, *artifact.bytes);
+  void* h = dlopen_bytes(kWho, artifact.key, *artifact.bytes);
   auto lib = std::make_shared<Library>();
   lib->key = artifact.key;
-  auto abi = symbol<gt_cutlass_abi_version_fn>(h, "gt_cutlass_abi_version", artifact.key);
-  lib->config = symbol<gt_cutlass_config_fn>(h, "gt_cutlass_config", artifact.key);
-  lib->can_implement = symbol<gt_cutlass_can_implement_fn>(h, "gt_cutlass_can_implement", artifact.key);
-  lib->workspace = symbol<gt_cutlass_workspace_fn>(h, "gt_cutlass_workspace", artifact.key);
-  lib->run = symbol<gt_cutlass_run_fn>(h, "gt_cutlass_run", artifact.key);
-  lib->status_text = symbol<gt_cutlass_status_text_fn>(h, "gt_cutlass_status_text", artifact.key);
+  auto abi = dlsym_as<gt_cutlass_abi_version_fn>(h, "gt_cutlass_abi_version", kWho, artifact.key);
+  lib->config = dlsym_as<gt_cutlass_config_fn>(h, "gt_cutlass_config", kWho, artifact.key);
+  lib->can_implement = dlsym_as<gt_cutlass_can_implement_fn>(h, "gt_cutlass_can_implement", kWho, artifact.key);
+  lib->workspace = dlsym_as<gt_cutlass_workspace_fn>(h, "gt_cutlass_workspace", kWho, artifact.key);
+  lib->run = dlsym_as<gt_cutlass_run_fn>(h, "gt_cutlass_run", kWho, artifact.key);
+  lib->status_text = dlsym_as<gt_cutlass_status_text_fn>(h, "gt_cutlass_status_text", kWho, artifact.key);
   if (int v = abi(); v != GT_CUTLASS_ABI_VERSION)
     GT_THROW("cutlass: artifact " + artifact.key.substr(0, 16) + " has ABI version " + std::to_string(v) +
              ", this build expects " + std::to_string(GT_CUTLASS_ABI_VERSION));
