@@ -11,6 +11,17 @@
 # Environment: SKIP_GPU_TESTS=1 skips the GPU tests; GPU_TESTS_ARGS (e.g. a --gtest_filter) and
 # GPU_TESTS_TIMEOUT_S (180) shape their run.
 #
+# Kernel packs (the GPU machine has neither CUTLASS's headers nor the CuTe DSL wheel): when
+# artifacts-cutlass-pack/artifacts-cutlass.tar.xz (scripts/precompile-cutlass.sh) and/or
+# artifacts-cutedsl-pack/store.tar.xz (scripts/precompile-cutedsl.sh) are carried, they are
+# unpacked into one store, GEMMTUNE_ARTIFACTS points at it (unless set), the CuTe DSL backend
+# runs load-only, the GPU tests require the CUTLASS pack to be complete, and the bench gets
+# --artifacts. Carry the packs, not the unpacked stores: the working tree plus what is carried
+# must stay under 64 MiB. E.g.
+#   run(command="bash bench/device.sh --backends cublaslt,cutlass,cutedsl --m-values 2048,8192",
+#       carry=["build/libgemmtune_c.so", "build/tests/gemmtune_gpu_tests", "artifacts-cutlass-pack",
+#              "artifacts-cutedsl-pack"])
+#
 # Arguments go to bench/h200.py. Unless --budget-s is given, the bench gets what is left of
 # DEVICE_BUDGET_S (default 540 s) after the GPU tests, so the whole call stays under the device
 # tool's 600 s. Prints the elapsed time of each step; the bench's whole output is also in
@@ -22,6 +33,27 @@ elapsed() { echo $(($(date +%s) - T0)); }
 OUT=${OUT:-$PWD/bench-out}
 mkdir -p "$OUT"
 export OUT
+
+# Kernel packs -> one store (see the header).
+packs=()
+[ -f artifacts-cutlass-pack/artifacts-cutlass.tar.xz ] && packs+=(artifacts-cutlass-pack/artifacts-cutlass.tar.xz)
+[ -f artifacts-cutedsl-pack/store.tar.xz ] && packs+=(artifacts-cutedsl-pack/store.tar.xz)
+pack_store=""
+if [ "${#packs[@]}" -gt 0 ] && [ -z "${GEMMTUNE_ARTIFACTS:-}" ]; then
+  pack_store=${TMPDIR:-/tmp}/gemmtune-packs/store
+  rm -rf "${pack_store%/store}" && mkdir -p "$pack_store"
+  for pk in "${packs[@]}"; do
+    tmp=$(mktemp -d)
+    tar -C "$tmp" -xJf "$pk" || { echo "== pack $pk: cannot unpack"; exit 1; }
+    # each pack holds one top-level folder: the store's content-addressed entries
+    for d in "$tmp"/*/; do cp -r --update=none "$d". "$pack_store"/ 2>/dev/null || cp -rn "$d". "$pack_store"/; done
+    rm -rf "$tmp"
+  done
+  export GEMMTUNE_ARTIFACTS=$pack_store
+  [[ " ${packs[*]} " == *cutedsl* ]] && export GEMMTUNE_CUTEDSL_LOAD_ONLY=${GEMMTUNE_CUTEDSL_LOAD_ONLY:-1}
+  [[ " ${packs[*]} " == *cutlass-pack* ]] && export GEMMTUNE_TEST_CUTLASS_PACK=${GEMMTUNE_TEST_CUTLASS_PACK:-1}
+  echo "== packs: ${packs[*]} -> GEMMTUNE_ARTIFACTS=$pack_store ($(find "$pack_store" -type f | wc -l) files)"
+fi
 
 # The binaries were linked on the build machine; find cuBLASLt here if their run path misses it.
 need_lt=0
@@ -78,6 +110,13 @@ has_budget=0
 for a in "$@"; do
   case "$a" in --budget-s | --budget-s=*) has_budget=1 ;; esac
 done
+has_artifacts=0
+for a in "$@"; do
+  case "$a" in --artifacts | --artifacts=*) has_artifacts=1 ;; esac
+done
+if [ -n "$pack_store" ] && [ "$has_artifacts" = 0 ] && [ "$bench" = bench/h200.py ]; then
+  args+=(--artifacts "$pack_store")
+fi
 if [ "$has_budget" = 0 ]; then
   left=$((${DEVICE_BUDGET_S:-540} - $(elapsed)))
   [ "$left" -lt 90 ] && left=90

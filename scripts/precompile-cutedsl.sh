@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the CuTe DSL kernel pack for the H200 runs on any machine with the project's .venv
+# (scripts/setup.sh installs the CuTe DSL wheel; no GPU needed): every artifact the llm-layers
+# suite (bench/suites/llm_layers.csv x bench/suites/m_values.csv) would try, bf16 and fp8 e4m3
+# with tensorwise and rowwise scales, plus the GPU test's problem matrix; then packs the store
+# into artifacts-cutedsl-pack/store.tar.xz, what bench/device.sh unpacks on the GPU machine.
+#
+#   scripts/precompile-cutedsl.sh [STORE]        # default STORE: artifacts-cutedsl/store
+#
+# Idempotent (artifacts already in the store are skipped). About 7 minutes from empty on the
+# 2-core build machine. Artifacts are keyed by the bytes of python/gemmtune/cutedsl/: after an
+# edit there, start from an empty STORE so the pack carries no stale entries.
+# Env: GEMMTUNE_CLI (default build/gemmtune), GEMMTUNE_HOST_TESTS (default
+# build/tests/gemmtune_host_tests).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+STORE=$(realpath -m "${1:-$ROOT/artifacts-cutedsl/store}")
+GT=${GEMMTUNE_CLI:-$ROOT/build/gemmtune}
+HT=${GEMMTUNE_HOST_TESTS:-$ROOT/build/tests/gemmtune_host_tests}
+for x in "$GT" "$HT"; do
+  [ -x "$x" ] || { echo "precompile-cutedsl: $x is not an executable (run scripts/setup.sh)" >&2; exit 2; }
+done
+mkdir -p "$STORE"
+cd "$ROOT"
+suite=(bench/suites/llm_layers.csv --m-values bench/suites/m_values.csv --backend cutedsl --artifacts "$STORE")
+"$GT" precompile "${suite[@]}" --dtype bf16
+"$GT" precompile "${suite[@]}" --dtype e4m3
+"$GT" precompile "${suite[@]}" --dtype e4m3 --scale rowwise
+GEMMTUNE_CUTEDSL_PRECOMPILE_GPU_MATRIX=1 GEMMTUNE_ARTIFACTS=$STORE "$HT" --gtest_filter='CutedslPrecompile.*'
+mkdir -p "$ROOT/artifacts-cutedsl-pack"
+tar -C "$(dirname "$STORE")" -cf - "$(basename "$STORE")" | xz -T2 -6 >"$ROOT/artifacts-cutedsl-pack/store.tar.xz.tmp"
+mv "$ROOT/artifacts-cutedsl-pack/store.tar.xz.tmp" "$ROOT/artifacts-cutedsl-pack/store.tar.xz"
+echo "precompile-cutedsl: $(find "$STORE" -type f | wc -l) files in $STORE; pack: $(du -h "$ROOT/artifacts-cutedsl-pack/store.tar.xz" | cut -f1)"
