@@ -19,6 +19,7 @@
 #include "backends/backend.hpp"
 #include "core/cuda.hpp"
 #include "core/device.hpp"
+#include "core/parallel.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
 #include "tune/gpu_bench.hpp"
@@ -312,29 +313,23 @@ std::vector<Entry<Op>> Engine::Impl::gather(const typename Op::Problem& p, TuneR
 // other preparation is cheap host work). A failure is recorded on the entry, never thrown.
 template <class Op>
 void Engine::Impl::prepare_all(std::vector<Entry<Op>>& entries) {
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    cudaSetDevice(opt.device);  // threads start on device 0
-    for (size_t i; (i = next++) < entries.size();) {
-      Entry<Op>& e = entries[i];
-      auto t0 = Clock::now();
-      try {
-        e.cand->prepare();
-        e.prepared = true;
-      } catch (const std::exception& err) {
-        e.result.status = CandidateStatus::failed;
-        auto* ge = dynamic_cast<const Error*>(&err);
-        e.result.reason = ge ? ge->message() : std::string("unexpected error: ") + err.what();
-      }
-      e.result.compile_s = std::max(e.cand->compile_seconds(), seconds_since(t0));
-    }
-  };
   unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
-  threads = unsigned(std::min<size_t>(threads, entries.size()));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  parallel_for(
+      entries.size(), threads,
+      [&](size_t i) {
+        Entry<Op>& e = entries[i];
+        auto t0 = Clock::now();
+        try {
+          e.cand->prepare();
+          e.prepared = true;
+        } catch (const std::exception& err) {
+          e.result.status = CandidateStatus::failed;
+          auto* ge = dynamic_cast<const Error*>(&err);
+          e.result.reason = ge ? ge->message() : std::string("unexpected error: ") + err.what();
+        }
+        e.result.compile_s = std::max(e.cand->compile_seconds(), seconds_since(t0));
+      },
+      [&] { cudaSetDevice(opt.device); });  // threads start on device 0
   for (auto& e : entries)
     if (!e.prepared) log("  " + e.result.backend + " " + e.result.name + ": failed: " + e.result.reason);
 }

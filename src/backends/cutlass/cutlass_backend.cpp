@@ -28,6 +28,7 @@
 
 #include "core/cuda.hpp"
 #include "gemmtune/error.hpp"
+#include "core/parallel.hpp"
 #include "store/shared_object.hpp"
 
 namespace gemmtune {
@@ -112,30 +113,22 @@ std::vector<PrecompileItem> precompile(Builder& builder, const std::vector<GemmP
     if (!items[i].key.empty()) todo.push_back(i);
     else if (progress) progress(items[i]);
 
-  std::atomic<size_t> next{0};
   std::mutex progress_mu;
-  auto work = [&] {
-    for (size_t j; (j = next++) < todo.size();) {
-      PrecompileItem& it = items[todo[j]];
-      try {
-        Built b = builder.build(specs[j]);
-        it.store_hit = b.store_hit;
-        it.seconds = b.compile_s;
-      } catch (const std::exception& e) {
-        auto* ge = dynamic_cast<const Error*>(&e);
-        it.error = ge ? ge->message() : e.what();
-      }
-      if (progress) {
-        std::lock_guard<std::mutex> lock(progress_mu);
-        progress(it);
-      }
+  parallel_for(todo.size(), size_t(std::max(1, threads)), [&](size_t j) {
+    PrecompileItem& it = items[todo[j]];
+    try {
+      Built b = builder.build(specs[j]);
+      it.store_hit = b.store_hit;
+      it.seconds = b.compile_s;
+    } catch (const std::exception& e) {
+      auto* ge = dynamic_cast<const Error*>(&e);
+      it.error = ge ? ge->message() : e.what();
     }
-  };
-  std::vector<std::thread> pool;
-  const size_t n = std::min<size_t>(std::max(1, threads), todo.size());
-  for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+    if (progress) {
+      std::lock_guard<std::mutex> lock(progress_mu);
+      progress(it);
+    }
+  });
   return items;
 }
 
