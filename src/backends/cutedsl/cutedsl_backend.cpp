@@ -26,8 +26,9 @@
 #include <set>
 #include <thread>
 
-#include "gemmtune/error.hpp"
+#include "compile/log_hub.hpp"
 #include "core/parallel.hpp"
+#include "gemmtune/error.hpp"
 #include "store/shared_object.hpp"
 
 namespace gemmtune {
@@ -81,28 +82,6 @@ std::shared_ptr<const Library> Library::open(const Compiled& compiled, const std
 namespace {
 
 // Forwards the compiler's warnings to every live backend's log.
-class LogHub {
- public:
-  int add(std::function<void(const std::string&)> f) {
-    std::lock_guard<std::mutex> lock(mu_);
-    sinks_[next_] = std::move(f);
-    return next_++;
-  }
-  void remove(int id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    sinks_.erase(id);
-  }
-  void operator()(const std::string& msg) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [id, f] : sinks_) f(msg);
-  }
-
- private:
-  std::mutex mu_;
-  std::map<int, std::function<void(const std::string&)>> sinks_;
-  int next_ = 0;
-};
-
 LogHub& log_hub() {
   static LogHub* hub = new LogHub;  // never destroyed: the compiler may log during exit
   return *hub;

@@ -35,6 +35,7 @@
 #include "backends/backend.hpp"
 #include "backends/triton/compiler.hpp"
 #include "backends/triton/configs.hpp"
+#include "compile/log_hub.hpp"
 #include "core/cuda.hpp"
 #include "core/driver.hpp"
 
@@ -53,28 +54,6 @@ constexpr unsigned kDefaultSharedLimit = 48 * 1024;  // above this a kernel must
 // ---- one process-wide compiler --------------------------------------------------------------
 
 // Forwards the compiler's warnings to every live backend's log.
-class LogHub {
- public:
-  int add(std::function<void(const std::string&)> f) {
-    std::lock_guard<std::mutex> lock(mu_);
-    sinks_[next_] = std::move(f);
-    return next_++;
-  }
-  void remove(int id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    sinks_.erase(id);
-  }
-  void operator()(const std::string& msg) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [id, f] : sinks_) f(msg);
-  }
-
- private:
-  std::mutex mu_;
-  std::map<int, std::function<void(const std::string&)>> sinks_;
-  int next_ = 0;
-};
-
 LogHub& log_hub() {
   static LogHub* hub = new LogHub;  // never destroyed: the compiler may log during exit
   return *hub;
