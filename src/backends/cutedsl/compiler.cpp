@@ -242,33 +242,7 @@ Compiled Compiler::compile(const json& params) {
     GT_THROW("cutedsl: " + params.dump() + " is not in the artifact store " + store_->root().string() +
              " and this machine cannot compile (load-only: no CuTe DSL here)");
 
-  std::promise<Compiled> promise;
-  std::shared_future<Compiled> result;
-  bool owner = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto f = failed_.find(k); f != failed_.end()) GT_THROW(f->second);
-    if (auto it = in_flight_.find(k); it != in_flight_.end()) {
-      result = it->second;
-    } else {
-      result = in_flight_[k] = promise.get_future().share();
-      owner = true;
-    }
-  }
-  if (owner) {
-    try {
-      promise.set_value(compile_miss(k, params));
-    } catch (const Error& e) {
-      std::lock_guard<std::mutex> lock(mu_);
-      failed_[k] = e.message();
-      promise.set_exception(std::current_exception());
-    } catch (...) {
-      promise.set_exception(std::current_exception());
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    in_flight_.erase(k);
-  }
-  return result.get();  // rethrows the owner's Error
+  return flights_.run(k, [&] { return compile_miss(k, params); });
 }
 
 Compiled Compiler::compile_miss(const std::string& key, const json& params) {

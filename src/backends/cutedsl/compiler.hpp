@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "compile/single_flight.hpp"
 #include "compile/worker_pool.hpp"
 #include "store/artifact_store.hpp"
 
@@ -102,8 +103,7 @@ class Compiler {
   std::optional<Verdict> available_;
   bool load_only_ = false;
   std::string toolchain_, sources_hash_;
-  std::map<std::string, std::shared_future<Compiled>> in_flight_;
-  std::map<std::string, std::string> failed_;  // key -> reason, not retried in this process
+  SingleFlight<Compiled> flights_{true};  // one compile per key at a time (failures not retried in this process)
 };
 
 }  // namespace gemmtune::cutedsl

@@ -277,34 +277,7 @@ Built Builder::build(const InstanceSpec& spec) {
     GT_THROW("cutlass: " + spec.config.id() + " (" + spec.text() +
              ") is not in the artifact store and this machine cannot compile (load-only: no nvcc or CUTLASS)");
 
-  std::shared_future<Built> fut;
-  std::promise<Built> mine;
-  bool owner = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto f = failed_.find(k); f != failed_.end()) GT_THROW(f->second);
-    if (auto it = in_flight_.find(k); it != in_flight_.end()) {
-      fut = it->second;
-    } else {
-      fut = mine.get_future().share();
-      in_flight_[k] = fut;
-      owner = true;
-    }
-  }
-  if (owner) {
-    try {
-      mine.set_value(compile_miss(k, spec));
-    } catch (const Error& e) {
-      std::lock_guard<std::mutex> lock(mu_);
-      failed_[k] = e.message();
-      mine.set_exception(std::current_exception());
-    } catch (...) {
-      mine.set_exception(std::current_exception());
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    in_flight_.erase(k);
-  }
-  return fut.get();
+  return flights_.run(k, [&] { return compile_miss(k, spec); });
 }
 
 void Builder::acquire_job() {

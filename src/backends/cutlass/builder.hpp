@@ -33,6 +33,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/cutlass/configs.hpp"
+#include "compile/single_flight.hpp"
 #include "store/artifact_store.hpp"
 
 namespace gemmtune::cutlass_backend {
@@ -111,8 +112,7 @@ class Builder {
   std::mutex mu_;
   std::condition_variable job_freed_;
   int jobs_running_ = 0;
-  std::map<std::string, std::shared_future<Built>> in_flight_;
-  std::map<std::string, std::string> failed_;  // key -> reason (not retried in this process)
+  SingleFlight<Built> flights_{true};  // one compile per key at a time (failures not retried in this process)
 };
 
 // Runs `argv` (argv[0] a path) with stdout and stderr to `log_file`, in its own process group,

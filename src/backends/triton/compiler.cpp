@@ -190,28 +190,7 @@ CompiledArtifact Compiler::compile(const json& params) {
   const std::string k = key(params);
   if (auto a = store_->get(k)) return from_artifact(std::move(*a), true);
 
-  std::promise<CompiledArtifact> promise;
-  std::shared_future<CompiledArtifact> result;
-  bool owner = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = in_flight_.find(k); it != in_flight_.end()) {
-      result = it->second;
-    } else {
-      result = in_flight_[k] = promise.get_future().share();
-      owner = true;
-    }
-  }
-  if (owner) {
-    try {
-      promise.set_value(compile_miss(k, params));
-    } catch (...) {
-      promise.set_exception(std::current_exception());
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    in_flight_.erase(k);
-  }
-  return result.get();  // rethrows the owner's Error
+  return flights_.run(k, [&] { return compile_miss(k, params); });
 }
 
 CompiledArtifact Compiler::compile_miss(const std::string& key, const json& params) {

@@ -23,6 +23,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/triton/configs.hpp"
+#include "compile/single_flight.hpp"
 #include "compile/worker_pool.hpp"
 #include "store/artifact_store.hpp"
 
@@ -90,7 +91,7 @@ class Compiler {
   std::mutex mu_;
   std::optional<Verdict> available_;
   std::string triton_version_, sources_hash_;
-  std::map<std::string, std::shared_future<CompiledArtifact>> in_flight_;
+  SingleFlight<CompiledArtifact> flights_{false};  // one compile per key at a time
 };
 
 // Compiles every artifact of `configs` for `problem` (the GEMM kernel, and the split-k reduce
