@@ -43,6 +43,9 @@ struct TuneOptions {
   // instead of 1 of 190: pairs about 3% apart flipped at the margin, and the preferred pick was
   // measurably slower; bench/results/2026-11-30-h200-cublaslt-final.*).
   double prefer_margin = 0.01;
+  // Rounds of the final duel between the preferred near-tie and its strongest challenger,
+  // decided on paired per-round ratios (src/tune/timing.hpp); 0 disables it.
+  int duel_rounds = 24;
   uint64_t seed = 0x9e3779b97f4a7c15ull;  // random inputs
 };
 

@@ -39,7 +39,7 @@ struct TuneReport {
   bool from_cache = false;   // answered from the cache, nothing timed now
   double seconds = 0;        // wall time of select()
   double spread = 0;         // (p80 - p20) / median of the winner
-  std::vector<std::string> notes;  // backends not available / not supporting, with reasons
+  std::vector<std::string> notes;  // backends not available / not supporting, with reasons; the race's duel
   std::vector<CandidateResult> results;  // sorted: winner first, then by median
 
   // The problem of `op`: its str(), its canonical() text (what the cache stores).

@@ -270,6 +270,8 @@ EngineOptions engine_options_from_json(const std::string& text) {
     to.prune_ratio = g.number("prune_ratio", to.prune_ratio);
     to.tie_tolerance = g.number("tie_tolerance", to.tie_tolerance);
     to.tie_rounds = int(g.integer("tie_rounds", to.tie_rounds));
+    to.prefer_margin = g.number("prefer_margin", to.prefer_margin);
+    to.duel_rounds = int(g.integer("duel_rounds", to.duel_rounds));
     to.seed = g.unsigned_integer("seed", to.seed);
     g.finish();
     if (!(to.warmup_ms >= 0)) GT_THROW("options.tune.warmup_ms: must be >= 0");
@@ -279,6 +281,8 @@ EngineOptions engine_options_from_json(const std::string& text) {
     if (!(to.prune_ratio >= 1)) GT_THROW("options.tune.prune_ratio: must be >= 1");
     if (!(to.tie_tolerance >= 0)) GT_THROW("options.tune.tie_tolerance: must be >= 0");
     if (to.tie_rounds < 0) GT_THROW("options.tune.tie_rounds: must be >= 0");
+    if (!(to.prefer_margin >= 0)) GT_THROW("options.tune.prefer_margin: must be >= 0");
+    if (to.duel_rounds < 0) GT_THROW("options.tune.duel_rounds: must be >= 0");
   }
   f.finish();
   return o;

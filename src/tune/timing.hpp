@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gemmtune/engine.hpp"
@@ -31,6 +32,10 @@ struct RaceResult {
   std::vector<std::string> failure;    // non-empty: sampling failed, the message
   long winner = -1;                    // -1 when every candidate failed
   double spread = 0;                   // winner's (p80 - p20) / median
+  // The duel of step 5 when there was one: {preferred, challenger} and the median of their
+  // paired per-round time ratios (preferred / challenger; > 1: the challenger was faster).
+  std::pair<long, long> duel = {-1, -1};
+  double duel_ratio = 0;
 };
 
 // Races n candidates (samples in µs). Deterministic for a deterministic sampler.
@@ -51,10 +56,14 @@ struct RaceResult {
 //     re-timed, among the other survivors), exact ties to the lower index.
 //     winner = -1 when every candidate failed. spread = the winner's (p80 - p20) / median.
 //     Among those near-ties, the lowest index within prefer_margin of the fastest median
-//     wins: the caller's order is a preference (the library's default pick first), so a tune
-//     leaves it only on evidence and ties resolve the same way every time.
+//     is preferred: the caller's order is a preference (the library's default pick first), so
+//     a tune leaves it only on evidence and ties resolve the same way every time.
+//  5. Duel: if the fastest other near-tie (the challenger) is within tie_tolerance or the two
+//     spreads of the preferred one, the two alone get duel_rounds more rounds; the challenger
+//     wins only if the median of the per-round ratios preferred/challenger exceeds
+//     1 + prefer_margin. A duellist that fails loses (both failing: winner = -1).
 // Throws Error for invalid options (min_rounds < 1, max_rounds < min_rounds, prune_ratio < 1,
-// tie_tolerance < 0, tie_rounds < 0).
+// tie_tolerance < 0, tie_rounds < 0, prefer_margin < 0, duel_rounds < 0).
 RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt);
 
 }  // namespace gemmtune

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "gemmtune/error.hpp"
@@ -41,7 +42,13 @@ struct FakeClock {
   size_t count(size_t i) const { return size_t(std::count(calls.begin(), calls.end(), i)); }
 };
 
-TuneOptions opts() { return TuneOptions{}; }  // min 5, max 15, prune 1.3, tie 2% (or within the spreads) x 16 rounds
+// min 5, max 15, prune 1.3, tie 2% (or within the spreads) x 16 rounds, prefer 1%; the duel
+// (step 5) off, so these tests see steps 1-4 alone; the Duel tests below turn it on.
+TuneOptions opts() {
+  TuneOptions o;
+  o.duel_rounds = 0;
+  return o;
+}
 
 TEST(SummarizeTest, EmptyIsAllZero) {
   Stats s = summarize({});
@@ -331,6 +338,98 @@ TEST(RaceTest, NearTiesGoToTheEarlierCandidate) {
   o.prefer_margin = -1;
   FakeClock bad{.speed = {100}};
   EXPECT_THROW(race(1, bad.sampler(), o), Error);
+}
+
+// ---- step 5: the duel ----------------------------------------------------------------------------
+
+// A sampler whose every round shares one large random factor (+-25%: clock changes that hit
+// everything sampled close together) while candidate i's true time is speed[i]. Counts calls.
+struct CommonNoise {
+  std::vector<double> speed;
+  uint64_t state = 7;
+  std::vector<int> n = std::vector<int>(speed.size());
+  double factor = 1;
+  size_t since_change = 0, group = 2;  // a new factor every `group` samples (one duel round)
+  double operator()(size_t i) {
+    if (since_change++ % group == 0) {
+      uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      factor = 1 + 0.25 * (double((z ^ (z >> 31)) >> 11) / double(1ull << 52) - 1);
+    }
+    ++n[i];
+    return speed[i] * factor;
+  }
+};
+
+// Two candidates 3% apart under a per-round factor far larger than their difference: the
+// paired ratio sees exactly 3% and the faster one wins every time; the duel is reported.
+TEST(RaceDuelTest, PairedRatiosCancelCommonNoise) {
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    TuneOptions o;
+    CommonNoise c{.speed = {100, 97}, .state = seed};
+    RaceResult r = race(2, [&](size_t i) { return c(i); }, o);
+    EXPECT_EQ(r.winner, 1) << "seed " << seed;
+    // Whichever the marginal medians preferred, the duel measured the true ratio.
+    auto [pref, chal] = r.duel;
+    ASSERT_TRUE((pref == 0 && chal == 1) || (pref == 1 && chal == 0)) << "seed " << seed;
+    EXPECT_NEAR(r.duel_ratio, c.speed[size_t(pref)] / c.speed[size_t(chal)], 1e-12) << "seed " << seed;
+  }
+}
+
+// A challenger faster by less than prefer_margin does not unseat the preferred candidate.
+TEST(RaceDuelTest, WithinPreferMarginThePreferredStays) {
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    TuneOptions o;
+    CommonNoise c{.speed = {100, 99.5}, .state = seed};
+    RaceResult r = race(2, [&](size_t i) { return c(i); }, o);
+    EXPECT_EQ(r.winner, 0) << "seed " << seed;
+    EXPECT_NEAR(r.duel_ratio, 100.0 / 99.5, 1e-12);
+  }
+}
+
+// The duel adds exactly duel_rounds samples to the two duellists (and none to anyone else),
+// and only happens when they are near: a clearly faster candidate wins without one.
+TEST(RaceDuelTest, OnlyNearPairsDuelForDuelRounds) {
+  TuneOptions o;
+  o.duel_rounds = 10;
+  FakeClock c{.speed = {100, 101.5, 104}};  // 1 within tie_tolerance (2%) of 0, 2 is not
+  RaceResult r = race(3, c.sampler(), o);
+  EXPECT_EQ(r.winner, 0);
+  EXPECT_EQ(r.duel, (std::pair<long, long>{0, 1}));
+  EXPECT_EQ(c.count(0), size_t(o.min_rounds + o.tie_rounds + o.duel_rounds));
+  EXPECT_EQ(c.count(1), size_t(o.min_rounds + o.tie_rounds + o.duel_rounds));
+  EXPECT_EQ(c.count(2), size_t(o.min_rounds));
+
+  FakeClock apart{.speed = {110, 100}};
+  RaceResult q = race(2, apart.sampler(), o);
+  EXPECT_EQ(q.winner, 1);
+  EXPECT_EQ(q.duel, (std::pair<long, long>{-1, -1}));
+  EXPECT_EQ(apart.count(1), size_t(o.min_rounds));
+}
+
+// A duellist that fails during the duel loses it; both failing leaves no winner.
+TEST(RaceDuelTest, FailingDuellistLoses) {
+  TuneOptions o;
+  for (size_t bad : {size_t(0), size_t(1)}) {
+    int calls = 0;
+    Sampler s = [&](size_t i) {
+      ++calls;
+      if (i == bad && calls > 2 * (o.min_rounds + o.tie_rounds)) GT_THROW("lost the device");
+      return i == 0 ? 100.0 : 100.5;
+    };
+    RaceResult r = race(2, s, o);
+    EXPECT_EQ(r.winner, long(1 - bad)) << "bad " << bad;
+    EXPECT_FALSE(r.failure[bad].empty());
+  }
+  int calls = 0;
+  Sampler both = [&](size_t i) {
+    if (++calls > 2 * (o.min_rounds + o.tie_rounds)) GT_THROW("lost the device");
+    return i == 0 ? 100.0 : 100.5;
+  };
+  EXPECT_EQ(race(2, both, o).winner, -1);
+  o.duel_rounds = -1;
+  EXPECT_THROW(race(2, both, o), Error);
 }
 
 }  // namespace gemmtune
