@@ -177,12 +177,6 @@ Verdict check(const Config& c, const GemmProblem& p) {
   if (c.schedule == Schedule::pingpong && c.tile_m > 128) return no("ping-pong: tile M <= 128");
   const int threads = c.schedule == Schedule::cooperative ? 256 : 128;
   if (c.tile_m * c.tile_n / threads > 128) return no("accumulators exceed 128 registers per thread");
-  // fp8 (without fast accumulation) keeps a second fp32 copy of the accumulators, to which the
-  // wgmma results are promoted every k tile: twice the registers. Over 64 per copy they spill:
-  // on the H200, fp8 cooperative 128x256 / 256x128 and ping-pong 128x128 / 64x256 ran 2-3x
-  // slower than cooperative 128x128 (bench/results/2026-11-30-h200-cutlass-cutedsl.json).
-  if (is_fp8(p.a.dtype) && c.tile_m * c.tile_n / threads > 64)
-    return no("fp8 promotion doubles the accumulators: over 2 x 64 registers per thread");
   if (c.cluster_m * c.cluster_n > 2) return no("cluster must be 1x1, 2x1 or 1x2");
   if (int s = stages(c, p); s < kMinStages)
     return no("shared memory: " + std::to_string(s) + " mainloop stages fit (need " + std::to_string(kMinStages) + ")");
