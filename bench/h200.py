@@ -35,6 +35,10 @@ Inductor subset first, then a fixed shuffle) and a part stops taking new problem
 one would not fit; the JSON says what was covered and what was skipped.
 --mock runs the whole flow on the CPU with a fake GPU and a fake engine (no torch, no library):
 a self-test of the bench's own logic.
+
+Several GPUs of one host (bench/device.sh GPUS=N): N processes, --shard I/N each on its own GPU
+(every Nth problem of the ordering), then --merge of their JSON files writes the one run's .json and
+.md; the summary is built by one function (build_summary) from the raw results in both cases.
 """
 
 from __future__ import annotations
@@ -100,7 +104,9 @@ def parse_args(argv=None):
                "  python3 bench/h200.py --dtypes bf16 --budget-s 0        # bf16 only, no time limit\n"
                "  python3 bench/h200.py --part suite --limit 4 --inductor-subset none --inductor-triton-subset none   # smoke\n"
                "  python3 bench/h200.py --backends cublaslt,triton --dtypes bf16,fp8,fp8-rowwise --part ceilings,coldtune,suite\n"
-               "  python3 bench/h200.py --mock --out /tmp/h200-mock      # CPU self-test of this script\n")
+               "  python3 bench/h200.py --mock --out /tmp/h200-mock      # CPU self-test of this script\n"
+               "  CUDA_VISIBLE_DEVICES=1 python3 bench/h200.py --shard 1/2 --out OUT/shard-1   # one shard of two\n"
+               "  python3 bench/h200.py --merge OUT/shard-*/*.json --out OUT                    # the run's report\n")
     ap.add_argument("--part", default=",".join(PARTS), help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     ap.add_argument("--dtypes", default="bf16,fp8", help="comma-separated: bf16, fp8 (e4m3, tensorwise scales, bf16 out), "
                     "fp8-rowwise (rowwise scales; kept only where gemmtune has a correct candidate). Default bf16,fp8")
@@ -170,6 +176,14 @@ def parse_args(argv=None):
     ap.add_argument("--quiet-engine", action="store_true", help="do not pass the engine's progress log to stderr")
     ap.add_argument("--keep-cache", action="store_true", help="also copy pass 1's tuning cache into the output folder")
     ap.add_argument("--mock", action="store_true", help="CPU self-test: fake GPU and engine, no torch, no library")
+    ap.add_argument("--shard", default="", metavar="I/N",
+                    help="run shard I of N (0 <= I < N; bench/device.sh GPUS=N runs one per GPU): after the ordering "
+                         "and --limit, only the suite problems whose index %% N == I (their Inductor compiles and "
+                         "stability / cachehit with them); coldtune only in the shard that owns its problem (else "
+                         "shard 0); ceilings on every shard's own GPU. Writes <date>-h200[-tag]-shardIofN.json")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="SHARD.json",
+                    help="merge the JSON files of the shards of one run (--shard I/N) into one "
+                         "<date>-h200[-tag].json and .md in --out, as one run would have written them; nothing is run")
     args = ap.parse_args(argv)
 
     args.parts = [p.strip() for p in args.part.split(",") if p.strip()]
@@ -217,6 +231,14 @@ def parse_args(argv=None):
     args.backend_list = [b.strip() for b in args.backends.split(",") if b.strip()] or None
     if args.rounds < 3:
         ap.error("--rounds: at least 3")
+    args.shard_index, args.shard_count = 0, 1
+    if args.shard:
+        i, _, n = args.shard.partition("/")
+        if not (i.isdigit() and n.isdigit() and int(i) < int(n)):
+            ap.error(f"--shard: '{args.shard}' is not I/N with 0 <= I < N")
+        args.shard_index, args.shard_count = int(i), int(n)
+    if args.merge and args.shard:
+        ap.error("--merge and --shard: one or the other")
     if not args.out:
         args.out = str(Path.cwd() / "bench-out")
     return args
@@ -412,6 +434,24 @@ def load_problems(args):
     for i, p in enumerate(ordered):
         p.index = i
     return ordered
+
+
+def shard_problems(ordered, args):
+    """--shard I/N: the problems whose index % N == I, round-robin over the ordering so that every
+    shard gets a similar mix (the Inductor subsets first, then the shuffle). A problem keeps its
+    index in the whole ordering (its inputs' seed), so a shard times exactly what one run would."""
+    return [p for p in ordered if p.index % args.shard_count == args.shard_index]
+
+
+def cold_tune_shard(args, ordered):
+    """The shard that runs the coldtune part: the one that owns its problem in the suite's ordering,
+    else shard 0 (one cold tune per run, whatever the number of shards)."""
+    try:
+        c = cold_tune_problem(args)
+    except RuntimeError:
+        return 0
+    owner = next((p for p in ordered if (p.m, p.n, p.k, p.dname) == (c.m, c.n, c.k, c.dname)), None)
+    return owner.index % args.shard_count if owner else 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -808,17 +848,32 @@ def analyze_inductor_code(codes):
     return {"kernels": kernels, "extern": extern, "kind": kind, "config": " ".join(cfg)}
 
 
-def gpu_state():
-    """Read-only nvidia-smi query (clocks, power, temperature), or None."""
-    q = "clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,pstate"
+def nvsmi_query(q):
+    """Read-only nvidia-smi query of this process's GPU: {field: value}, or {"error": ...}. nvidia-smi
+    ignores CUDA_VISIBLE_DEVICES, so its first entry (an index in nvidia-smi's PCI order, as
+    device.sh sets it with CUDA_DEVICE_ORDER=PCI_BUS_ID, or a UUID) is passed as -i."""
+    dev = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     try:
-        r = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True,
-                           text=True, timeout=20)
+        r = subprocess.run(["nvidia-smi", *(["-i", dev] if dev else []), f"--query-gpu={q}", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)
         if r.returncode == 0:
             return dict(zip(q.split(","), (x.strip() for x in r.stdout.strip().splitlines()[0].split(","))))
-        return {"error": r.stderr.strip()[:300]}
+        return {"error": (r.stderr or r.stdout).strip()[:300]}
     except Exception as e:
         return {"error": str(e)[:300]}
+
+
+def gpu_state():
+    """Clocks, power, temperature of this process's GPU (nvidia-smi)."""
+    return nvsmi_query("clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,pstate")
+
+
+def gpu_identity(mock):
+    """Which GPU this process runs on: CUDA_VISIBLE_DEVICES and nvidia-smi's index, uuid, bus id."""
+    out = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    if not mock:
+        out.update(nvsmi_query("index,uuid,name,pci.bus_id"))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -964,6 +1019,9 @@ class MockEngine:
         if "cutlass" in self.backends:
             for cid in ("co128x256x64c2x1", "pp64x256x64c1x1", "co256x128x64c1x2"):
                 out.append(("cutlass", cid, f"cutlass {cid}", 0.98 + 0.1 * rng.random()))
+        if "cutedsl" in self.backends:
+            for cid in ("ds128x256x64c2x1", "ds128x128x64c1x1"):
+                out.append(("cutedsl", cid, f"cutedsl {cid}", 0.98 + 0.1 * rng.random()))
         return out
 
     def select(self, problem, force=False):
@@ -1073,6 +1131,33 @@ def compile_stats(values, hit_s):
     return out
 
 
+def select_stats(per):
+    """Cache-hit select times: per = [{label, select_ms, from_cache, same_pick} or {label, error}]."""
+    ok = [e for e in per if "select_ms" in e]
+    ms = sorted(e["select_ms"] for e in ok)
+    out = {"n": len(ok), "n_errors": len(per) - len(ok), "n_from_cache": sum(bool(e.get("from_cache")) for e in ok),
+           "n_under_1ms": sum(x < 1.0 for x in ms),
+           "n_same_pick": sum(e.get("same_pick") is True for e in ok),
+           "n_different_pick": sum(e.get("same_pick") is False for e in ok)}
+    if ms:
+        out.update({"median_ms": quantile(ms, 0.5), "p90_ms": quantile(ms, 0.9), "max_ms": ms[-1],
+                    "max_ms_after_first": max((e["select_ms"] for e in ok[1:]), default=None)})
+    return out
+
+
+def cli_select_stats(per, runs, lt):
+    """The cachehit part's `cli` entry: select_stats of the CLI's answers, its runs, and why it answered
+    nothing or not from the cache."""
+    out = select_stats(per)
+    out.update({"problems": per, "runs": runs, "cublaslt_preload": lt})
+    if out["n"] and out["n_from_cache"] < out["n"]:
+        out["warning"] = ("some problems were not answered from the cache: environment mismatch between "
+                          "this process and the CLI (cuBLASLt, driver or gemmtune version)?")
+    if not out["n"]:
+        out["error"] = "the CLI answered nothing: " + "; ".join(f"rc={r['rc']}: {r['stderr_tail'][-400:]}" for r in runs)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # the run
 
@@ -1083,7 +1168,8 @@ class Run:
         self.out = Path(args.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.date = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
-        self.stem = f"{self.date}-h200" + (f"-{args.tag}" if args.tag else "")
+        self.stem = (f"{self.date}-h200" + (f"-{args.tag}" if args.tag else "")
+                     + (f"-shard{args.shard_index}of{args.shard_count}" if args.shard else ""))
         self.tmp = Path(tempfile.mkdtemp(prefix="gemmtune-h200-"))
         self.cache1 = self.tmp / "pass1.sqlite"
         self.cache2 = self.tmp / "stability.sqlite"
@@ -1101,6 +1187,7 @@ class Run:
         self.skipped = {"suite": [], "stability": []}
         self.env = {}
         self.done = []           # (Problem, pick id, pick backend, report) of finished suite problems
+        self.problems_total = 0  # suite problems planned over all shards (--shard: this shard's are a part)
         self.partial = self.out / "h200-rows.partial.jsonl"
         if self.partial.exists():
             self.partial.unlink()
@@ -1117,6 +1204,10 @@ class Run:
             "GEMMTUNE_ARTIFACTS", "GEMMTUNE_PYTHON", "GEMMTUNE_PYTHON_DIR", "GEMMTUNE_COMPILE_WORKERS",
             "GEMMTUNE_COMPILE_TIMEOUT")}
         self.env["cpu_count"] = os.cpu_count()
+        # The options build_summary() reads from the doc (so that --merge rebuilds the same summary).
+        self.env["bench_options"] = {"inductor_triton_mode": args.inductor_triton_mode,
+                                     "inductor_triton_options": args.itriton_options,
+                                     "compile_hit_s": args.compile_hit_s}
         if args.mock:
             self.gpu = MockGpu(args)
             self.Engine = MockEngine
@@ -1352,9 +1443,9 @@ class Run:
 
     def suite_problem(self, eng, p: Problem):
         a, gpu = self.args, self.gpu
-        s = {"label": p.label, **p.fields(), "flops": p.flops, "min_bytes": p.min_bytes, "roof_us": self.roof_us(p),
-             "inductor_subset": p.inductor, "inductor_triton_subset": p.inductor_triton, "status": "ok", "errors": [],
-             "notes": []}
+        s = {"label": p.label, "index": p.index, **p.fields(), "flops": p.flops, "min_bytes": p.min_bytes,
+             "roof_us": self.roof_us(p), "inductor_subset": p.inductor, "inductor_triton_subset": p.inductor_triton,
+             "status": "ok", "errors": [], "notes": []}
         kernel = dkernel = tkernel = None
         bests = {}  # backend -> (its best result, its kernel): CUTLASS's and cuBLASLt's best when CUTLASS raced
         x = ref = None
@@ -1654,7 +1745,7 @@ class Run:
                     self.skipped["stability"].append(p.label)
                     continue
                 t0 = time.monotonic()
-                e = {"label": p.label, **p.fields(), "first_id": id1}
+                e = {"label": p.label, "index": p.index, **p.fields(), "first_id": id1}
                 k1 = k2 = None
                 try:
                     gpu.empty_cache()
@@ -1741,7 +1832,7 @@ class Run:
                     per.append({"label": p.label, "error": f"{type(e).__name__}: {e}"})
         finally:
             eng.close()
-        res["in_process"] = self.select_stats(per)
+        res["in_process"] = select_stats(per)
         res["in_process"]["problems"] = per
 
         # In a separate process: the gemmtune CLI.
@@ -1754,19 +1845,6 @@ class Run:
                     f"max {fnum(r['max_ms'], 3)} ms, {r['n_under_1ms']} under 1 ms")
             elif r.get("error"):
                 warn(f"cachehit {where}: {r['error'][:300]}")
-
-    @staticmethod
-    def select_stats(per):
-        ok = [e for e in per if "select_ms" in e]
-        ms = sorted(e["select_ms"] for e in ok)
-        out = {"n": len(ok), "n_errors": len(per) - len(ok), "n_from_cache": sum(bool(e.get("from_cache")) for e in ok),
-               "n_under_1ms": sum(x < 1.0 for x in ms),
-               "n_same_pick": sum(e.get("same_pick") is True for e in ok),
-               "n_different_pick": sum(e.get("same_pick") is False for e in ok)}
-        if ms:
-            out.update({"median_ms": quantile(ms, 0.5), "p90_ms": quantile(ms, 0.9), "max_ms": ms[-1],
-                        "max_ms_after_first": max((e["select_ms"] for e in ok[1:]), default=None)})
-        return out
 
     def cli_cachehit(self):
         a = self.args
@@ -1825,195 +1903,25 @@ class Run:
                 else:
                     per.append({"label": p.label, "select_ms": e["select_ms"], "from_cache": bool(e["from_cache"]),
                                 "same_pick": (e["winner_id"] == id1) if e["winner_id"] else None})
-        out = self.select_stats(per)
-        out.update({"problems": per, "runs": runs, "cublaslt_preload": lt})
-        if out["n"] and out["n_from_cache"] < out["n"]:
-            out["warning"] = ("some problems were not answered from the cache: environment mismatch between "
-                              "this process and the CLI (cuBLASLt, driver or gemmtune version)?")
-        if not out["n"]:
-            out["error"] = "the CLI answered nothing: " + "; ".join(f"rc={r['rc']}: {r['stderr_tail'][-400:]}" for r in runs)
-        return out
+        return cli_select_stats(per, runs, lt)
 
     # -- summary and output ---------------------------------------------------------------------
-    def summary(self, planned):
-        probs = [s for s in self.problems if s.get("status") in ("ok", "mismatch") and s.get("pick")]
-        out = {"coverage": {"planned": len(planned), "finished": len(probs),
-                            "errors": [f"{s['label']}: {'; '.join(s['errors'])}" for s in self.problems if s["status"] == "error"],
-                            "skipped_not_supported": [f"{s['label']}: {'; '.join(s['errors'])}" for s in self.problems if s["status"] == "skipped"],
-                            "skipped_for_budget": self.skipped},
-               "geomean": {}, "by_dtype_m": {}, "pick_vs_default": {}, "inductor": [], "tune": {},
-               "problems": self.problems}
-
-        def agg(group):
-            g = {"n": len(group),
-                 "speedup_vs_default": geomean([s.get("speedup_vs_default") for s in group]),
-                 "speedup_vs_torch": geomean([s.get("speedup_vs_torch") for s in group]),
-                 "pick_tflops_geomean": geomean([s["pick"].get("tflops") for s in group]),
-                 "fraction_of_roof_geomean": geomean([s.get("fraction_of_roof") for s in group])}
-            ind = [s for s in group if s.get("speedup_vs_inductor")]
-            if ind:
-                g["speedup_vs_inductor"] = geomean([s["speedup_vs_inductor"] for s in ind])
-                g["n_inductor"] = len(ind)
-            tb = [s for s in group if s.get("speedup_vs_triton_best")]
-            if tb:
-                g["speedup_vs_triton_best"] = geomean([s["speedup_vs_triton_best"] for s in tb])
-                g["triton_best_vs_torch"] = geomean([s.get("triton_best_vs_torch") for s in tb])
-                g["n_triton_best"] = len(tb)
-            it = [s for s in group if s.get("triton_best_vs_inductor_triton")]
-            if it:
-                g["triton_best_vs_inductor_triton"] = geomean([s["triton_best_vs_inductor_triton"] for s in it])
-                g["speedup_vs_inductor_triton"] = geomean([s.get("speedup_vs_inductor_triton") for s in it])
-                g["n_inductor_triton"] = len(it)
-            cl = [s["cutlass_best_vs_cublaslt_best"] for s in group if s.get("cutlass_best_vs_cublaslt_best")]
-            if cl:
-                g["cutlass_best_vs_cublaslt_best"] = geomean(cl)
-                g["cutlass_within_5pct_of_cublaslt"] = sum(r >= 1 / 1.05 for r in cl) / len(cl)
-                g["n_cutlass_best"] = len(cl)
-            g["pick_backends"] = {b: sum(s.get("pick_backend") == b for s in group)
-                                  for b in sorted({s.get("pick_backend") for s in group if s.get("pick_backend")})}
-            return g
-        out["geomean"]["all"] = agg(probs)
-        for d in sorted({s["dtype_name"] for s in probs}):
-            out["geomean"][d] = agg([s for s in probs if s["dtype_name"] == d])
-        for d in sorted({s["dtype_name"] for s in probs}):
-            for m in sorted({s["m"] for s in probs if s["dtype_name"] == d}):
-                out["by_dtype_m"][f"{d}/m={m}"] = agg([s for s in probs if s["dtype_name"] == d and s["m"] == m])
-        with_def = [s for s in probs if s.get("pick_within_noise_of_default") is not None]
-        out["pick_vs_default"] = {
-            "n": len(with_def),
-            "at_least_as_fast_within_noise": sum(s["pick_within_noise_of_default"] for s in with_def),
-            "faster_beyond_noise": sum(bool(s.get("pick_faster_beyond_noise")) for s in with_def),
-            "same_kernel": sum(bool(s.get("same_kernel")) for s in with_def),
-            "slower_beyond_noise": [{"label": s["label"], "speedup_vs_default": s["speedup_vs_default"],
-                                     "noise": s["noise"]} for s in with_def if not s["pick_within_noise_of_default"]],
-            "rule": "pick_median <= default_median * (1 + max(spread_pick, spread_default)), spread = (p80-p20)/median "
-                    "of the side-by-side samples"}
-        noise = [s.get("noise") for s in with_def if s.get("noise") is not None]
-        if noise:
-            out["noise"] = {"median": statistics.median(noise), "max": max(noise)}
-        same = [s for s in with_def if s.get("same_kernel")]
-        if same:
-            out["noise"] = out.get("noise", {})
-            out["noise"]["same_kernel_ratio_geomean"] = geomean([s["speedup_vs_default"] for s in same])
-        for s in probs:
-            if s.get("inductor"):
-                out["inductor"].append({"label": s["label"], "m": s["m"], "n": s["n"], "k": s["k"],
-                                        "compile_s": s["inductor"].get("compile_s"),
-                                        "inductor_tflops": s["inductor"].get("tflops"),
-                                        "pick_tflops": s["pick"].get("tflops"),
-                                        "torch_tflops": (s.get("torch") or {}).get("tflops"),
-                                        "speedup_vs_inductor": s.get("speedup_vs_inductor"),
-                                        "gemmtune_tune_s": s.get("tune", {}).get("select_s")})
-        out["inductor_triton"] = self.inductor_triton_summary(probs)
-        out["triton"] = self.triton_summary(probs)
-        if self.coldtune:
-            out["coldtune"] = self.coldtune
-        tunes = [s["tune"]["select_s"] for s in probs if s.get("tune")]
-        if tunes:
-            out["tune"] = {"select_s_median": statistics.median(tunes), "select_s_max": max(tunes),
-                           "select_s_total": sum(tunes),
-                           "candidates_median": statistics.median([s["tune"]["n_candidates"] for s in probs]),
-                           "wrong_total": sum(s["tune"]["n_wrong"] for s in probs),
-                           "failed_total": sum(s["tune"]["n_failed"] for s in probs)}
-        if self.stability:
-            ok = [e for e in self.stability if e.get("status") == "ok"]
-            diff = [e for e in ok if not e["same"]]
-            out["stability"] = {"n": len(ok), "same_pick": len(ok) - len(diff), "different_pick": len(diff),
-                                "different_within_noise": sum(bool(e.get("within_noise")) for e in diff),
-                                "ratio_geomean_different": geomean([e.get("ratio") for e in diff]),
-                                "worst_ratio": max((e.get("ratio") or 0 for e in diff), default=None),
-                                "errors": [f"{e['label']}: {e.get('error')}" for e in self.stability if e.get("status") != "ok"],
-                                "problems": self.stability}
-        if self.cachehit:
-            out["cachehit"] = self.cachehit
-        out["mismatches"] = self.mismatches
-        out["part_seconds"] = self.part_seconds
-        out["part_errors"] = self.errors
-        return out
-
-    def inductor_triton_summary(self, probs):
-        """Triton's best vs torch.compile max-autotune restricted to Triton, per subset problem."""
-        a = self.args
-        per = []
-        for s in probs:
-            it = s.get("inductor_triton")
-            if not it:
-                continue
-            info = it.get("inductor") or {}
-            per.append({"label": s["label"], "dtype_name": s["dtype_name"], "m": s["m"], "n": s["n"], "k": s["k"],
-                        "compile_s": it.get("compile_s"), "kind": info.get("kind"), "config": info.get("config"),
-                        "kernels": info.get("kernels"), "inductor_triton_us": it.get("median_us"),
-                        "inductor_triton_tflops": it.get("tflops"), "inductor_triton_correct": it.get("correct"),
-                        "triton_best_us": (s.get("triton_best") or {}).get("median_us"),
-                        "triton_best_tflops": (s.get("triton_best") or {}).get("tflops"),
-                        "triton_best": (s.get("triton_best") or {}).get("candidate"),
-                        "pick_us": s["pick"].get("median_us"), "pick_tflops": s["pick"].get("tflops"),
-                        "pick_backend": s.get("pick_backend"),
-                        "default_tflops": (s.get("default") or {}).get("tflops"),
-                        "torch_tflops": (s.get("torch") or {}).get("tflops"),
-                        "triton_best_vs_inductor_triton": s.get("triton_best_vs_inductor_triton"),
-                        "pick_vs_inductor_triton": s.get("speedup_vs_inductor_triton"),
-                        "noise": s.get("triton_noise"), "gemmtune_tune_s": s.get("tune", {}).get("select_s")})
-        out = {"problems": per, "target": INDUCTOR_TRITON_TARGET, "mode": a.inductor_triton_mode,
-               "backends": "TRITON", "extra_options": a.itriton_options, "geomean": {},
-               "what": "triton_best_vs_inductor_triton = inductor-triton median / Triton best median (> 1: Triton's "
-                       "best faster); pick_vs_inductor_triton likewise for gemmtune's pick over all backends"}
-        groups = {"all": per}
-        for d in sorted({e["dtype_name"] for e in per}):
-            groups[d] = [e for e in per if e["dtype_name"] == d]
-        for name, grp in groups.items():
-            ok = [e for e in grp if e["triton_best_vs_inductor_triton"]]
-            gm = geomean([e["triton_best_vs_inductor_triton"] for e in ok])
-            out["geomean"][name] = {"n": len(ok), "triton_best_vs_inductor_triton": gm,
-                                    "pick_vs_inductor_triton": geomean([e["pick_vs_inductor_triton"] for e in ok]),
-                                    "meets_target": (gm >= INDUCTOR_TRITON_TARGET) if gm else None,
-                                    "n_not_triton_only": sum(e["kind"] in ("aten", "mixed") for e in grp)}
-        return out
-
-    def triton_summary(self, probs):
-        """The Triton backend over the suite: candidates by status (wrong ones listed), compile times
-        (every tune row of backend triton), picks by backend, Triton's best against the pick."""
-        a = self.args
-        tr = [r for r in self.rows if r.get("timing") == "tune" and r.get("backend") == "triton"]
-        counts = {st: sum(r["status"] == st for r in tr) for st in ("ok", "pruned", "wrong", "failed")}
-        reasons = {}
-        for r in tr:
-            if r["status"] == "failed":
-                key = (r.get("reason") or "?").split("\n")[0][:120]
-                reasons[key] = reasons.get(key, 0) + 1
-        with_tb = [s for s in probs if s.get("speedup_vs_triton_best")]
-        return {
-            "candidates": {"n": len(tr), **counts},
-            "wrong": [{"label": f"{r['model']}/{r['layer']} m={r['m']} {r['dtype_name']}", "candidate": r["candidate"],
-                       "candidate_id": r["candidate_id"], "rel_err": r.get("rel_err"), "reason": r.get("reason")}
-                      for r in tr if r["status"] == "wrong"],
-            "failed_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:15]),
-            "problems_with_candidates": len({(r["m"], r["n"], r["k"], r["dtype_name"]) for r in tr}),
-            "problems_without_correct_candidate": [s["label"] for s in probs
-                                                   if (s.get("tune", {}).get("backends", {}).get("triton") or {}).get("n")
-                                                   and not s.get("triton_best")],
-            "compile_s": compile_stats([r.get("compile_s") for r in tr], a.compile_hit_s),
-            "compile_note": (f"compile_s of every Triton candidate of the suite's tunes, on the GPU machine "
-                             f"({os.cpu_count()} cores, compile workers in parallel, artifact store empty at the start of "
-                             f"the run: a config compiled for one problem is a store hit for the next); 'compiled' = "
-                             f"compile_s >= {a.compile_hit_s} s. The 2-core figure (<= 1 s median) comes from the "
-                             f"CPU build machine's tests."),
-            "pick_backends": {b: sum(s.get("pick_backend") == b for s in probs)
-                              for b in sorted({s.get("pick_backend") for s in probs if s.get("pick_backend")})},
-            "speedup_vs_triton_best_geomean": geomean([s["speedup_vs_triton_best"] for s in with_tb]),
-            "triton_best_vs_torch_geomean": geomean([s.get("triton_best_vs_torch") for s in with_tb]),
-            "triton_best_vs_default_geomean": geomean([s.get("triton_best_vs_default") for s in with_tb]),
-            "n_triton_best": len(with_tb)}
+    def raw(self, planned):
+        """What build_summary() aggregates: this run's own results (see raw_results())."""
+        return {"planned": len(planned), "problems": self.problems, "skipped": self.skipped,
+                "coldtune": self.coldtune, "stability": self.stability, "cachehit": self.cachehit,
+                "mismatches": self.mismatches, "part_seconds": self.part_seconds, "part_errors": self.errors}
 
     def write(self, planned, final=False):
+        a = self.args
         doc = {"device": self.env.get("device_str", ""), "date": self.date, "command": self.env.get("command", ""),
                "environment": self.env, "ceilings": self.ceilings, "ceilings_end": self.ceilings_end,
-               "rows": self.rows, "summary": self.summary(planned), "final": final}
-        jp = self.out / f"{self.stem}.json"
-        tmp = jp.with_suffix(".json.tmp")
-        tmp.write_text(dump_json(doc))
-        tmp.replace(jp)
-        (self.out / f"{self.stem}.md").write_text(render_markdown(doc))
+               "rows": self.rows, "summary": None, "final": final}
+        if a.shard:
+            doc["shard"] = {"index": a.shard_index, "count": a.shard_count, "tag": a.tag,
+                            "problems_total": self.problems_total, "gpu": self.env.get("gpu")}
+        doc["summary"] = build_summary(self.raw(planned), doc)
+        write_doc(self.out, self.stem, doc)
         return doc
 
     def finish(self):
@@ -2023,6 +1931,335 @@ class Run:
             except OSError as e:
                 warn(f"keep-cache: {e}")
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the summary: one function for one run and for the shards of one run merged
+
+def build_summary(raw, doc):
+    """summary{} of a run from its raw results (raw: Run.raw(), or raw_results() of the shards' summaries
+    concatenated by merge_docs()) and doc's rows and environment: one run and a merge of shards
+    compute every aggregate the same way."""
+    probs = [s for s in raw["problems"] if s.get("status") in ("ok", "mismatch") and s.get("pick")]
+    out = {"coverage": {"planned": raw["planned"], "finished": len(probs),
+                        "errors": [f"{s['label']}: {'; '.join(s['errors'])}" for s in raw["problems"] if s["status"] == "error"],
+                        "skipped_not_supported": [f"{s['label']}: {'; '.join(s['errors'])}" for s in raw["problems"] if s["status"] == "skipped"],
+                        "skipped_for_budget": raw["skipped"]},
+           "geomean": {}, "by_dtype_m": {}, "pick_vs_default": {}, "inductor": [], "tune": {},
+           "problems": raw["problems"]}
+
+    def agg(group):
+        g = {"n": len(group),
+             "speedup_vs_default": geomean([s.get("speedup_vs_default") for s in group]),
+             "speedup_vs_torch": geomean([s.get("speedup_vs_torch") for s in group]),
+             "pick_tflops_geomean": geomean([s["pick"].get("tflops") for s in group]),
+             "fraction_of_roof_geomean": geomean([s.get("fraction_of_roof") for s in group])}
+        ind = [s for s in group if s.get("speedup_vs_inductor")]
+        if ind:
+            g["speedup_vs_inductor"] = geomean([s["speedup_vs_inductor"] for s in ind])
+            g["n_inductor"] = len(ind)
+        tb = [s for s in group if s.get("speedup_vs_triton_best")]
+        if tb:
+            g["speedup_vs_triton_best"] = geomean([s["speedup_vs_triton_best"] for s in tb])
+            g["triton_best_vs_torch"] = geomean([s.get("triton_best_vs_torch") for s in tb])
+            g["n_triton_best"] = len(tb)
+        it = [s for s in group if s.get("triton_best_vs_inductor_triton")]
+        if it:
+            g["triton_best_vs_inductor_triton"] = geomean([s["triton_best_vs_inductor_triton"] for s in it])
+            g["speedup_vs_inductor_triton"] = geomean([s.get("speedup_vs_inductor_triton") for s in it])
+            g["n_inductor_triton"] = len(it)
+        cl = [s["cutlass_best_vs_cublaslt_best"] for s in group if s.get("cutlass_best_vs_cublaslt_best")]
+        if cl:
+            g["cutlass_best_vs_cublaslt_best"] = geomean(cl)
+            g["cutlass_within_5pct_of_cublaslt"] = sum(r >= 1 / 1.05 for r in cl) / len(cl)
+            g["n_cutlass_best"] = len(cl)
+        cd = [s["cutedsl_best_vs_cutlass_best"] for s in group if s.get("cutedsl_best_vs_cutlass_best")]
+        if cd:
+            g["cutedsl_best_vs_cutlass_best"] = geomean(cd)
+            g["cutedsl_within_5pct_of_cutlass"] = sum(r >= 1 / 1.05 for r in cd) / len(cd)
+            g["n_cutedsl_best"] = len(cd)
+        g["pick_backends"] = {b: sum(s.get("pick_backend") == b for s in group)
+                              for b in sorted({s.get("pick_backend") for s in group if s.get("pick_backend")})}
+        return g
+    out["geomean"]["all"] = agg(probs)
+    for d in sorted({s["dtype_name"] for s in probs}):
+        out["geomean"][d] = agg([s for s in probs if s["dtype_name"] == d])
+    for d in sorted({s["dtype_name"] for s in probs}):
+        for m in sorted({s["m"] for s in probs if s["dtype_name"] == d}):
+            out["by_dtype_m"][f"{d}/m={m}"] = agg([s for s in probs if s["dtype_name"] == d and s["m"] == m])
+    with_def = [s for s in probs if s.get("pick_within_noise_of_default") is not None]
+    out["pick_vs_default"] = {
+        "n": len(with_def),
+        "at_least_as_fast_within_noise": sum(s["pick_within_noise_of_default"] for s in with_def),
+        "faster_beyond_noise": sum(bool(s.get("pick_faster_beyond_noise")) for s in with_def),
+        "same_kernel": sum(bool(s.get("same_kernel")) for s in with_def),
+        "slower_beyond_noise": [{"label": s["label"], "speedup_vs_default": s["speedup_vs_default"],
+                                 "noise": s["noise"]} for s in with_def if not s["pick_within_noise_of_default"]],
+        "rule": "pick_median <= default_median * (1 + max(spread_pick, spread_default)), spread = (p80-p20)/median "
+                "of the side-by-side samples"}
+    noise = [s.get("noise") for s in with_def if s.get("noise") is not None]
+    if noise:
+        out["noise"] = {"median": statistics.median(noise), "max": max(noise)}
+    same = [s for s in with_def if s.get("same_kernel")]
+    if same:
+        out["noise"] = out.get("noise", {})
+        out["noise"]["same_kernel_ratio_geomean"] = geomean([s["speedup_vs_default"] for s in same])
+    for s in probs:
+        if s.get("inductor"):
+            out["inductor"].append({"label": s["label"], "m": s["m"], "n": s["n"], "k": s["k"],
+                                    "compile_s": s["inductor"].get("compile_s"),
+                                    "inductor_tflops": s["inductor"].get("tflops"),
+                                    "pick_tflops": s["pick"].get("tflops"),
+                                    "torch_tflops": (s.get("torch") or {}).get("tflops"),
+                                    "speedup_vs_inductor": s.get("speedup_vs_inductor"),
+                                    "gemmtune_tune_s": s.get("tune", {}).get("select_s")})
+    out["inductor_triton"] = inductor_triton_summary(probs, doc["environment"])
+    out["triton"] = triton_summary(probs, doc["rows"], doc["environment"])
+    if raw["coldtune"]:
+        out["coldtune"] = raw["coldtune"]
+    tunes = [s["tune"]["select_s"] for s in probs if s.get("tune")]
+    if tunes:
+        out["tune"] = {"select_s_median": statistics.median(tunes), "select_s_max": max(tunes),
+                       "select_s_total": sum(tunes),
+                       "candidates_median": statistics.median([s["tune"]["n_candidates"] for s in probs]),
+                       "wrong_total": sum(s["tune"]["n_wrong"] for s in probs),
+                       "failed_total": sum(s["tune"]["n_failed"] for s in probs)}
+    if raw["stability"]:
+        ok = [e for e in raw["stability"] if e.get("status") == "ok"]
+        diff = [e for e in ok if not e["same"]]
+        out["stability"] = {"n": len(ok), "same_pick": len(ok) - len(diff), "different_pick": len(diff),
+                            "different_within_noise": sum(bool(e.get("within_noise")) for e in diff),
+                            "ratio_geomean_different": geomean([e.get("ratio") for e in diff]),
+                            "worst_ratio": max((e.get("ratio") or 0 for e in diff), default=None),
+                            "errors": [f"{e['label']}: {e.get('error')}" for e in raw["stability"] if e.get("status") != "ok"],
+                            "problems": raw["stability"]}
+    if raw["cachehit"]:
+        out["cachehit"] = raw["cachehit"]
+    out["mismatches"] = raw["mismatches"]
+    out["part_seconds"] = raw["part_seconds"]
+    out["part_errors"] = raw["part_errors"]
+    return out
+
+
+def inductor_triton_summary(probs, env):
+    """Triton's best vs torch.compile max-autotune restricted to Triton, per subset problem."""
+    opts = env.get("bench_options") or {}
+    per = []
+    for s in probs:
+        it = s.get("inductor_triton")
+        if not it:
+            continue
+        info = it.get("inductor") or {}
+        per.append({"label": s["label"], "dtype_name": s["dtype_name"], "m": s["m"], "n": s["n"], "k": s["k"],
+                    "compile_s": it.get("compile_s"), "kind": info.get("kind"), "config": info.get("config"),
+                    "kernels": info.get("kernels"), "inductor_triton_us": it.get("median_us"),
+                    "inductor_triton_tflops": it.get("tflops"), "inductor_triton_correct": it.get("correct"),
+                    "triton_best_us": (s.get("triton_best") or {}).get("median_us"),
+                    "triton_best_tflops": (s.get("triton_best") or {}).get("tflops"),
+                    "triton_best": (s.get("triton_best") or {}).get("candidate"),
+                    "pick_us": s["pick"].get("median_us"), "pick_tflops": s["pick"].get("tflops"),
+                    "pick_backend": s.get("pick_backend"),
+                    "default_tflops": (s.get("default") or {}).get("tflops"),
+                    "torch_tflops": (s.get("torch") or {}).get("tflops"),
+                    "triton_best_vs_inductor_triton": s.get("triton_best_vs_inductor_triton"),
+                    "pick_vs_inductor_triton": s.get("speedup_vs_inductor_triton"),
+                    "noise": s.get("triton_noise"), "gemmtune_tune_s": s.get("tune", {}).get("select_s")})
+    out = {"problems": per, "target": INDUCTOR_TRITON_TARGET, "mode": opts.get("inductor_triton_mode"),
+           "backends": "TRITON", "extra_options": opts.get("inductor_triton_options") or {}, "geomean": {},
+           "what": "triton_best_vs_inductor_triton = inductor-triton median / Triton best median (> 1: Triton's "
+                   "best faster); pick_vs_inductor_triton likewise for gemmtune's pick over all backends"}
+    groups = {"all": per}
+    for d in sorted({e["dtype_name"] for e in per}):
+        groups[d] = [e for e in per if e["dtype_name"] == d]
+    for name, grp in groups.items():
+        ok = [e for e in grp if e["triton_best_vs_inductor_triton"]]
+        gm = geomean([e["triton_best_vs_inductor_triton"] for e in ok])
+        out["geomean"][name] = {"n": len(ok), "triton_best_vs_inductor_triton": gm,
+                                "pick_vs_inductor_triton": geomean([e["pick_vs_inductor_triton"] for e in ok]),
+                                "meets_target": (gm >= INDUCTOR_TRITON_TARGET) if gm else None,
+                                "n_not_triton_only": sum(e["kind"] in ("aten", "mixed") for e in grp)}
+    return out
+
+
+def triton_summary(probs, rows, env):
+    """The Triton backend over the suite: candidates by status (wrong ones listed), compile times
+    (every tune row of backend triton), picks by backend, Triton's best against the pick."""
+    hit_s = (env.get("bench_options") or {}).get("compile_hit_s", 0.05)
+    workers = (env.get("gemmtune_env") or {}).get("GEMMTUNE_COMPILE_WORKERS")
+    tr = [r for r in rows if r.get("timing") == "tune" and r.get("backend") == "triton"]
+    counts = {st: sum(r["status"] == st for r in tr) for st in ("ok", "pruned", "wrong", "failed")}
+    reasons = {}
+    for r in tr:
+        if r["status"] == "failed":
+            key = (r.get("reason") or "?").split("\n")[0][:120]
+            reasons[key] = reasons.get(key, 0) + 1
+    with_tb = [s for s in probs if s.get("speedup_vs_triton_best")]
+    return {
+        "candidates": {"n": len(tr), **counts},
+        "wrong": [{"label": f"{r['model']}/{r['layer']} m={r['m']} {r['dtype_name']}", "candidate": r["candidate"],
+                   "candidate_id": r["candidate_id"], "rel_err": r.get("rel_err"), "reason": r.get("reason")}
+                  for r in tr if r["status"] == "wrong"],
+        "failed_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:15]),
+        "problems_with_candidates": len({(r["m"], r["n"], r["k"], r["dtype_name"]) for r in tr}),
+        "problems_without_correct_candidate": [s["label"] for s in probs
+                                               if (s.get("tune", {}).get("backends", {}).get("triton") or {}).get("n")
+                                               and not s.get("triton_best")],
+        "compile_s": compile_stats([r.get("compile_s") for r in tr], hit_s),
+        "compile_note": (f"compile_s of every Triton candidate of the suite's tunes, on the GPU machine "
+                         f"({env.get('cpu_count')} cores, {f'{workers} ' if workers else ''}compile workers in parallel, artifact store empty at the start of "
+                         f"the run: a config compiled for one problem is a store hit for the next); 'compiled' = "
+                         f"compile_s >= {hit_s} s. The 2-core figure (<= 1 s median) comes from the "
+                         f"CPU build machine's tests."),
+        "pick_backends": {b: sum(s.get("pick_backend") == b for s in probs)
+                          for b in sorted({s.get("pick_backend") for s in probs if s.get("pick_backend")})},
+        "speedup_vs_triton_best_geomean": geomean([s["speedup_vs_triton_best"] for s in with_tb]),
+        "triton_best_vs_torch_geomean": geomean([s.get("triton_best_vs_torch") for s in with_tb]),
+        "triton_best_vs_default_geomean": geomean([s.get("triton_best_vs_default") for s in with_tb]),
+        "n_triton_best": len(with_tb)}
+
+
+# ---------------------------------------------------------------------------------------------
+# --merge: the shards of one run (--shard I/N, one per GPU) as that one run
+
+def raw_results(summary):
+    """The raw results a written summary holds (the inverse of build_summary(), for merging)."""
+    cov = summary["coverage"]
+    return {"planned": cov["planned"], "problems": summary["problems"], "skipped": cov["skipped_for_budget"],
+            "coldtune": summary.get("coldtune") or {},
+            "stability": (summary.get("stability") or {}).get("problems", []),
+            "cachehit": summary.get("cachehit") or {}, "mismatches": summary.get("mismatches", []),
+            "part_seconds": summary.get("part_seconds", {}), "part_errors": summary.get("part_errors", [])}
+
+
+def merge_cachehit(parts):
+    """The shards' cachehit entries as one: problems concatenated, statistics recomputed;
+    max_ms_after_first is the largest of the shards' (each shard's first select is its own cold start)."""
+    parts = [c for c in parts if c]
+    if not parts:
+        return {}
+    out = {}
+    for where in ("in_process", "cli"):
+        rs = [c.get(where) or {} for c in parts]
+        if not any("problems" in r for r in rs):
+            out[where] = rs[0]  # nothing ran (e.g. a mock run's "no CLI")
+            continue
+        per = [e for r in rs for e in r.get("problems", [])]
+        if where == "cli":
+            out[where] = cli_select_stats(per, [x for r in rs for x in r.get("runs", [])], rs[0].get("cublaslt_preload"))
+        else:
+            out[where] = {**select_stats(per), "problems": per}
+        if "max_ms_after_first" in out[where]:
+            out[where]["max_ms_after_first"] = max((r["max_ms_after_first"] for r in rs
+                                                    if r.get("max_ms_after_first") is not None), default=None)
+    return out
+
+
+def merge_docs(docs, merge_command=""):
+    """One run's doc from the docs of its shards (--shard I/N, any order; raises ValueError if they are
+    not the shards of one run). Rows and raw results are concatenated in the order one run would have
+    produced them (the ordering's index), and the summary is rebuilt by build_summary(), as one run
+    computes it. ceilings, ceilings_end and environment are shard 0's (its GPU); shards[] holds every
+    shard's GPU, ceilings, GPU state, part times and coverage counts (each problem's roof_us comes from
+    its own shard's ceilings). Part times are the longest shard's (they ran in parallel). A missing
+    shard is a part error and its problems count as planned but not finished."""
+    if not docs or any("shard" not in d for d in docs):
+        raise ValueError("not a shard's result (no 'shard' field: was it run with --shard I/N?)")
+    docs = sorted(docs, key=lambda d: d["shard"]["index"])
+    count = docs[0]["shard"]["count"]
+    idx = [d["shard"]["index"] for d in docs]
+    if any(d["shard"]["count"] != count for d in docs) or len(set(idx)) != len(idx):
+        given = ", ".join(f"{d['shard']['index']}/{d['shard']['count']}" for d in docs)
+        raise ValueError(f"shards {given}: not the shards of one run")
+    first = docs[0]
+    raws = [raw_results(d["summary"]) for d in docs]
+    by_index = lambda e: e.get("index", 0)  # noqa: E731
+    skipped = {}
+    for r in raws:
+        for k, v in r["skipped"].items():
+            skipped.setdefault(k, []).extend(v)
+    raw = {"planned": sum(r["planned"] for r in raws),
+           "problems": sorted((p for r in raws for p in r["problems"]), key=by_index),
+           "skipped": skipped,
+           "coldtune": next((r["coldtune"] for r in raws if r["coldtune"]), {}),
+           "stability": sorted((e for r in raws for e in r["stability"]), key=by_index),
+           "cachehit": merge_cachehit([r["cachehit"] for r in raws]),
+           "mismatches": [m for r in raws for m in r["mismatches"]],
+           "part_seconds": {}, "part_errors": []}
+    for i, r in zip(idx, raws):
+        for k, v in r["part_seconds"].items():
+            raw["part_seconds"][k] = max(raw["part_seconds"].get(k, 0.0), v)
+        raw["part_errors"] += [f"shard {i}: {e}" for e in r["part_errors"]]
+    missing = sorted(set(range(count)) - set(idx))
+    if missing:
+        raw["planned"] = max(raw["planned"], first["shard"].get("problems_total") or 0)
+        raw["part_errors"] += [f"shard {i} of {count}: no result (see its log, bench-{i}.log)" for i in missing]
+
+    # Rows in one run's order: the cold tune's, then each problem's (tune, then side by side) by
+    # index, then the stability head-to-heads.
+    index_of = {(p["m"], p["n"], p["k"], p["dtype_name"]): p.get("index", 0) for p in raw["problems"]}
+    phase = {"coldtune": 0, "stability_h2h": 2}
+    rows = sorted((r for d in docs for r in d["rows"]),
+                  key=lambda r: (phase.get(r.get("timing"), 1),
+                                 index_of.get((r["m"], r["n"], r["k"], r["dtype_name"]), 0)))
+
+    def shard_entry(d):
+        e, su = d["environment"], d["summary"]
+        cov = su["coverage"]
+        return {"index": d["shard"]["index"], "count": count, "gpu": d["shard"].get("gpu"), "device": d["device"],
+                "command": d["command"], "final": d.get("final"), "ceilings": d.get("ceilings"),
+                "ceilings_end": d.get("ceilings_end"),
+                "gpu_state": {"start": e.get("gpu_state_start"), "end": e.get("gpu_state_end")},
+                "part_times": su.get("part_seconds", {}),
+                "coverage": {"planned": cov["planned"], "finished": cov["finished"], "errors": len(cov["errors"]),
+                             "skipped_not_supported": len(cov["skipped_not_supported"]),
+                             "skipped_for_budget": {k: len(v) for k, v in cov["skipped_for_budget"].items()}}}
+
+    def shard_command(d):
+        cvd = (d["shard"].get("gpu") or {}).get("cuda_visible_devices")
+        return (f"CUDA_VISIBLE_DEVICES={cvd} " if cvd is not None else "") + d["command"]
+
+    env = dict(first["environment"])
+    env["merge_command"] = merge_command
+    doc = {"device": first["device"], "date": first["date"], "command": "\n".join(shard_command(d) for d in docs),
+           "environment": env, "ceilings": first.get("ceilings") or {}, "ceilings_end": first.get("ceilings_end") or {},
+           "rows": rows, "summary": None, "final": all(d.get("final") for d in docs) and not missing,
+           "shards": [shard_entry(d) for d in docs]}
+    doc["summary"] = build_summary(raw, doc)
+    return doc
+
+
+def write_doc(out, stem, doc):
+    """<stem>.json (replaced atomically: it is rewritten after every part) and <stem>.md in out."""
+    jp = out / f"{stem}.json"
+    tmp = jp.with_suffix(".json.tmp")
+    tmp.write_text(dump_json(doc))
+    tmp.replace(jp)
+    (out / f"{stem}.md").write_text(render_markdown(doc))
+
+
+def exit_code(doc):
+    """1: a correctness failure; 2: a part crashed; else 0 (one run and a merge alike)."""
+    s = doc["summary"]
+    return 1 if s.get("mismatches") else 2 if s.get("part_errors") else 0
+
+
+def merge_main(args, command):
+    """--merge SHARD.json...: one run's <date>-h200[-tag].json and .md in --out (tag: --tag, else the
+    shards'); the stdout summary; the exit code one run would have had."""
+    try:
+        docs = [json.loads(Path(f).read_text()) for f in args.merge]
+        doc = merge_docs(docs, command)
+    except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+        print(f"h200.py --merge: {e}", file=sys.stderr)
+        return 2
+    tag = args.tag or docs[0]["shard"].get("tag") or ""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{doc['date']}-h200" + (f"-{tag}" if tag else "")
+    write_doc(out, stem, doc)
+    print_summary(doc)
+    print(f"merged {len(docs)} shards: wrote {out / (stem + '.json')} and .md")
+    return exit_code(doc)
 
 
 def dump_json(doc):
@@ -2054,12 +2291,14 @@ def render_markdown(doc):
              f"{env.get('engine', {}).get('version')}, cuBLASLt loaded from `{env.get('cublaslt')}`  ")
     L.append(f"Environment key: `{env.get('engine', {}).get('environment')}`")
     L += ["", "Command:", "", "```", doc["command"], "```", ""]
+    L += render_shards_markdown(doc)
     if not doc.get("final"):
         L += ["**Partial results: the run did not finish.**", ""]
     cov = s["coverage"]
     L.append(f"Coverage: {cov['finished']} of {cov['planned']} planned suite problems finished; "
              f"{len(cov['skipped_for_budget'].get('suite', []))} skipped for the time budget, "
-             f"{len(cov['errors'])} errors, {len(cov['skipped_not_supported'])} not supported. Part times (s): "
+             f"{len(cov['errors'])} errors, {len(cov['skipped_not_supported'])} not supported. Part times (s"
+             + (", the longest shard's" if doc.get("shards") else "") + "): "
              + ", ".join(f"{k} {v:.0f}" for k, v in s.get("part_seconds", {}).items()))
     L.append("")
     L.append("Method: random inputs; 256 MB L2 flush before every timed sample (outside the timed region); warm-up; "
@@ -2071,6 +2310,8 @@ def render_markdown(doc):
     for title, key in (("Ceilings (start of run)", "ceilings"), ("Ceilings (end of run)", "ceilings_end")):
         c = doc.get(key) or {}
         if c:
+            if doc.get("shards"):
+                title += ", shard 0's GPU"
             L += [f"## {title}", "", md_table(["what", "median", "best sample"], [
                 ["copy, read+write, TB/s", fnum(c.get("copy_TBps"), 2), fnum(c.get("copy_TBps_best"), 2)],
                 ["bf16 torch.mm 8192^3, TFLOP/s", fnum(c.get("bf16_tflops"), 0), fnum(c.get("bf16_tflops_best"), 0)],
@@ -2119,7 +2360,7 @@ def render_markdown(doc):
         if doc["environment"].get("inductor_init_s") is not None:
             L += [f"(Inductor's one-time start-up, excluded above: {fnum(doc['environment']['inductor_init_s'], 1)} s.)", ""]
     L += render_triton_markdown(doc)
-    L += render_cutlass_markdown(doc)
+    L += render_best_pairs_markdown(doc)
     st = s.get("stability")
     if st:
         L += ["## Stability: re-tuned from an empty cache", "",
@@ -2187,24 +2428,67 @@ def render_markdown(doc):
     return "\n".join(L)
 
 
-def render_cutlass_markdown(doc):
-    """CUTLASS's best beside cuBLASLt's best, per problem where CUTLASS raced (issue 4's target:
-    within 5% or faster on >= 70% of the problems with m >= 2048)."""
-    probs = [p for p in doc["summary"]["problems"] if p.get("cutlass_best_vs_cublaslt_best")]
-    if not probs:
+def gpu_name(g):
+    """A shard's GPU in a few words: nvidia-smi's index and bus id, else CUDA_VISIBLE_DEVICES."""
+    g = g or {}
+    if g.get("index") is not None:
+        return f"GPU {g['index']} ({g.get('pci.bus_id', '?')})"
+    return f"CUDA_VISIBLE_DEVICES={g.get('cuda_visible_devices')}"
+
+
+def render_shards_markdown(doc):
+    """A shard's own report says which part it is; a merged one says how it ran and lists its shards."""
+    if doc.get("shard"):
+        sh = doc["shard"]
+        return [f"Shard {sh['index']} of {sh['count']} ({gpu_name(sh.get('gpu'))}): only the suite problems whose index "
+                f"in the ordering % {sh['count']} == {sh['index']}; `h200.py --merge` makes the run's report.", ""]
+    shards = doc.get("shards")
+    if not shards:
         return []
-    big = [p["cutlass_best_vs_cublaslt_best"] for p in probs if p["m"] >= 2048]
-    L = ["## CUTLASS best vs cuBLASLt best (timed side by side)", ""]
-    if big:
-        ok = sum(r >= 1 / 1.05 for r in big)
-        L += [f"m >= 2048: CUTLASS's best within 5% of cuBLASLt's best or faster on {ok}/{len(big)} "
-              f"({ok / len(big):.0%}; target 70%), geomean {fratio(geomean(big))}.", ""]
-    L += [md_table(["problem", "dtype", "m", "n", "k", "CUTLASS best TFLOP/s", "cuBLASLt best TFLOP/s",
-                    "cuBLASLt/CUTLASS time", "CUTLASS config", "cuBLASLt algo", "tune s", "pick backend"],
-                   [[p["label"], p["dtype_name"], p["m"], p["n"], p["k"], fnum(p["cutlass_best"].get("tflops"), 1),
-                     fnum((p.get("cublaslt_best") or {}).get("tflops"), 1), fratio(p["cutlass_best_vs_cublaslt_best"]),
-                     p["cutlass_best"].get("candidate", ""), (p.get("cublaslt_best") or {}).get("candidate", ""),
-                     fnum(p.get("tune", {}).get("select_s"), 2), p.get("pick_backend", "")] for p in probs]), ""]
+    n = shards[0]["count"]
+    L = [f"Ran as {n} shards on {n} GPUs of one host (`GPUS={n} bench/device.sh`, merged with "
+         f"`{doc['environment'].get('merge_command', 'h200.py --merge')}`): the suite's problems were dealt round-robin "
+         f"over the ordering, each shard's problems timed side by side on its own GPU, the shards in parallel (their "
+         f"compiles share the host's CPUs). The summary below covers every shard's problems; each problem's share of "
+         f"the roof uses its own GPU's ceilings.", "",
+         md_table(["shard", "GPU", "problems finished / planned", "skipped for budget (suite, stability)",
+                   "copy TB/s start / end", "bf16 TFLOP/s start / end", "fp8 TFLOP/s start / end", "part times (s)"],
+                  [[e["index"], gpu_name(e.get("gpu")),
+                    f"{e['coverage']['finished']} / {e['coverage']['planned']}",
+                    f"{e['coverage']['skipped_for_budget'].get('suite', 0)}, "
+                    f"{e['coverage']['skipped_for_budget'].get('stability', 0)}"]
+                   + [f"{fnum((e.get('ceilings') or {}).get(k), d)} / {fnum((e.get('ceilings_end') or {}).get(k), d)}"
+                      for k, d in (("copy_TBps", 2), ("bf16_tflops", 0), ("fp8_tflops", 0))]
+                   + [", ".join(f"{k} {v:.0f}" for k, v in e.get("part_times", {}).items())] for e in shards]), ""]
+    return L
+
+
+# (backend, its name, the backend it is measured against, that one's name): issue 4 compares CUTLASS's
+# best with cuBLASLt's, issue 5 CuTe DSL's with CUTLASS's (target: within 5% or faster on >= 70% of the
+# problems with m >= 2048). Suite problems carry <a>_best_vs_<b>_best where both raced.
+BEST_PAIRS = (("cutlass", "CUTLASS", "cublaslt", "cuBLASLt"), ("cutedsl", "CuTe DSL", "cutlass", "CUTLASS"))
+
+
+def render_best_pairs_markdown(doc):
+    """Each BEST_PAIRS backend's best beside the other's, per problem where both raced."""
+    L = []
+    for a, an, b, bn in BEST_PAIRS:
+        key = f"{a}_best_vs_{b}_best"
+        probs = [p for p in doc["summary"]["problems"] if p.get(key)]
+        if not probs:
+            continue
+        big = [p[key] for p in probs if p["m"] >= 2048]
+        L += [f"## {an} best vs {bn} best (timed side by side)", ""]
+        if big:
+            ok = sum(r >= 1 / 1.05 for r in big)
+            L += [f"m >= 2048: {an}'s best within 5% of {bn}'s best or faster on {ok}/{len(big)} "
+                  f"({ok / len(big):.0%}; target 70%), geomean {fratio(geomean(big))}.", ""]
+        L += [md_table(["problem", "dtype", "m", "n", "k", f"{an} best TFLOP/s", f"{bn} best TFLOP/s",
+                        f"{bn}/{an} time", f"{an} config", f"{bn} config", "tune s", "pick backend"],
+                       [[p["label"], p["dtype_name"], p["m"], p["n"], p["k"], fnum(p[f"{a}_best"].get("tflops"), 1),
+                         fnum((p.get(f"{b}_best") or {}).get("tflops"), 1), fratio(p[key]),
+                         p[f"{a}_best"].get("candidate", ""), (p.get(f"{b}_best") or {}).get("candidate", ""),
+                         fnum(p.get("tune", {}).get("select_s"), 2), p.get("pick_backend", "")] for p in probs]), ""]
     return L
 
 
@@ -2309,6 +2593,12 @@ def print_summary(doc):
         P(f"ceilings: copy {fnum(c.get('copy_TBps'), 2)} TB/s, bf16 {fnum(c.get('bf16_tflops'), 0)}, fp8 "
           f"{fnum(c.get('fp8_tflops'), 0)} TFLOP/s" + (f"  (end: {fnum(ce.get('copy_TBps'), 2)}, "
                                                        f"{fnum(ce.get('bf16_tflops'), 0)}, {fnum(ce.get('fp8_tflops'), 0)})" if ce else ""))
+    for e in doc.get("shards") or []:
+        c, ce, ec = e.get("ceilings") or {}, e.get("ceilings_end") or {}, e["coverage"]
+        P(f"shard {e['index']} of {e['count']} on {gpu_name(e.get('gpu'))}: {ec['finished']}/{ec['planned']} problems; "
+          f"ceilings copy {fnum(c.get('copy_TBps'), 2)} TB/s, bf16 {fnum(c.get('bf16_tflops'), 0)}, fp8 "
+          f"{fnum(c.get('fp8_tflops'), 0)} (end {fnum(ce.get('copy_TBps'), 2)}, {fnum(ce.get('bf16_tflops'), 0)}, "
+          f"{fnum(ce.get('fp8_tflops'), 0)}); parts " + ", ".join(f"{k} {v:.0f}" for k, v in e.get("part_times", {}).items()))
     cov = s["coverage"]
     P(f"coverage: {cov['finished']}/{cov['planned']} suite problems; skipped for budget: suite "
       f"{len(cov['skipped_for_budget'].get('suite', []))}, stability {len(cov['skipped_for_budget'].get('stability', []))}; "
@@ -2402,7 +2692,7 @@ def print_summary(doc):
             else:
                 P(f"cachehit {where}: {(r.get('error') or 'nothing')[:400]}")
     P("part seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in s.get("part_seconds", {}).items())
-      + f"; total {time.monotonic() - T_START:.0f} s")
+      + ("" if doc.get("shards") else f"; total {time.monotonic() - T_START:.0f} s"))
     for e in s.get("part_errors", []):
         P(f"PART ERROR: {e[:300]}")
     for e in cov["errors"][:10]:
@@ -2421,16 +2711,25 @@ def main(argv=None):
     args = parse_args(argv)
     if args.cold_tune_child:
         return cold_tune_child(args)
+    command = "python3 bench/h200.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.merge:
+        return merge_main(args, command)
     run = Run(args)
-    run.env["command"] = "python3 bench/h200.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    run.env["command"] = command
     run.env["argv"] = sys.argv
     run.env["versions"] = run.gpu.versions()
     run.env["cublaslt"] = run.gpu.loaded_cublaslt()
     run.env["gpu_state_start"] = gpu_state() if not args.mock else None
     run.env["inductor_defaults"] = run.gpu.inductor_defaults()
-    problems = load_problems(args) if "suite" in args.parts else []
-    log(f"h200.py: parts {','.join(args.parts)}; {len(problems)} suite problems; budget "
-        f"{'unlimited' if args.budget_s <= 0 else f'{args.budget_s:.0f} s'}; output {run.out}/{run.stem}.*")
+    run.env["gpu"] = gpu_identity(args.mock)
+    ordered = load_problems(args)
+    problems = shard_problems(ordered, args) if "suite" in args.parts else []
+    run.problems_total = len(ordered) if "suite" in args.parts else 0
+    cold_shard = cold_tune_shard(args, ordered)
+    log(f"h200.py: parts {','.join(args.parts)}; {len(problems)} suite problems"
+        + (f" (shard {args.shard_index} of {args.shard_count}: index % {args.shard_count} == {args.shard_index} "
+           f"of {len(ordered)}; coldtune in shard {cold_shard}; GPU {run.env['gpu']})" if args.shard else "")
+        + f"; budget {'unlimited' if args.budget_s <= 0 else f'{args.budget_s:.0f} s'}; output {run.out}/{run.stem}.*")
 
     def part(name, fn, *a):
         t0 = time.monotonic()
@@ -2452,7 +2751,7 @@ def main(argv=None):
     try:
         if "ceilings" in args.parts:
             part("ceilings", run.part_ceilings)
-        if "coldtune" in args.parts:
+        if "coldtune" in args.parts and cold_shard == args.shard_index:
             part("coldtune", run.part_coldtune)
             if getattr(run.gpu, "inductor_init_s", None) is not None:
                 run.env["inductor_init_s"] = run.gpu.inductor_init_s
@@ -2477,11 +2776,7 @@ def main(argv=None):
             pass
     print_summary(doc)
     print(f"wrote {run.out / (run.stem + '.json')} and .md")
-    if doc["summary"]["mismatches"]:
-        return 1
-    if run.errors:
-        return 2
-    return 0
+    return exit_code(doc)
 
 
 if __name__ == "__main__":

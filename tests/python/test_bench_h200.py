@@ -1,0 +1,125 @@
+"""bench/h200.py --shard I/N and --merge (what bench/device.sh GPUS=N runs), on the CPU with --mock
+(a fake GPU and engine): which problems each shard takes, and a merge of two shards against one run
+over the same problems (same problems, rows and counts; the timings are the mock's noise)."""
+
+import collections
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+H200 = REPO / "bench" / "h200.py"
+# A small mock run with every part; no CLI for the cachehit part (the mock has no GPU for it).
+MOCK = ["--mock", "--limit", "12", "--budget-s", "0", "--gemmtune-cli", "/nonexistent", "--tag", "t"]
+
+
+def load_h200():
+    spec = importlib.util.spec_from_file_location("h200_bench", H200)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def h200(args, rc=0, env=None):
+    r = subprocess.run([sys.executable, str(H200), *args], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, **(env or {})))
+    assert r.returncode == rc, r.stdout[-3000:] + r.stderr[-3000:]
+    return r
+
+
+def read_doc(folder, pattern):
+    files = sorted(Path(folder).glob(pattern))
+    assert len(files) == 1, f"{folder}/{pattern}: {files}"
+    return json.loads(files[0].read_text())
+
+
+def test_shard_selection():
+    h = load_h200()
+    base = ["--mock", "--dtypes", "bf16,fp8"]
+    ordered = h.load_problems(h.parse_args(base))
+    shards = []
+    for i in range(3):
+        a = h.parse_args(base + ["--shard", f"{i}/3"])
+        shards.append(h.shard_problems(h.load_problems(a), a))
+    # round-robin over the one ordering; each problem keeps its index (its inputs' seed)
+    for i, sh in enumerate(shards):
+        assert [p.index for p in sh] == list(range(i, len(ordered), 3))
+    keys = [p.key for sh in shards for p in sh]
+    assert len(set(keys)) == len(keys) and set(keys) == {p.key for p in ordered}
+    # the Inductor subsets (first in the ordering) are spread over the shards, each run by its owner only
+    assert all(any(p.inductor or p.inductor_triton for p in sh) for sh in shards)
+    assert sum(p.inductor_triton for sh in shards for p in sh) == sum(p.inductor_triton for p in ordered)
+    # one shard runs the cold tune: the owner of its problem
+    owner = h.cold_tune_shard(h.parse_args(base + ["--shard", "2/3"]), ordered)
+    cold = h.cold_tune_problem(h.parse_args(base))
+    assert any((p.m, p.n, p.k, p.dname) == (cold.m, cold.n, cold.k, cold.dname) for p in shards[owner])
+    # --limit applies before the sharding
+    a = h.parse_args(base + ["--limit", "7", "--shard", "1/2"])
+    assert [p.index for p in h.shard_problems(h.load_problems(a), a)] == [1, 3, 5]
+    for bad in ("2/2", "1", "a/2", "-1/2", "1/0"):
+        with pytest.raises(SystemExit):
+            h.parse_args(["--shard", bad])
+
+
+def counts(doc):
+    """What one run and the merge of its shards must agree on (everything but timings)."""
+    s = doc["summary"]
+    cov = s["coverage"]
+    return {
+        "coverage": (cov["planned"], cov["finished"], len(cov["errors"]), len(cov["skipped_not_supported"]),
+                     {k: len(v) for k, v in cov["skipped_for_budget"].items()}),
+        "rows": collections.Counter((r["timing"], r["backend"], r["role"]) for r in doc["rows"]),
+        "row_order": [(r["m"], r["n"], r["k"], r["dtype_name"], r["timing"], r["candidate_id"]) for r in doc["rows"]],
+        "problems": [p["label"] for p in s["problems"]],
+        "geomean_n": {k: g["n"] for k, g in {**s["geomean"], **s["by_dtype_m"]}.items()},
+        "pick_backends": s["geomean"]["all"]["pick_backends"],
+        "inductor": [e["label"] for e in s["inductor"]],
+        "inductor_triton": [e["label"] for e in s["inductor_triton"]["problems"]],
+        "triton_candidates": s["triton"]["candidates"],
+        "coldtune": s["coldtune"]["label"],
+        "stability": (s["stability"]["n"], s["stability"]["same_pick"]),
+        "cachehit": s["cachehit"]["in_process"]["n"],
+        "mismatches": s["mismatches"], "part_errors": s["part_errors"],
+    }
+
+
+def test_merge_matches_one_run(tmp_path):
+    h = load_h200()
+    h200(MOCK + ["--out", str(tmp_path / "one")])
+    for i in (0, 1):
+        h200(MOCK + ["--out", str(tmp_path / f"shard-{i}"), "--shard", f"{i}/2"], env={"CUDA_VISIBLE_DEVICES": str(i)})
+    shard_files = [str(next((tmp_path / f"shard-{i}").glob(f"*-h200-t-shard{i}of2.json"))) for i in (0, 1)]
+    h200(["--merge", *shard_files, "--out", str(tmp_path / "merged")])
+    one = read_doc(tmp_path / "one", "*-h200-t.json")
+    merged = read_doc(tmp_path / "merged", "*-h200-t.json")
+    shard0 = json.loads(Path(shard_files[0]).read_text())
+
+    assert counts(merged) == counts(one)
+    assert merged["final"] and "shard" not in merged
+    assert [(e["index"], e["gpu"]["cuda_visible_devices"]) for e in merged["shards"]] == [(0, "0"), (1, "1")]
+    assert sum(e["coverage"]["planned"] for e in merged["shards"]) == one["summary"]["coverage"]["planned"]
+    assert merged["ceilings"] == shard0["ceilings"] and all(e["ceilings"] for e in merged["shards"])
+    assert merged["command"].splitlines()[1].startswith("CUDA_VISIBLE_DEVICES=1 python3 bench/h200.py")
+    # one function builds the summary: rebuilt from the raw results, it is what was written
+    for doc in (one, merged, shard0):
+        rebuilt = json.loads(json.dumps(h.build_summary(h.raw_results(doc["summary"]), doc)))
+        assert rebuilt == doc["summary"]
+    md = next((tmp_path / "merged").glob("*-h200-t.md")).read_text()
+    assert "Ran as 2 shards on 2 GPUs of one host" in md
+    one_md = next((tmp_path / "one").glob("*-h200-t.md")).read_text()
+    sections = lambda text: [line.split(",")[0] for line in text.splitlines() if line.startswith("## ")]  # noqa: E731
+    assert sections(md) == sections(one_md)
+
+    # A shard without a result: merged anyway, its problems planned but not finished, exit 2.
+    h200(["--merge", shard_files[0], "--out", str(tmp_path / "half")], rc=2)
+    half = read_doc(tmp_path / "half", "*-h200-t.json")
+    assert half["summary"]["coverage"]["planned"] == one["summary"]["coverage"]["planned"]
+    assert half["summary"]["coverage"]["finished"] == shard0["summary"]["coverage"]["finished"]
+    assert any("shard 1 of 2: no result" in e for e in half["summary"]["part_errors"]) and not half["final"]
+    # Not the shards of one run: refused.
+    h200(["--merge", shard_files[0], shard_files[0], "--out", str(tmp_path / "bad")], rc=2)
