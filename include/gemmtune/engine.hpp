@@ -46,6 +46,7 @@ struct TuneOptions {
   // Rounds of the final duel between the preferred near-tie and its strongest challenger,
   // decided on paired per-round ratios (src/tune/timing.hpp); 0 disables it.
   int duel_rounds = 24;
+  double duel_window = 0.05;  // a challenger this close (fraction of the preferred's median) duels
   uint64_t seed = 0x9e3779b97f4a7c15ull;  // random inputs
 };
 

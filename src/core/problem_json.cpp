@@ -272,6 +272,7 @@ EngineOptions engine_options_from_json(const std::string& text) {
     to.tie_rounds = int(g.integer("tie_rounds", to.tie_rounds));
     to.prefer_margin = g.number("prefer_margin", to.prefer_margin);
     to.duel_rounds = int(g.integer("duel_rounds", to.duel_rounds));
+    to.duel_window = g.number("duel_window", to.duel_window);
     to.seed = g.unsigned_integer("seed", to.seed);
     g.finish();
     if (!(to.warmup_ms >= 0)) GT_THROW("options.tune.warmup_ms: must be >= 0");
@@ -283,6 +284,7 @@ EngineOptions engine_options_from_json(const std::string& text) {
     if (to.tie_rounds < 0) GT_THROW("options.tune.tie_rounds: must be >= 0");
     if (!(to.prefer_margin >= 0)) GT_THROW("options.tune.prefer_margin: must be >= 0");
     if (to.duel_rounds < 0) GT_THROW("options.tune.duel_rounds: must be >= 0");
+    if (!(to.duel_window >= 0)) GT_THROW("options.tune.duel_window: must be >= 0");
   }
   f.finish();
   return o;

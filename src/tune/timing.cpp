@@ -111,6 +111,7 @@ RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
   GT_CHECK(opt.tie_rounds >= 0, "tune.tie_rounds: must be >= 0");
   GT_CHECK(opt.prefer_margin >= 0, "tune.prefer_margin: must be >= 0");
   GT_CHECK(opt.duel_rounds >= 0, "tune.duel_rounds: must be >= 0");
+  GT_CHECK(opt.duel_window >= 0, "tune.duel_window: must be >= 0");
 
   Race r(n, sample);
   std::vector<size_t> alive(n);  // neither failed nor pruned, ascending indices
@@ -157,19 +158,24 @@ RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
     if (r.res.stats[i].median <= fastest * (1 + opt.prefer_margin)) w = std::min(w, i);
 
   // The duel: the preferred candidate against its strongest challenger (the fastest other
-  // contender), alone, for duel_rounds more rounds. The verdict is the median of the per-round
+  // survivor), if within duel_window (or the tie rules' reach) of it, alone, for duel_rounds more rounds. The verdict is the median of the per-round
   // ratios of their paired samples, which cancels the drift both see within one round; the
   // challenger wins only if that ratio says it is faster by more than prefer_margin. Marginal
   // medians of two kernels a few % apart were seen to flip from one tune to the next minutes
   // apart on the H200 (bench/results/2026-11-30-h200-cublaslt-*.md, stability): paired
   // samples and a focused second measurement make the near-tie decision repeatable.
+  // The challenger may be a survivor outside the near-ties: a pair 2-5% apart after a few
+  // rounds is not settled either (a 2.4%-apart pair decided on 5 rounds measured 6.3% apart the
+  // other way round minutes later).
+  std::erase_if(alive, [&](size_t i) { return !r.res.failure[i].empty(); });
   size_t challenger = n;
-  for (size_t i : r.ranked(contenders))
+  for (size_t i : r.ranked(alive))
     if (i != w) { challenger = i; break; }
   if (challenger != n && opt.duel_rounds > 0) {
     const Stats &sw = r.res.stats[w], &sc = r.res.stats[challenger];
     const bool near = std::abs(sc.median - sw.median) <=
-                      std::max(opt.tie_tolerance * sw.median, (sw.p80 - sw.p20) + (sc.p80 - sc.p20));
+                      std::max({opt.duel_window * sw.median, opt.tie_tolerance * sw.median,
+                                (sw.p80 - sw.p20) + (sc.p80 - sc.p20)});
     if (near) {
       const size_t preferred = w;
       std::vector<double> ratio;  // t_w / t_challenger, one per round both finished

@@ -58,12 +58,12 @@ struct RaceResult {
 //     Among those near-ties, the lowest index within prefer_margin of the fastest median
 //     is preferred: the caller's order is a preference (the library's default pick first), so
 //     a tune leaves it only on evidence and ties resolve the same way every time.
-//  5. Duel: if the fastest other near-tie (the challenger) is within tie_tolerance or the two
-//     spreads of the preferred one, the two alone get duel_rounds more rounds; the challenger
+//  5. Duel: if the fastest other survivor (the challenger) is within duel_window, tie_tolerance
+//     or the two spreads of the preferred one, the two alone get duel_rounds more rounds; the challenger
 //     wins only if the median of the per-round ratios preferred/challenger exceeds
 //     1 + prefer_margin. A duellist that fails loses (both failing: winner = -1).
 // Throws Error for invalid options (min_rounds < 1, max_rounds < min_rounds, prune_ratio < 1,
-// tie_tolerance < 0, tie_rounds < 0, prefer_margin < 0, duel_rounds < 0).
+// tie_tolerance < 0, tie_rounds < 0, prefer_margin < 0, duel_rounds < 0, duel_window < 0).
 RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt);
 
 }  // namespace gemmtune

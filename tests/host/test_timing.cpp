@@ -389,7 +389,8 @@ TEST(RaceDuelTest, WithinPreferMarginThePreferredStays) {
 }
 
 // The duel adds exactly duel_rounds samples to the two duellists (and none to anyone else),
-// and only happens when they are near: a clearly faster candidate wins without one.
+// and only happens when they are near (duel_window, 5%): a clearly faster candidate wins
+// without one.
 TEST(RaceDuelTest, OnlyNearPairsDuelForDuelRounds) {
   TuneOptions o;
   o.duel_rounds = 10;
@@ -400,6 +401,18 @@ TEST(RaceDuelTest, OnlyNearPairsDuelForDuelRounds) {
   EXPECT_EQ(c.count(0), size_t(o.min_rounds + o.tie_rounds + o.duel_rounds));
   EXPECT_EQ(c.count(1), size_t(o.min_rounds + o.tie_rounds + o.duel_rounds));
   EXPECT_EQ(c.count(2), size_t(o.min_rounds));
+
+  // Outside the near-ties (3% apart, no noise: no tie rounds) but within duel_window (5%): a duel.
+  FakeClock window{.speed = {100, 103}};
+  RaceResult w = race(2, window.sampler(), o);
+  EXPECT_EQ(w.winner, 0);
+  EXPECT_EQ(w.duel, (std::pair<long, long>{0, 1}));
+  EXPECT_EQ(window.count(1), size_t(o.min_rounds + o.duel_rounds));
+  o.duel_window = 0.02;
+  FakeClock narrow{.speed = {100, 103}};
+  EXPECT_EQ(race(2, narrow.sampler(), o).duel, (std::pair<long, long>{-1, -1}));
+  EXPECT_EQ(narrow.count(1), size_t(o.min_rounds));
+  o.duel_window = 0.05;
 
   FakeClock apart{.speed = {110, 100}};
   RaceResult q = race(2, apart.sampler(), o);
