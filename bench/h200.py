@@ -301,6 +301,13 @@ def fratio(x):
     return "-" if x is None else f"{x:.3f}"
 
 
+def duel_text(note):
+    """'duel: A (preferred) vs B: paired time ratio 1.0123 -> challenger' -> 'ratio 1.0123 -> challenger'."""
+    if not note:
+        return "-"
+    return note.split(": paired time ", 1)[-1] if ": paired time " in note else note
+
+
 def fpct(x):
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -1762,6 +1769,9 @@ class Run:
                         m2 = {r["id"]: r.get("median_us") for r in rep2["results"]}
                         e["ratio_in_first_tune"] = (m1.get(w2["id"]) / m1[id1]) if (m1.get(w2["id"]) and m1.get(id1)) else None
                         e["ratio_in_second_tune"] = (m2.get(id1) / m2[w2["id"]]) if (m2.get(id1) and m2.get(w2["id"])) else None
+                        # The race's final duel in each tune (engine notes "duel: ..."), if it had one.
+                        e["duel_first_tune"] = next((n for n in rep1.get("notes", []) if n.startswith("duel:")), "")
+                        e["duel_second_tune"] = next((n for n in rep2.get("notes", []) if n.startswith("duel:")), "")
                         k1 = eng.load(p.gt(), backend1, id1)
                         x = gpu.make_inputs(p, a.seed + 7919 * p.index)
                         f1, _ = gpu.gemmtune_fn(k1, p, x)
@@ -2370,10 +2380,11 @@ def render_markdown(doc):
         diff = [e for e in st["problems"] if e.get("status") == "ok" and not e["same"]]
         if diff:
             L += [md_table(["problem", "first pick", "second pick", "second/first h2h", "noise", "within noise",
-                            "ratio in 1st tune", "ratio in 2nd tune"],
+                            "ratio in 1st tune", "ratio in 2nd tune", "duel in 1st tune", "duel in 2nd tune"],
                            [[e["label"], e.get("first_name", ""), e.get("second_name", ""), fratio(e.get("ratio")),
                              fpct(e.get("noise")), e.get("within_noise"), fratio(e.get("ratio_in_first_tune")),
-                             fratio(e.get("ratio_in_second_tune"))] for e in diff]), ""]
+                             fratio(e.get("ratio_in_second_tune")), duel_text(e.get("duel_first_tune")),
+                             duel_text(e.get("duel_second_tune"))] for e in diff]), ""]
     ch = s.get("cachehit")
     if ch:
         L += ["## Cache hits: select() answered from pass 1's cache", ""]
