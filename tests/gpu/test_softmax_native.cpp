@@ -1,16 +1,25 @@
 // The native softmax kernels against the float64 host reference: every config for every shape
 // of {1, 7, 1000} x {1, 31, 32, 33, 1024, 4097, 65536, 262144, 262147} (1000 rows capped at 4M
 // elements: 16 rows of 262144), packed and strided rows, scale
-// 1 and not, bf16 / fp16 / fp32 (and mixed) in and out, and rows of NaN, +-Inf and all -Inf.
-// Inputs are random (never constant), outputs poisoned (NaN bits) before every run, and the
-// padding between cols and ld must stay poisoned. Skips without a CUDA device.
+// 1 and not, bf16 / fp16 / fp32 (and mixed) in and out, and rows of NaN, +-Inf and all -Inf;
+// the pipe kind (the long-row kernel) on its own at 32K-256K columns (odd lengths, tails, every
+// dtype pair, few rows) and with its persistent grid capped so that clusters loop over rows and
+// wrap around their stages. Inputs are random (never constant), outputs poisoned (NaN bits)
+// before every run, and the padding between cols and ld must stay poisoned. Skips without a
+// CUDA device.
+//
+// Also the probe (SoftmaxNativeProbe.DISABLED_TimeEveryConfig, run by
+// bench/softmax-native-probe.sh, never by default): every native config of the suite's shapes
+// timed against the copy bandwidth.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <deque>
+#include <functional>
 #include <future>
 #include <limits>
 #include <random>
@@ -60,8 +69,10 @@ void make_special(std::vector<double>& v, int64_t cols, int64_t r, std::mt19937_
   }
 }
 
-// Runs every native config on one problem; returns the number of failing configs.
-int check_problem(const SoftmaxProblem& p, bool specials, uint64_t seed) {
+// Runs every native config on one problem (those `only` accepts, when given); returns the number
+// of failing configs.
+int check_problem(const SoftmaxProblem& p, bool specials, uint64_t seed,
+                  const std::function<bool(const NativeSoftmaxConfig&)>& only = {}) {
   SCOPED_TRACE(p.str() + (specials ? " (special rows)" : ""));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(-8.0, 8.0);
@@ -102,6 +113,7 @@ int check_problem(const SoftmaxProblem& p, bool specials, uint64_t seed) {
     }
   };
   for (const NativeSoftmaxConfig& cfg : native_softmax_configs(p)) {
+    if (only && !only(cfg)) continue;
     // Launches this device cannot make resident are not candidates (native_backend.cpp); any
     // other refusal of an offered config is a bug in the config space or the launcher.
     if (const std::string why = native_softmax_device_check(cfg, p); !why.empty()) {
@@ -237,4 +249,245 @@ TEST(SoftmaxNative, LauncherRefusesWhatAConfigCannotRun) {
   EXPECT_THROW(run_native_softmax({SoftmaxKind::online, 8, 0, 256}, p, xm, y.get(), nullptr), Error);
   EXPECT_NO_THROW(run_native_softmax({SoftmaxKind::online, 1, 0, 256}, p, xm, y.get(), nullptr));
   GT_CUDA(cudaDeviceSynchronize());
+}
+
+// ---- the pipe kind ---------------------------------------------------------------------------
+
+namespace {
+
+bool is_pipe(const NativeSoftmaxConfig& c) { return c.kind == SoftmaxKind::pipe; }
+
+int count_pipe(const SoftmaxProblem& p) {
+  int n = 0;
+  for (const auto& c : native_softmax_configs(p)) n += is_pipe(c);
+  return n;
+}
+
+}  // namespace
+
+// The pipe kind alone at the suite's long row lengths and odd ones: 262143 and 32771 (strided:
+// the last partial pack read from global memory; 32771: a last CTA with fewer columns than a
+// pack), 200000 (a last CTA shorter than its slice), every dtype pair, scales 1, 0.37 and -1.5,
+// rows of NaN / +Inf / all -Inf / -Inf mixed in. Few rows: the float64 reference.
+TEST(SoftmaxNative, PipeLongRows) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t rows, cols;
+    bool strided;
+  };
+  const Case cases[] = {{7, 32768, false}, {7, 32771, true}, {6, 65536, false},  {6, 131072, false},
+                        {7, 262144, false}, {7, 262143, true}, {3, 200000, false}, {7, 16384, false}};
+  uint64_t seed = 2000;
+  for (const Case& cs : cases) {
+    int k = 0;
+    for (const Dtypes& d : {kSame[0], kSame[1], kSame[2], kMixed[0], kMixed[1], kMixed[2]}) {
+      SoftmaxProblem p = SoftmaxProblem::make(d.in == d.out ? cs.rows : 3, cs.cols, d.in);
+      p.out = d.out;
+      p.ld = cs.strided ? padded(cs.cols) : 0;
+      const float scales[] = {1.0f, 0.37f, -1.5f};
+      p.scale = scales[k++ % 3];
+      const int n = count_pipe(p);
+      // fp32 rows of 200000 (800 KB) have none: 8 CTAs x 1024 x 32 need 2 x 128 KiB stages, 16
+      // CTAs of 16384 would leave the last idle.
+      if (!(d.in == DType::fp32 && cs.cols == 200000)) EXPECT_GT(n, 0) << p.str() << ": no pipe config";
+      if (n) check_problem(p, true, seed++, is_pipe);
+    }
+  }
+}
+
+// Persistent grids capped at 1 and 3 clusters: each cluster loops over several rows (block-rows
+// of up to 8 rows, the last one short), its stages wrap around (barrier phases flip) and rows
+// split unevenly; the launch is what the cap says.
+TEST(SoftmaxNative, PipeLoopsOverRowsAndStages) {
+  REQUIRE_GPU();
+  struct Reset {
+    ~Reset() { set_native_softmax_persistent_cap(0); }
+  } reset;
+  struct Shape {
+    int64_t rows, cols;
+    DType in;
+  };
+  const Shape shapes[] = {{43, 1024, DType::bf16}, {25, 4096, DType::fp32}, {13, 65536, DType::bf16}, {9, 262144, DType::fp16}};
+  uint64_t seed = 3000;
+  for (int64_t cap : {1, 3}) {
+    set_native_softmax_persistent_cap(cap);
+    for (const Shape& sh : shapes) {
+      const SoftmaxProblem p = SoftmaxProblem::make(sh.rows, sh.cols, sh.in);
+      ASSERT_GT(count_pipe(p), 0) << p.str();
+      int sms = 0, dev = 0;
+      GT_CUDA(cudaGetDevice(&dev));
+      GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+      for (const auto& c : native_softmax_configs(p))
+        if (is_pipe(c) && native_softmax_device_check(c, p).empty()) {
+          const NativeSoftmaxKernelInfo info = native_softmax_kernel_info(c, p);
+          const int64_t resident = c.cluster > 1 ? info.active_clusters : int64_t(info.blocks_per_sm) * sms;
+          const int64_t block_rows = (p.rows + c.block_rows - 1) / c.block_rows;
+          EXPECT_EQ(info.launch.grid, std::min({cap, block_rows, resident}) * c.cluster) << p.str() << " " << c.name();
+        }
+      check_problem(p, true, seed++, is_pipe);
+    }
+  }
+}
+
+// ---- the probe (bash bench/softmax-native-probe.sh; disabled: never part of a test run) -----
+//
+// Times every native config that passes the device check (GEMMTUNE_PROBE_CONFIGS: only these,
+// comma-separated names) on each shape of GEMMTUNE_PROBE_SHAPES (default: bench/suites/softmax.csv,
+// "524288x1024,...") in each dtype of GEMMTUNE_PROBE_DTYPES (default bf16), against a
+// device-to-device cudaMemcpy of the same bytes (x read + y written): back-to-back launches on
+// one stream, CUDA events around each, median of GEMMTUNE_PROBE_SAMPLES (15) after one warm-up.
+// Each operand is 1 GiB (bf16, 2^29 elements; 20x the L2), so L2 is cold for every launch without
+// a flush. Prints one table per shape (registers, residency, launched grid, us, TB/s, % of copy)
+// and checks 3 rows of every config's output against the float64 host reference.
+// GEMMTUNE_PROBE_NCU=1: one launch per config, nothing timed (for ncu's kernel replay).
+
+namespace {
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : std::string(fallback);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = s.find(sep, start);
+    const std::string part = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!part.empty()) out.push_back(part);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "bf16") return DType::bf16;
+  if (s == "fp16") return DType::fp16;
+  if (s == "fp32") return DType::fp32;
+  GT_THROW("probe: unknown dtype " + s);
+}
+
+// Median milliseconds of `samples` back-to-back runs of f on s (one warm-up first).
+double median_ms(const std::function<void()>& f, cudaStream_t s, int samples) {
+  f();
+  GT_CUDA(cudaStreamSynchronize(s));
+  std::vector<cudaEvent_t> ev(size_t(2 * samples));
+  for (auto& e : ev) GT_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < samples; ++i) {
+    GT_CUDA(cudaEventRecord(ev[size_t(2 * i)], s));
+    f();
+    GT_CUDA(cudaEventRecord(ev[size_t(2 * i + 1)], s));
+  }
+  GT_CUDA(cudaStreamSynchronize(s));
+  std::vector<double> ms;
+  for (int i = 0; i < samples; ++i) {
+    float m = 0;
+    GT_CUDA(cudaEventElapsedTime(&m, ev[size_t(2 * i)], ev[size_t(2 * i + 1)]));
+    ms.push_back(m);
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+TEST(SoftmaxNativeProbe, DISABLED_TimeEveryConfig) {
+  REQUIRE_GPU();
+  const auto shapes = split(env_or("GEMMTUNE_PROBE_SHAPES", "524288x1024,131072x4096,32768x16384,16384x32768,8192x65536,"
+                                                           "4096x131072,2048x262144"),
+                            ',');
+  const auto dtypes = split(env_or("GEMMTUNE_PROBE_DTYPES", "bf16"), ',');
+  const auto only = split(env_or("GEMMTUNE_PROBE_CONFIGS", ""), ',');
+  const int samples = std::max(3, std::atoi(env_or("GEMMTUNE_PROBE_SAMPLES", "15").c_str()));
+  const bool ncu = env_or("GEMMTUNE_PROBE_NCU", "0") == "1";
+  cudaDeviceProp prop{};
+  int dev = 0;
+  GT_CUDA(cudaGetDevice(&dev));
+  GT_CUDA(cudaGetDeviceProperties(&prop, dev));
+  std::printf("probe: %s, %d SMs, L2 %d MiB; %d samples a config%s\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize >> 20, samples, ncu ? " (ncu mode: one launch a config, no timing)" : "");
+  Stream stream;
+  for (const std::string& dts : dtypes)
+    for (const std::string& shape : shapes) {
+      const auto rc = split(shape, 'x');
+      ASSERT_EQ(rc.size(), 2u) << shape;
+      const SoftmaxProblem p = SoftmaxProblem::make(std::atoll(rc[0].c_str()), std::atoll(rc[1].c_str()), parse_dtype(dts));
+      const size_t in_bytes = size_t(p.elems()) * size_of(p.in), out_bytes = size_t(p.elems()) * size_of(p.out);
+      DeviceBuffer x(in_bytes), y(out_bytes);
+      // x: 4M random elements in [-8, 8), repeated
+      {
+        const int64_t chunk = std::min<int64_t>(p.elems(), int64_t(1) << 22);
+        std::mt19937_64 rng(7);
+        std::uniform_real_distribution<double> dist(-8.0, 8.0);
+        std::vector<uint8_t> h(size_t(chunk) * size_of(p.in));
+        for (int64_t i = 0; i < chunk; ++i) host::store(p.in, h.data(), i, dist(rng));
+        GT_CUDA(cudaMemcpy(x.get(), h.data(), h.size(), cudaMemcpyHostToDevice));
+        for (size_t off = h.size(); off < in_bytes; off += h.size())
+          GT_CUDA(cudaMemcpy(static_cast<char*>(x.get()) + off, x.get(), std::min(h.size(), in_bytes - off),
+                             cudaMemcpyDeviceToDevice));
+      }
+      const double bytes = double(p.rows) * double(p.cols) * double(size_of(p.in) + size_of(p.out));
+      double copy_tbps = 0;
+      if (!ncu) {
+        const double ms = median_ms(
+            [&] { GT_CUDA(cudaMemcpyAsync(y.get(), x.get(), std::min(in_bytes, out_bytes), cudaMemcpyDeviceToDevice, stream.get())); },
+            stream.get(), samples);
+        copy_tbps = 2.0 * double(std::min(in_bytes, out_bytes)) / (ms * 1e-3) / 1e12;
+      }
+      std::printf("\n== %s: %.3f GB moved; copy (cudaMemcpy D2D) %.3f TB/s\n", p.str().c_str(), bytes / 1e9, copy_tbps);
+      std::printf("%-30s %5s %5s %9s %6s %-34s %9s %7s %6s  %s\n", "config", "regs", "local", "resident", "smemKB",
+                  "launch (grid x threads, cluster)", "us", "TB/s", "%copy", "check");
+      std::string best;
+      double best_tbps = 0;
+      for (const NativeSoftmaxConfig& cfg : native_softmax_configs(p)) {
+        if (!only.empty() && std::find(only.begin(), only.end(), cfg.name()) == only.end()) continue;
+        if (const std::string why = native_softmax_device_check(cfg, p); !why.empty()) {
+          std::printf("%-30s skipped: %s\n", cfg.name().c_str(), why.c_str());
+          continue;
+        }
+        const NativeSoftmaxKernelInfo info = native_softmax_kernel_info(cfg, p);
+        const std::string resident = info.launch.cluster > 1 ? std::to_string(info.active_clusters) + " cl"
+                                                             : std::to_string(info.blocks_per_sm) + "/SM";
+        const std::string launch = std::to_string(info.launch.grid) + " x " + std::to_string(info.launch.threads) + ", c" +
+                                   std::to_string(info.launch.cluster) + (info.launch.persistent ? " persistent" : "");
+        auto run = [&] { run_native_softmax(cfg, p, x.get(), y.get(), stream.get()); };
+        if (ncu) {
+          run();
+          stream.sync();
+          std::printf("%-30s %5d %5lld %9s %6.1f %-34s launched\n", cfg.name().c_str(), info.regs_per_thread,
+                      static_cast<long long>(info.local_bytes), resident.c_str(), double(info.launch.dynamic_smem) / 1024,
+                      launch.c_str());
+          continue;
+        }
+        GT_CUDA(cudaMemsetAsync(y.get(), 0xff, out_bytes, stream.get()));
+        const double ms = median_ms(run, stream.get(), samples);
+        const double tbps = bytes / (ms * 1e-3) / 1e12;
+        // 3 rows against the float64 reference
+        std::string check = "ok";
+        for (int64_t r : {int64_t(0), p.rows / 2, p.rows - 1}) {
+          SoftmaxProblem one = SoftmaxProblem::make(1, p.cols, p.in);
+          one.out = p.out;
+          const size_t off = size_t(r * p.row_stride());
+          std::vector<uint8_t> hx(size_t(p.cols) * size_of(p.in)), hy(size_t(p.cols) * size_of(p.out));
+          GT_CUDA(cudaMemcpy(hx.data(), static_cast<const char*>(x.get()) + off * size_of(p.in), hx.size(), cudaMemcpyDeviceToHost));
+          GT_CUDA(cudaMemcpy(hy.data(), static_cast<const char*>(y.get()) + off * size_of(p.out), hy.size(), cudaMemcpyDeviceToHost));
+          const host::SoftmaxCheck res = host::softmax_compare(one, hx.data(), hy.data(), host::host_softmax(one, hx.data()));
+          if (!res.ok) {
+            check = "WRONG row " + std::to_string(r) + ": " + res.reason;
+            break;
+          }
+        }
+        EXPECT_EQ(check, "ok") << p.str() << " " << cfg.name();
+        std::printf("%-30s %5d %5lld %9s %6.1f %-34s %9.1f %7.3f %6.1f  %s\n", cfg.name().c_str(), info.regs_per_thread,
+                    static_cast<long long>(info.local_bytes), resident.c_str(), double(info.launch.dynamic_smem) / 1024,
+                    launch.c_str(), ms * 1e3, tbps, 100 * tbps / copy_tbps, check.c_str());
+        if (check == "ok" && tbps > best_tbps) best_tbps = tbps, best = cfg.name();
+      }
+      if (!ncu)
+        std::printf("best %s: %s %.3f TB/s = %.1f%% of copy\n", p.str().c_str(), best.c_str(), best_tbps,
+                    100 * best_tbps / copy_tbps);
+      std::fflush(stdout);
+    }
 }

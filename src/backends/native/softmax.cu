@@ -1,5 +1,6 @@
 // Our own CUDA softmax kernels: warp per row, block per row, cluster per row (distributed
-// shared memory) and online (any cols). See softmax.hpp.
+// shared memory), smem, pipe (persistent, copy-engine fed; the long-row kernel) and online (any
+// cols). See softmax.hpp and docs/softmax.md.
 //
 // Arithmetic, every kind: a = s * x in fp32; M = max a (NaN ignored by fmaxf); e = exp(a - M)
 // computed as ex2((a - M) * log2 e) (ex2.approx.f32: ~2 ulp, subnormal results kept);
@@ -23,6 +24,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -30,6 +32,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "backends/native/softmax.hpp"
 #include "core/convert.cuh"
@@ -385,6 +388,297 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// ---- pipe: persistent clusters, slices streamed by the copy engine, rows reduced in registers ----
+//
+// A CTA holds `rpb` rows at a time (a block-row), each row owned by W = warps / rpb warps (rpb >
+// 1 only without clusters; rpb = warps: a warp per row). Cluster q (CTAs q * csize .. q * csize
+// + csize - 1; CTA `rank` owns columns [rank * S, rank * S + S) of every row, S = W * 32 * E)
+// processes block-rows q, q + nq, q + 2 nq, ... (nq = clusters in the grid). Each CTA keeps
+// `stages` shared-memory stages of rpb slices of S elements, each stage with a full-barrier
+// (mbarrier, one arrival + the transaction bytes): thread 0 issues cp.async.bulk copies of the
+// next block-rows' slices, so that `stages` block-rows are in flight while one is reduced. Per
+// row, thread t (tr-th of its row's W * 32 threads) holds the packs j = 0 .. E / VEC - 1 at
+// slice columns (j * W * 32 + tr) * VEC in fp32 registers (the stage is then free: thread 0
+// refills it right after the first __syncthreads), and:
+//   warp w   m_w = max of its values (NaN ignored), e = exp(v - r_w) with r_w = m_w (0 when
+//            m_w = -Inf: an all -Inf warp gives e = 0), s_w = sum e
+//   CTA      M_k = max m_w, S_k = sum s_w W(m_w, M_k)        (every warp merges its row's W pairs)
+//   cluster  M = max M_k, S = sum S_k W(M_k, M)              (pairs pushed into every CTA's
+//            shared memory by st.async, each CTA waiting for csize x 8 bytes on its own
+//            mbarrier: no cluster barrier, no fence per row; csize == 1: M = M_k, S = S_k)
+//   y        e * W(m_w, M) / S
+// with W(m, M) = 0 when m = -Inf, else exp(m - M). Special values: a NaN makes its s_w NaN
+// (NaN * 0 stays NaN through W), a +Inf gives exp(inf - inf) = NaN in its warp, an all -Inf row
+// gets M = -Inf and S = 0, so y = 0 * 0 / 0 = NaN: torch's rows throughout; -Inf entries of a
+// finite row give 0. The columns past cols (the last CTA's tail) are -Inf and never stored.
+// A slice's whole 16-byte packs come by cp.async.bulk (row starts are 16-byte aligned: ld %
+// VEC == 0); its last partial pack (cols % VEC) is read from global memory by its thread.
+
+constexpr int kPipeMaxStages = 4;
+constexpr int kPipeSlots = 4;  // cluster exchange slots (rows k, k + 4, ... share one)
+constexpr uint32_t kBulkChunk = 32768;                  // bytes per cp.async.bulk
+constexpr uint64_t kPipeWaitTimeoutNs = 5000000000ull;  // a lost copy traps (launch error) instead of hanging
+
+// The kernel's __launch_bounds__: E fp32 values a thread; 64 registers a thread (1024 threads)
+// hold 32 of them, more need 128 (512 threads).
+template <int E>
+constexpr int pipe_max_threads() { return E <= 32 ? 1024 : 512; }
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// Makes the initialized mbarriers visible to the copy engine and the cluster.
+__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+      "selp.u32 %0, 1, 0, p;\n\t}"
+      : "=r"(done)
+      : "r"(smem_u32(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Waits for the phase of `bar` with this parity to complete (the copies of one stage landed).
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  if (mbar_try_wait(bar, parity)) return;
+  const uint64_t t0 = global_ns();
+  while (!mbar_try_wait(bar, parity))
+    if (global_ns() - t0 > kPipeWaitTimeoutNs) __trap();
+}
+// L2 policy for x: read once, evict first.
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+// bytes (a multiple of 16; both addresses 16-byte aligned) from global src to this CTA's shared
+// dst, completing on bar's transaction count.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster: arrive (release), then wait (acquire).
+__device__ __forceinline__ void cluster_barrier() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The address of CTA `rank`'s copy of the shared variable at local address p (distributed shared memory).
+__device__ __forceinline__ uint32_t mapa(const void* p, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(p)), "r"(rank));
+  return remote;
+}
+// v into the shared memory of a cluster CTA at `remote`, completing 8 transaction bytes on that
+// CTA's mbarrier at `remote_bar` (no fence: the receiver's mbarrier wait orders it).
+__device__ __forceinline__ void st_async(uint32_t remote, float2 v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(remote),
+               "f"(v.x), "f"(v.y), "r"(remote_bar)
+               : "memory");
+}
+
+// N floats to N elements of To at y with streaming (evict-first) stores, 16 bytes at a time
+// (8 for N * sizeof(To) == 8). y is aligned to N * sizeof(To) bytes.
+template <class To, int N>
+__device__ __forceinline__ void store_streaming(To* y, const float* v) {
+  constexpr int kBytes = N * int(sizeof(To));
+  static_assert(kBytes % 8 == 0, "streaming stores of 8 or 16 bytes");
+  uint32_t w[kBytes / 4];
+  if constexpr (sizeof(To) == 4) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = __float_as_uint(v[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      if constexpr (std::is_same_v<To, __nv_bfloat16>) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);  // .x (low half) = v[2i]
+        w[i] = *reinterpret_cast<const uint32_t*>(&h);
+      } else {
+        const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+        w[i] = *reinterpret_cast<const uint32_t*>(&h);
+      }
+    }
+  }
+  if constexpr (kBytes == 8) {
+    asm volatile("st.global.cs.v2.b32 [%0], {%1, %2};" ::"l"(y), "r"(w[0]), "r"(w[1]) : "memory");
+  } else {
+#pragma unroll
+    for (int q = 0; q < kBytes / 16; ++q)
+      asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(reinterpret_cast<char*>(y) + 16 * q),
+                   "r"(w[4 * q]), "r"(w[4 * q + 1]), "r"(w[4 * q + 2]), "r"(w[4 * q + 3])
+                   : "memory");
+  }
+}
+
+// W(m, M): 0 for m = -Inf (an all -Inf part contributes nothing, NaN sums stay NaN), else exp(m - M).
+__device__ __forceinline__ float weight(float m, float M) { return m == -INFINITY ? 0.0f : exp_sub(m, M); }
+
+template <class Ti, class To, int E>
+__global__ void __launch_bounds__(pipe_max_threads<E>())
+    softmax_pipe_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale,
+                        int csize, int stages, int rpb) {
+  constexpr int VEC = int(16 / sizeof(Ti));
+  constexpr int P = E / VEC;  // 16-byte packs a thread
+  static_assert(E % VEC == 0 && P >= 1, "pipe softmax: whole 16-byte packs per thread");
+  extern __shared__ __align__(16) unsigned char smem_raw[];  // stages x rpb x S elements of Ti
+  __shared__ __align__(8) uint64_t full[kPipeMaxStages];
+  __shared__ float2 wred[2][32];                      // per warp (m_w, s_w); two block-rows apart
+  __shared__ __align__(8) uint64_t xbar[kPipeSlots];  // per slot: the cluster's csize pairs landed
+  __shared__ float2 part[kPipeSlots][kMaxCluster];    // per CTA of the cluster (M_k, S_k); 4 rows apart
+  const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
+  const int W = int(blockDim.x >> 5) / rpb;  // warps per row
+  const int g = warp / W;                    // this warp's row in the block-row
+  const int tw = W * 32, tr = t - g * tw;    // threads per row, this thread's index among them
+  const int rank = csize > 1 ? int(cluster_ctarank()) : 0;  // == blockIdx.x % csize (1-D clusters)
+  const int64_t first = blockIdx.x / csize, nclusters = gridDim.x / csize;
+  const int64_t nblocks = (rows + rpb - 1) / rpb;  // block-rows
+  const int S = tw * E;
+  const int64_t base = int64_t(rank) * S;
+  const int n = int(cols - base < S ? cols - base : S);  // this CTA's columns (> 0: no config leaves a CTA idle)
+  const int whole = n / VEC * VEC;                       // ... of them in whole packs (copied by the copy engine)
+  const uint32_t bytes = uint32_t(whole) * uint32_t(sizeof(Ti));
+  Ti* const buf = reinterpret_cast<Ti*>(smem_raw);
+
+  uint64_t policy = 0;
+  if (t == 0) {
+    for (int s = 0; s < stages; ++s) mbar_init(&full[s], 1);
+    if (csize > 1)
+      for (int q = 0; q < kPipeSlots; ++q) mbar_init(&xbar[q], 1);
+    fence_mbar_init();
+    policy = evict_first_policy();
+  }
+  // The barriers are initialized, and (clusters) every CTA of the cluster runs and has its
+  // barriers initialized before any distributed shared memory store.
+  if (csize > 1)
+    cluster_barrier();
+  else
+    __syncthreads();
+
+  // Thread 0: the slices of this cluster's k-th block-row into stage s (nothing past the last row).
+  auto issue = [&](int64_t k, int s) {
+    const int64_t blk = first + k * nclusters;
+    if (blk >= nblocks) return;
+    const int nr = int(rows - blk * rpb < rpb ? rows - blk * rpb : rpb);
+    mbar_arrive_expect_tx(&full[s], uint32_t(nr) * bytes);
+    for (int gg = 0; gg < nr; ++gg) {
+      const char* src = reinterpret_cast<const char*>(x + (blk * rpb + gg) * ld + base);
+      char* dst = reinterpret_cast<char*>(buf + (int64_t(s) * rpb + gg) * S);
+      for (uint32_t off = 0; off < bytes; off += kBulkChunk)
+        bulk_load(dst + off, src + off, bytes - off < kBulkChunk ? bytes - off : kBulkChunk, &full[s], policy);
+    }
+  };
+  if (t == 0)
+    for (int s = 0; s < stages; ++s) issue(s, s);
+
+  int s = 0;          // stage of block-row k
+  uint32_t phase = 0;  // parity of the stage's barrier phase for block-row k
+  for (int64_t k = 0, blk = first; blk < nblocks; ++k, blk += nclusters) {
+    const int64_t row = blk * rpb + g;
+    const bool valid = row < rows;  // the last block-row may be short (rpb > 1)
+    mbar_wait(&full[s], phase);
+    const Ti* sx = buf + (int64_t(s) * rpb + g) * S;
+    const Ti* gx = x + row * ld + base;
+    float v[E];
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const int c = (j * tw + tr) * VEC;
+      if (!valid) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) v[j * VEC + i] = -INFINITY;
+      } else if (c + VEC <= whole) {
+        const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(sx + c);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) v[j * VEC + i] = scale * to_float(pk.v[i]);
+      } else {  // the partial last pack (from global memory), or past the row
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) v[j * VEC + i] = c + i < n ? scale * to_float(gx[c + i]) : -INFINITY;
+      }
+    }
+    // warp: max, exp against it, sum
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
+    m = warp_max(m);
+    const float r = m == -INFINITY ? 0.0f : m;
+    const float rl = r * kLog2e;
+    float sum = 0.0f;
+    if (isfinite(rl) || !isfinite(r)) {  // ex2(v log2e - r log2e): one FFMA; else |r| > 2.3e38
+#pragma unroll
+      for (int i = 0; i < E; ++i) {
+        v[i] = ex2(fmaf(v[i], kLog2e, -rl));
+        sum += v[i];
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < E; ++i) {
+        v[i] = exp_sub(v[i], r);
+        sum += v[i];
+      }
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) wred[k & 1][warp] = make_float2(m, sum);
+    __syncthreads();
+    // Every thread has read stage s: it takes row k + stages.
+    if (t == 0) issue(k + stages, s);
+    // CTA: every warp merges the pairs of its row's warps
+    const float2 q = lane < W ? wred[k & 1][g * W + lane] : make_float2(-INFINITY, 0.0f);
+    float M = warp_max(q.x);
+    float Z = warp_sum(q.y * weight(q.x, M));
+    if (csize > 1) {  // cluster: push (M_k, S_k) into every CTA's part[xs][rank], wait for all of them, merge
+      // Slot xs's next use (row k + 4) is written only after every CTA sent its pair of row
+      // k + 3, i.e. after each has read slot xs for row k; its barrier phase for row k + 4 opens
+      // when this one completes (the arming below and the senders' bytes may come in any order).
+      const int xs = int(k % kPipeSlots);
+      if (t == 0) mbar_arrive_expect_tx(&xbar[xs], uint32_t(csize) * uint32_t(sizeof(float2)));
+      if (warp == 0 && lane < csize)
+        st_async(mapa(&part[xs][rank], uint32_t(lane)), make_float2(M, Z), mapa(&xbar[xs], uint32_t(lane)));
+      mbar_wait(&xbar[xs], uint32_t(k / kPipeSlots) & 1);
+      const float2 pk = lane < csize ? part[xs][lane] : make_float2(-INFINITY, 0.0f);
+      M = warp_max(pk.x);
+      Z = warp_sum(pk.y * weight(pk.x, M));
+    }
+    const float f = weight(m, M) / Z;
+    To* gy = y + row * ld + base;
+    if (valid) {
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const int c = (j * tw + tr) * VEC;
+        float o[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) o[i] = v[j * VEC + i] * f;
+        if (c + VEC <= whole) {
+          store_streaming<To, VEC>(gy + c, o);
+        } else {
+#pragma unroll
+          for (int i = 0; i < VEC; ++i)
+            if (c + i < n) gy[c + i] = from_float<To>(o[i]);
+        }
+      }
+    }
+    if (++s == stages) s = 0, phase ^= 1;
+  }
+  // No CTA leaves while another may still push into its shared memory.
+  if (csize > 1) cluster_barrier();
+}
+
 // ---- dispatch --------------------------------------------------------------------------------
 
 template <class Ti>
@@ -461,15 +755,69 @@ cudaLaunchConfig_t launch_config(const Plan& pl, cudaLaunchAttribute* attr, cuda
   return cfg;
 }
 
+// Residency of a plan on the current device: clusters of the whole device (cluster > 1) or
+// blocks per SM (cluster == 1), each > 0, and the SM count. The function attributes must be set
+// (set_attributes). Returns "" or why not (a CUDA error, cleared, or "cannot be resident ...").
+std::string residency(const Plan& pl, int* clusters, int* blocks_per_sm, int* sms) {
+  *clusters = 0, *blocks_per_sm = 0, *sms = 0;
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
+  if (cudaError_t e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess)
+    return cuda_failure(e, "cudaDeviceGetAttribute(MultiProcessorCount)");
+  const NativeSoftmaxLaunch& l = pl.launch;
+  if (l.cluster > 1) {
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = launch_config(pl, attr, nullptr);
+    if (cudaError_t e = cudaOccupancyMaxActiveClusters(clusters, pl.func, &cfg); e != cudaSuccess)
+      return cuda_failure(e, "cudaOccupancyMaxActiveClusters (" + l.str() + ")");
+    if (*clusters < 1) return "cannot be resident on this device (" + l.str() + ")";
+  } else {
+    if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, pl.func, l.threads, size_t(l.dynamic_smem));
+        e != cudaSuccess)
+      return cuda_failure(e, "cudaOccupancyMaxActiveBlocksPerMultiprocessor (" + l.str() + ")");
+    if (*blocks_per_sm < 1) return "cannot be resident on this device (" + l.str() + ")";
+  }
+  return {};
+}
+
+std::atomic<int64_t> g_persistent_cap{0};  // set_native_softmax_persistent_cap
+
+// A persistent plan's grid: at most what is resident at once (once per device, kernel and launch
+// shape; thread-safe). Returns "" or why not.
+std::string clamp_persistent_grid(Plan& pl) {
+  if (!pl.launch.persistent) return {};
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, int, int64_t, int>, int64_t> resident;  // -> blocks
+  const auto key = std::make_tuple(dev, pl.func, pl.launch.threads, pl.launch.dynamic_smem, pl.launch.cluster);
+  int64_t blocks = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = resident.find(key); it != resident.end()) blocks = it->second;
+  }
+  if (blocks == 0) {
+    int clusters = 0, per_sm = 0, sms = 0;
+    if (std::string why = residency(pl, &clusters, &per_sm, &sms); !why.empty()) return why;
+    blocks = pl.launch.cluster > 1 ? int64_t(clusters) * pl.launch.cluster : int64_t(per_sm) * sms;
+    std::lock_guard<std::mutex> lock(mu);
+    resident[key] = blocks;
+  }
+  pl.launch.grid = std::min(pl.launch.grid, blocks);
+  if (const int64_t cap = g_persistent_cap.load(); cap > 0) pl.launch.grid = std::min(pl.launch.grid, cap * pl.launch.cluster);
+  return {};
+}
+
 // Launches `kernel` with the config's launch and `args` (pointers to the kernel's parameters,
 // in order and of their exact types), or records the plan when probing.
 void launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const void* kernel, void** args, cudaStream_t s) {
-  const Plan pl{kernel, native_softmax_launch(c, p)};
+  Plan pl{kernel, native_softmax_launch(c, p)};
   if (t_probe) {
     *t_probe = pl;
     return;
   }
   if (std::string why = set_attributes(pl); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
+  if (std::string why = clamp_persistent_grid(pl); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = launch_config(pl, attr, s);
   if (cudaError_t e = cudaLaunchKernelExC(&cfg, kernel, args); e != cudaSuccess)
@@ -491,6 +839,30 @@ void launch_smem(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
     launch(c, p, reinterpret_cast<const void*>(&softmax_smem_kernel<Ti, To, VEC>), args, s);
   } else {
     GT_THROW("native softmax: " + c.name() + ": the smem kind needs 16-byte vectors");
+  }
+}
+
+template <class Ti, class To, int E>
+void launch_pipe_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  int64_t rows = p.rows, cols = p.cols, ld = p.row_stride();
+  float scale = p.scale;
+  int csize = c.cluster, stages = c.stages, rpb = c.block_rows;
+  void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &csize, &stages, &rpb};
+  launch(c, p, reinterpret_cast<const void*>(&softmax_pipe_kernel<Ti, To, E>), args, s);
+}
+
+template <class Ti, class To, int VEC>
+void launch_pipe(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  if constexpr (VEC * sizeof(Ti) == 16) {
+    switch (c.elems / VEC) {
+      case 1: return launch_pipe_e<Ti, To, VEC>(c, p, x, y, s);
+      case 2: return launch_pipe_e<Ti, To, 2 * VEC>(c, p, x, y, s);
+      case 4: return launch_pipe_e<Ti, To, 4 * VEC>(c, p, x, y, s);
+      case 8: return launch_pipe_e<Ti, To, 8 * VEC>(c, p, x, y, s);
+      default: GT_THROW("native softmax: " + c.name() + ": elems must be vec x 1, 2, 4 or 8");
+    }
+  } else {
+    GT_THROW("native softmax: " + c.name() + ": the pipe kind needs 16-byte vectors");
   }
 }
 
@@ -524,6 +896,7 @@ void launch_vec(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti*
     return launch(c, p, reinterpret_cast<const void*>(&softmax_online_kernel<Ti, To, VEC>), args, s);
   }
   if (c.kind == SoftmaxKind::smem) return launch_smem<Ti, To, VEC>(c, p, x, y, s);
+  if (c.kind == SoftmaxKind::pipe) return launch_pipe<Ti, To, VEC>(c, p, x, y, s);
   switch (c.elems) {
     case 1: return launch_rows<Ti, To, 1, VEC>(c, p, x, y, s);
     case 2: return launch_rows<Ti, To, 2, VEC>(c, p, x, y, s);
@@ -570,6 +943,7 @@ int launch_bound(const NativeSoftmaxConfig& c) {
     case SoftmaxKind::warp: return kWarpMaxThreads;
     case SoftmaxKind::block:
     case SoftmaxKind::cluster: return c.elems >= 32 ? split_max_threads<32>() : split_max_threads<16>();
+    case SoftmaxKind::pipe: return c.elems > 32 ? pipe_max_threads<64>() : pipe_max_threads<32>();
     case SoftmaxKind::smem:
     case SoftmaxKind::online: return kMaxThreads;
   }
@@ -582,6 +956,8 @@ constexpr int kWarpThreads[] = {128, 256, 512};
 constexpr int kSplitThreads[] = {128, 256, 512, 1024};
 constexpr int kOnlineThreads[] = {256, 512, 1024};
 constexpr int64_t kMinClusterSlice = 4096;  // columns per CTA below which clusters are not offered
+constexpr int kPipeThreads[] = {64, 128, 256, 512, 1024};
+constexpr int64_t kPipeMinClusterRowBytes = 16 * 1024;  // pipe: rows of x up to this size get one CTA each
 
 bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -593,6 +969,7 @@ const char* to_string(SoftmaxKind k) {
     case SoftmaxKind::block: return "block";
     case SoftmaxKind::cluster: return "cluster";
     case SoftmaxKind::smem: return "smem";
+    case SoftmaxKind::pipe: return "pipe";
     case SoftmaxKind::online: return "online";
   }
   return "?";
@@ -604,6 +981,7 @@ int64_t NativeSoftmaxConfig::max_cols() const {
     case SoftmaxKind::block: return int64_t(threads) * elems;
     case SoftmaxKind::cluster: return int64_t(threads) * elems * cluster;
     case SoftmaxKind::smem: return -1;  // bounded by shared memory per CTA: see cannot_run
+    case SoftmaxKind::pipe: return int64_t(threads / std::max(block_rows, 1)) * elems * cluster;
     case SoftmaxKind::online: return -1;
   }
   return 0;
@@ -613,7 +991,10 @@ std::string NativeSoftmaxConfig::name() const {
   std::string n = std::string(to_string(kind)) + "_v" + std::to_string(vec);
   if (kind != SoftmaxKind::online && kind != SoftmaxKind::smem) n += "_e" + std::to_string(elems);
   n += "_t" + std::to_string(threads);
-  if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem) n += "_c" + std::to_string(cluster);
+  if (kind == SoftmaxKind::pipe) n += "_r" + std::to_string(block_rows);
+  if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe)
+    n += "_c" + std::to_string(cluster);
+  if (kind == SoftmaxKind::pipe) n += "_s" + std::to_string(stages);
   return n;
 }
 
@@ -621,7 +1002,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   auto bad = [&](const std::string& why) {
     GT_THROW("native softmax config '" + name + "': " + why +
              " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
-             "online_v8_t1024)");
+             "pipe_v8_e32_t1024_r1_c8_s3, online_v8_t1024)");
   };
   NativeSoftmaxConfig c;
   size_t pos = name.find('_');
@@ -630,6 +1011,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   else if (kind == "block") c.kind = SoftmaxKind::block;
   else if (kind == "cluster") c.kind = SoftmaxKind::cluster;
   else if (kind == "smem") c.kind = SoftmaxKind::smem;
+  else if (kind == "pipe") c.kind = SoftmaxKind::pipe;
   else if (kind == "online") c.kind = SoftmaxKind::online;
   else bad("unknown kind '" + kind + "'");
   auto field = [&](char tag) -> int {
@@ -644,7 +1026,9 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   c.vec = field('v');
   c.elems = c.kind == SoftmaxKind::online || c.kind == SoftmaxKind::smem ? 0 : field('e');
   c.threads = field('t');
-  c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem ? field('c') : 1;
+  c.block_rows = c.kind == SoftmaxKind::pipe ? field('r') : 1;
+  c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ? field('c') : 1;
+  c.stages = c.kind == SoftmaxKind::pipe ? field('s') : 0;
   if (pos != std::string::npos) bad("trailing text");
   if (c.name() != name) bad("not in canonical form");
   return c;
@@ -662,6 +1046,20 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
       return "a slice of " + std::to_string(slice) + " elements (" + std::to_string(slice * int64_t(size_of(p.in))) +
              " bytes) exceeds the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
     if ((cluster - 1) * slice >= p.cols) return "the last CTA of the cluster would have no columns";
+  } else if (kind == SoftmaxKind::pipe) {
+    const int v16 = vec16_of(p.in);
+    if (vec != v16) return "the pipe kind copies 16-byte packs (vec " + std::to_string(v16) + ")";
+    if (elems % vec || !pow2(elems / vec) || elems / vec > 8) return "elems must be vec x 1, 2, 4 or 8";
+    if (threads > launch_bound(*this)) return "at most " + std::to_string(launch_bound(*this)) + " threads for " +
+                                                  std::to_string(elems) + " elems (registers)";
+    if (cluster < 1 || (cluster > 8 && cluster != kMaxCluster)) return "cluster must be 1 .. 8 or 16";
+    if (block_rows < 1 || (threads / 32) % block_rows) return "block_rows must divide the warps of a block";
+    if (block_rows > 1 && cluster > 1) return "block_rows > 1 needs cluster 1";
+    if (stages < 2 || stages > kPipeMaxStages) return "stages must be 2 .. " + std::to_string(kPipeMaxStages);
+    const int64_t smem = int64_t(stages) * threads * elems * int64_t(size_of(p.in));
+    if (smem > kNativeSmemDynamicOptIn)
+      return std::to_string(stages) + " stages of " + std::to_string(threads * elems) + " elements (" + std::to_string(smem) +
+             " bytes) exceed the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
   } else if (kind != SoftmaxKind::online) {
     if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32";
     if (elems % vec) return "elems must be a multiple of vec";
@@ -670,12 +1068,17 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   }
   if (kind == SoftmaxKind::cluster && (!pow2(cluster) || cluster < 2 || cluster > kMaxCluster))
     return "cluster must be 2, 4, 8 or 16";
-  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && cluster != 1) return "cluster must be 1 for this kind";
+  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && kind != SoftmaxKind::pipe && cluster != 1)
+    return "cluster must be 1 for this kind";
+  if (kind != SoftmaxKind::pipe && stages != 0) return "stages must be 0 for this kind";
+  if (kind != SoftmaxKind::pipe && block_rows != 1) return "block_rows must be 1 for this kind";
   if (max_cols() >= 0 && p.cols > max_cols())
     return "holds rows of at most " + std::to_string(max_cols()) + " columns, not " + std::to_string(p.cols);
   if (kind == SoftmaxKind::cluster && (cluster - 1) * int64_t(threads) * elems >= p.cols)
     return "the last CTA of the cluster would have no columns";
-  const int64_t blocks = kind == SoftmaxKind::warp ? (p.rows + rows_per_block() - 1) / rows_per_block() : p.rows * cluster;
+  if (kind == SoftmaxKind::pipe && (cluster - 1) * int64_t(threads / block_rows) * elems >= p.cols)
+    return "the last CTA of the cluster would have no columns";
+  const int64_t blocks = (p.rows + rows_per_block() - 1) / rows_per_block() * cluster;
   if (blocks > int64_t(0x7fffffff)) return "too many rows for one grid (2^31 - 1 blocks)";
   if (vec > 1 && p.row_stride() % vec) return "ld = " + std::to_string(p.row_stride()) + " is not a multiple of vec";
   return {};
@@ -729,6 +1132,55 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         if (cfg.cannot_run(p).empty()) out.push_back(cfg);
       }
     }
+  // pipe (16-byte packs): per (threads, elems) the fewest CTAs per row that hold it (1 .. 8, any
+  // count; 16 where 8 cannot and no CTA idles), one CTA's slice using at least half of its
+  // columns; only clusters of at most twice the fewest any pair needs, clusters only for rows
+  // past 16 KiB (short rows: one CTA per row, many CTAs per SM). Then several rows per CTA
+  // (W = 1, 2, 4 warps a row: 128 or 256 threads for a warp a row, 256 otherwise; the fewest
+  // elems that hold the row, at least half used). 2 and 3 stages where they fit.
+  if (v == v16) {
+    struct Shape {
+      int t, e, c, r;
+    };
+    std::vector<Shape> shapes;
+    int c_min = kMaxCluster + 1;
+    for (int t : kPipeThreads)
+      for (int mult : {1, 2, 4, 8}) {
+        const int e = v16 * mult;
+        const int64_t slice = int64_t(t) * e;
+        int64_t c = (p.cols + slice - 1) / slice;
+        if (c > 8) c = kMaxCluster;
+        if (slice * c < p.cols || (c - 1) * slice >= p.cols) continue;  // too long for 16 CTAs, or idle CTAs
+        if (c == 1 && slice >= 2 * p.cols) continue;                     // most of the slice idle
+        if (c > 1 && p.cols * int64_t(size_of(p.in)) <= kPipeMinClusterRowBytes) continue;
+        if (2 * int64_t(size_of(p.in)) * slice > kNativeSmemDynamicOptIn) continue;  // not even 2 stages
+        NativeSoftmaxConfig cfg{SoftmaxKind::pipe, v, e, t, int(c), 2, 1};
+        if (!cfg.cannot_run(p).empty()) continue;
+        shapes.push_back({t, e, int(c), 1});
+        c_min = std::min(c_min, int(c));
+      }
+    for (int w : {1, 2, 4})
+      for (int t : {128, 256}) {
+        if (w > 1 && t != 256) continue;
+        const int r = t / 32 / w;
+        if (r < 2) continue;
+        for (int mult : {1, 2, 4, 8}) {
+          const int e = v16 * mult;
+          const int64_t slice = int64_t(32) * w * e;
+          if (slice < p.cols) continue;
+          if (slice < 2 * p.cols && NativeSoftmaxConfig{SoftmaxKind::pipe, v, e, t, 1, 2, r}.cannot_run(p).empty())
+            shapes.push_back({t, e, 1, r});
+          break;
+        }
+      }
+    for (const Shape& sh : shapes) {
+      if (sh.c > 2 * c_min) continue;
+      for (int st : {2, 3}) {
+        NativeSoftmaxConfig cfg{SoftmaxKind::pipe, v, sh.e, sh.t, sh.c, st, sh.r};
+        if (cfg.cannot_run(p).empty()) out.push_back(cfg);
+      }
+    }
+  }
   // online: any row.
   for (int t : kOnlineThreads) out.push_back({SoftmaxKind::online, v, 0, t, 1});
   return out;
@@ -750,7 +1202,7 @@ void run_native_softmax(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, c
 
 std::string NativeSoftmaxLaunch::str() const {
   return "grid " + std::to_string(grid) + " x " + std::to_string(threads) + " threads, " + std::to_string(dynamic_smem) +
-         " B dynamic smem, cluster " + std::to_string(cluster);
+         " B dynamic smem, cluster " + std::to_string(cluster) + (persistent ? ", persistent" : "");
 }
 
 NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
@@ -767,8 +1219,16 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       l.cluster = c.cluster;
       l.grid = p.rows * c.cluster;
       break;
+    case SoftmaxKind::pipe:
+      l.cluster = c.cluster;
+      l.grid = (p.rows + c.block_rows - 1) / c.block_rows * c.cluster;
+      break;
   }
   if (c.kind == SoftmaxKind::smem) l.dynamic_smem = smem_slice(c, p) * int64_t(size_of(p.in));
+  if (c.kind == SoftmaxKind::pipe) {
+    l.dynamic_smem = int64_t(c.stages) * c.threads * c.elems * int64_t(size_of(p.in));
+    l.persistent = true;
+  }
   return l;
 }
 
@@ -837,20 +1297,51 @@ std::string native_softmax_device_check(const NativeSoftmaxConfig& c, const Soft
            " this kernel instance can launch (" + std::to_string(fa.numRegs) + " registers a thread)";
   if (std::string why = native_softmax_launch_violation(l, lim, int64_t(fa.sharedSizeBytes), fa.numRegs); !why.empty())
     return why;
-  int n = 0;
-  if (l.cluster > 1) {
-    cudaLaunchAttribute attr[1];
-    const cudaLaunchConfig_t cfg = launch_config(pl, attr, nullptr);
-    if (cudaError_t e = cudaOccupancyMaxActiveClusters(&n, pl.func, &cfg); e != cudaSuccess)
-      return cuda_failure(e, "cudaOccupancyMaxActiveClusters (" + l.str() + ")");
-  } else if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, pl.func, l.threads, size_t(l.dynamic_smem));
-             e != cudaSuccess) {
-    return cuda_failure(e, "cudaOccupancyMaxActiveBlocksPerMultiprocessor (" + l.str() + ")");
+  int clusters = 0, per_sm = 0, sms = 0;
+  if (std::string why = residency(pl, &clusters, &per_sm, &sms); !why.empty()) {
+    if (why.rfind("cannot be resident", 0) == 0)
+      return "cannot be resident on this device (" + l.str() + ", " + std::to_string(fa.sharedSizeBytes) +
+             " B static smem, " + std::to_string(fa.numRegs) + " registers a thread)";
+    return why;
   }
-  if (n < 1)
-    return "cannot be resident on this device (" + l.str() + ", " + std::to_string(fa.sharedSizeBytes) +
-           " B static smem, " + std::to_string(fa.numRegs) + " registers a thread)";
   return {};
+}
+
+void set_native_softmax_persistent_cap(int64_t clusters) { g_persistent_cap.store(clusters > 0 ? clusters : 0); }
+
+NativeSoftmaxKernelInfo native_softmax_kernel_info(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
+  p.validate();
+  if (std::string why = c.cannot_run(p); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
+  Plan pl;
+  t_probe = &pl;
+  try {
+    dispatch(c, p, nullptr, nullptr, nullptr);
+  } catch (...) {
+    t_probe = nullptr;
+    throw;
+  }
+  t_probe = nullptr;
+  auto fail = [&](const std::string& why) { GT_THROW("native softmax: " + c.name() + ": " + why); };
+  if (std::string why = set_attributes(pl); !why.empty()) fail(why);
+  cudaFuncAttributes fa{};
+  if (cudaError_t e = cudaFuncGetAttributes(&fa, pl.func); e != cudaSuccess) fail(cuda_failure(e, "cudaFuncGetAttributes"));
+  NativeSoftmaxKernelInfo info;
+  switch (c.kind) {
+    case SoftmaxKind::warp: info.kernel = "softmax_warp_kernel"; break;
+    case SoftmaxKind::block:
+    case SoftmaxKind::cluster: info.kernel = "softmax_split_kernel"; break;
+    case SoftmaxKind::smem: info.kernel = "softmax_smem_kernel"; break;
+    case SoftmaxKind::pipe: info.kernel = "softmax_pipe_kernel"; break;
+    case SoftmaxKind::online: info.kernel = "softmax_online_kernel"; break;
+  }
+  info.regs_per_thread = fa.numRegs;
+  info.static_smem = int64_t(fa.sharedSizeBytes);
+  info.local_bytes = int64_t(fa.localSizeBytes);
+  int sms = 0;
+  if (std::string why = residency(pl, &info.active_clusters, &info.blocks_per_sm, &sms); !why.empty()) fail(why);
+  if (std::string why = clamp_persistent_grid(pl); !why.empty()) fail(why);
+  info.launch = pl.launch;
+  return info;
 }
 
 }  // namespace gemmtune::native

@@ -7,10 +7,20 @@
 //   cluster  a thread-block cluster of `cluster` CTAs per row (2 .. 16; 16 is Hopper's
 //            non-portable size), each CTA holding a slice of threads * elems columns in
 //            registers; the CTAs merge their (max, sum) through distributed shared memory. Reads
-//            x once: the long-row kernel (64K-256K columns).
+//            x once.
 //   smem     like cluster (1 to 16 CTAs per row), but each CTA stages its slice of x in shared
 //            memory with cp.async (16-byte packs): the whole slice is in flight at once and
 //            several CTAs share an SM; exp is computed twice (sum, then write). Reads x once.
+//   pipe     the long-row kernel (docs/softmax.md, "The pipe kernel"): persistent clusters of
+//            `cluster` CTAs (1 .. 8; 16 only where 8 cannot hold the row), each CTA owning a slice
+//            of threads / block_rows * elems columns of every row its cluster processes
+//            (block_rows > 1, short rows, no cluster: a CTA holds block_rows rows at once). The
+//            copy engine (cp.async.bulk, on an mbarrier) streams the slices of the next
+//            `stages` - 1 block-rows into shared memory while the current one is reduced in
+//            registers (exp once), the (max, sum) partials merged per warp, per row's warps,
+//            then across the cluster through distributed shared memory, and y written with
+//            streaming stores. Reads x once; needs 16-byte packs (ld % vec == 0); any cols up to
+//            threads / block_rows * elems * cluster.
 //   online   one block per row, any cols: one pass keeps a running (max, sum) per thread,
 //            merged across the block; a second pass re-reads the row and writes y. Reads x
 //            twice (the fallback for rows no config above holds).
@@ -32,23 +42,27 @@
 namespace gemmtune::native {
 
 // Bump when a kernel's code changes what it computes or how fast: keys the tuning cache.
-inline constexpr const char* kNativeSoftmaxVersion = "3";
+inline constexpr const char* kNativeSoftmaxVersion = "4";
 
-enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, online };
+enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online };
 const char* to_string(SoftmaxKind);
 
 struct NativeSoftmaxConfig {
   SoftmaxKind kind = SoftmaxKind::online;
   int vec = 1;        // elements per access: 1, or 16 bytes of the input dtype (4 fp32, 8 bf16/fp16)
-  int elems = 0;      // elements per thread kept in registers (warp, block, cluster); 0 for online
+  int elems = 0;      // elements per thread kept in registers (warp, block, cluster, pipe); 0 for smem, online
   int threads = 256;  // threads per block (warp: rows per block = threads / 32)
-  int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem: 1 to 16; else 1)
+  int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem, pipe: 1 to 16; else 1)
+  int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; else 0
+  int block_rows = 1;  // pipe: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
 
-  int rows_per_block() const { return kind == SoftmaxKind::warp ? threads / 32 : 1; }
+  int rows_per_block() const {
+    return kind == SoftmaxKind::warp ? threads / 32 : kind == SoftmaxKind::pipe ? block_rows : 1;
+  }
   // Longest row this config handles (-1: any).
   int64_t max_cols() const;
   // Stable name (also the candidate id), e.g. "warp_v8_e32_t256", "block_v8_e16_t512",
-  // "cluster_v8_e32_t512_c8", "smem_v8_t512_c4", "online_v4_t1024".
+  // "cluster_v8_e32_t512_c8", "smem_v8_t512_c4", "pipe_v8_e32_t1024_r1_c8_s3", "online_v4_t1024".
   std::string name() const;
   // The config named `name`; throws Error naming the bad part.
   static NativeSoftmaxConfig parse(const std::string& name);
@@ -58,7 +72,7 @@ struct NativeSoftmaxConfig {
 };
 
 // Every config worth timing for `p` (validated first), in a fixed order: warp, block, cluster,
-// smem, online. num_sms (0: unknown) drops cluster configs that would leave most SMs idle.
+// smem, pipe, online. num_sms is unused (kept for the backend's call).
 std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p, int num_sms = 0);
 
 // y = softmax(p.scale * x) for device pointers x (p.in), y (p.out), both rows * ld elements;
@@ -74,9 +88,10 @@ void run_native_softmax(const NativeSoftmaxConfig& cfg, const SoftmaxProblem& p,
 // sm_90 (H100 / H200) per-block shared memory a kernel may opt in to
 // (cudaDevAttrMaxSharedMemoryPerBlockOptin = 227 KiB); static + dynamic must fit it.
 inline constexpr int64_t kSm90SmemPerBlockOptin = 232448;
-// Upper bound of any native kernel's static shared memory (reduction scratch: 144-256 bytes by
-// ptxas -v); the dynamic shared memory the smem kind opts in to is what is left of 227 KiB.
-inline constexpr int64_t kNativeStaticSmemBound = 1024;
+// Upper bound of any native kernel's static shared memory (ptxas -v: reduction scratch 144-256
+// bytes; pipe 1088: its mbarriers and exchange slots); the dynamic shared memory the smem and
+// pipe kinds opt in to is what is left of 227 KiB.
+inline constexpr int64_t kNativeStaticSmemBound = 2048;
 inline constexpr int64_t kNativeSmemDynamicOptIn = kSm90SmemPerBlockOptin - kNativeStaticSmemBound;
 
 // The launch a config makes for a problem (computed on the host; the same numbers the
@@ -84,10 +99,13 @@ inline constexpr int64_t kNativeSmemDynamicOptIn = kSm90SmemPerBlockOptin - kNat
 struct NativeSoftmaxLaunch {
   int64_t grid = 0;          // blocks (x); a multiple of cluster
   int threads = 0;           // threads per block
-  int64_t dynamic_smem = 0;  // bytes of dynamic shared memory per block (smem kind only)
+  int64_t dynamic_smem = 0;  // bytes of dynamic shared memory per block (smem and pipe kinds)
   int cluster = 1;           // CTAs per cluster (1: launched without a cluster attribute)
   int launch_bound = 0;      // the kernel's __launch_bounds__ (max threads per block it is compiled for)
-  std::string str() const;   // "grid 40 x 128 threads, 0 B dynamic smem, cluster 1"
+  // pipe: the kernel is persistent (its clusters loop over rows): `grid` (rows * cluster) is an
+  // upper bound, and the launcher launches min(grid, what is resident on the device at once).
+  bool persistent = false;
+  std::string str() const;   // "grid 40 x 128 threads, 0 B dynamic smem, cluster 1" (+ ", persistent")
 };
 // The launch of `cfg` for `p`; throws Error when the config cannot run p (cannot_run).
 NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& cfg, const SoftmaxProblem& p);
@@ -114,5 +132,25 @@ std::string native_softmax_launch_violation(const NativeSoftmaxLaunch& l, const 
 // reasons start with "cannot be resident"). Never throws for a CUDA error: returns it (cleared,
 // so that no later cudaGetLastError reports it). The backend drops such candidates before the race.
 std::string native_softmax_device_check(const NativeSoftmaxConfig& cfg, const SoftmaxProblem& p);
+
+// Tests and the probe: at most `clusters` clusters (blocks, for one CTA per row) in a persistent
+// (pipe) launch; 0 (the default) = no cap. With a cap, a few rows already make every cluster loop
+// over several rows and wrap around its stages. Process-wide.
+void set_native_softmax_persistent_cap(int64_t clusters);
+
+// What the current device makes of a config's launch for `p` (for the probe, bench/softmax-native-probe.sh):
+// the kernel instance's registers and static shared memory, the launch as the launcher makes it
+// (a persistent grid already clamped to what is resident), and residency (blocks per SM, or
+// clusters on the whole device). Throws Error when the config cannot run p or a CUDA call fails.
+struct NativeSoftmaxKernelInfo {
+  std::string kernel;            // the kernel's name, e.g. "softmax_pipe_kernel"
+  int regs_per_thread = 0;       // cudaFuncAttributes::numRegs
+  int64_t static_smem = 0;       // bytes
+  int64_t local_bytes = 0;       // stack / spills per thread (cudaFuncAttributes::localSizeBytes)
+  NativeSoftmaxLaunch launch;    // grid as launched
+  int blocks_per_sm = 0;         // cluster == 1: cudaOccupancyMaxActiveBlocksPerMultiprocessor
+  int active_clusters = 0;       // cluster > 1: cudaOccupancyMaxActiveClusters (whole device)
+};
+NativeSoftmaxKernelInfo native_softmax_kernel_info(const NativeSoftmaxConfig& cfg, const SoftmaxProblem& p);
 
 }  // namespace gemmtune::native
