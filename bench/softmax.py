@@ -69,7 +69,7 @@ def parse_args(argv=None):
     ap.add_argument("--rounds", type=int, default=20, help="timed rounds per problem (default %(default)s)")
     ap.add_argument("--warmup-ms", type=float, default=200.0, help="warm-up per problem (default %(default)s)")
     ap.add_argument("--flush-mb", type=int, default=256, help="L2 flush buffer, MiB (default %(default)s)")
-    ap.add_argument("--backends", default="", help="gemmtune softmax backends (default: all: native,triton)")
+    ap.add_argument("--backends", default="", help="gemmtune softmax backends (default: all: native,triton,cutedsl)")
     ap.add_argument("--cache", default="", help="gemmtune tuning cache (default: a fresh $OUT/softmax-cache.sqlite)")
     ap.add_argument("--budget-s", type=float, default=0.0, help="stop starting problems after this many seconds (0 = none)")
     ap.add_argument("--tag", default="", help="suffix of the output files' names")

@@ -2,14 +2,17 @@
 # Builds the CuTe DSL kernel pack for the H200 runs on any machine with the project's .venv
 # (scripts/setup.sh installs the CuTe DSL wheel; no GPU needed): every artifact the llm-layers
 # suite (bench/suites/llm_layers.csv x bench/suites/m_values.csv) would try, bf16 and fp8 e4m3
-# with tensorwise and rowwise scales, plus the GPU test's problem matrix; then packs the store
-# into artifacts-cutedsl-pack/store.tar.xz, what bench/device.sh unpacks on the GPU machine.
+# with tensorwise and rowwise scales, plus the GPU test's problem matrix; and the softmax
+# candidates of bench/suites/softmax.csv (bf16, fp16, fp32) and of the softmax GPU tests
+# (tests/gpu/cutedsl_softmax_problems.hpp, the engine tests' shapes); then packs the store into
+# artifacts-cutedsl-pack/store.tar.xz, what bench/device.sh unpacks on the GPU machine.
 #
 #   scripts/precompile-cutedsl.sh [STORE]        # default STORE: artifacts-cutedsl/store
 #
 # Idempotent (artifacts already in the store are skipped). About 7 minutes from empty on the
 # 2-core build machine. Artifacts are keyed by the bytes of python/gemmtune/cutedsl/: after an
-# edit there, start from an empty STORE so the pack carries no stale entries.
+# edit there, start from an empty STORE so the pack carries no stale entries (the softmax
+# artifacts by the softmax_* files there too, and by compile.py and runtime.cpp).
 # Env: GEMMTUNE_CLI (default build/gemmtune), GEMMTUNE_HOST_TESTS (default
 # build/tests/gemmtune_host_tests).
 set -euo pipefail
@@ -27,6 +30,8 @@ suite=(bench/suites/llm_layers.csv --m-values bench/suites/m_values.csv --backen
 "$GT" precompile "${suite[@]}" --dtype e4m3
 "$GT" precompile "${suite[@]}" --dtype e4m3 --scale rowwise
 GEMMTUNE_CUTEDSL_PRECOMPILE_GPU_MATRIX=1 GEMMTUNE_ARTIFACTS=$STORE "$HT" --gtest_filter='CutedslPrecompile.*'
+GEMMTUNE_CUTEDSL_PRECOMPILE_SOFTMAX=1 GEMMTUNE_SOFTMAX_SUITE=$ROOT/bench/suites/softmax.csv GEMMTUNE_ARTIFACTS=$STORE \
+  "$HT" --gtest_filter='CutedslSoftmaxPrecompile.*'
 mkdir -p "$ROOT/artifacts-cutedsl-pack"
 tar -C "$(dirname "$STORE")" -cf - "$(basename "$STORE")" | xz -T2 -6 >"$ROOT/artifacts-cutedsl-pack/store.tar.xz.tmp"
 mv "$ROOT/artifacts-cutedsl-pack/store.tar.xz.tmp" "$ROOT/artifacts-cutedsl-pack/store.tar.xz"

@@ -7,7 +7,8 @@ whatever a compiler prints, from Python or from C, lands on stderr. A bad reques
 {"ok": false, "kind": "bad_request"} answer; the worker never exits on one. It exits 0 at
 end of input or on {"op": "exit"}.
 
-Ops: ping, compile (backend "triton" or "cutedsl"), exit; fork and reap (fork server).
+Ops: ping, compile (backend "triton" or "cutedsl"; cutedsl params with "op": "softmax" go to
+cutedsl/softmax_compile.py), exit; fork and reap (fork server).
 Backends probed at start (imported, versions in the ready line): $GEMMTUNE_WORKER_BACKENDS, a
 comma list, default "triton"; the CuTe DSL backend's pool sets "cutedsl".
 
@@ -426,8 +427,11 @@ class Worker:
         if not isinstance(out_dir, str) or not os.path.isabs(out_dir):
             return _fail(rid, "bad_request", "compile: out_dir must be an absolute path")
         from .cutedsl.compile import CompileFailure, compile_gemm
+        compile_fn = compile_gemm
+        if isinstance(req["params"], dict) and req["params"].get("op") == "softmax":  # cutedsl/softmax_compile.py
+            from .cutedsl.softmax_compile import compile_softmax as compile_fn
         try:
-            result = compile_gemm(req["params"], out_dir)
+            result = compile_fn(req["params"], out_dir)
         except CompileFailure as exc:
             return _fail(rid, exc.kind, exc.message)
         except Exception as exc:  # noqa: BLE001

@@ -94,5 +94,6 @@ std::unique_ptr<Backend> make_cutlass_backend(const BackendContext& ctx);
 std::unique_ptr<Backend> make_cutedsl_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_native_softmax_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_triton_softmax_backend(const BackendContext& ctx);
+std::unique_ptr<SoftmaxBackend> make_cutedsl_softmax_backend(const BackendContext& ctx);
 
 }  // namespace gemmtune

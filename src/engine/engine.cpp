@@ -44,8 +44,7 @@ struct Registered {
   const char* name;
   std::unique_ptr<BackendFor<Op>> (*make)(const BackendContext&);
 };
-// Every backend the engine knows, per op, in the order ties are broken. A CuTe DSL softmax
-// backend plugs in here as {"cutedsl", &make_cutedsl_softmax_backend}.
+// Every backend the engine knows, per op, in the order ties are broken.
 constexpr Registered<GemmOp> kGemmBackends[] = {
     {"cublaslt", &make_cublaslt_backend},
     {"triton", &make_triton_backend},
@@ -55,6 +54,7 @@ constexpr Registered<GemmOp> kGemmBackends[] = {
 constexpr Registered<SoftmaxOp> kSoftmaxBackends[] = {
     {"native", &make_native_softmax_backend},
     {"triton", &make_triton_softmax_backend},
+    {"cutedsl", &make_cutedsl_softmax_backend},
 };
 
 template <class Op>

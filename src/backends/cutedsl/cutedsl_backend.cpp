@@ -26,7 +26,6 @@
 #include <set>
 #include <thread>
 
-#include "compile/log_hub.hpp"
 #include "core/parallel.hpp"
 #include "gemmtune/error.hpp"
 #include "store/shared_object.hpp"
@@ -46,15 +45,21 @@ constexpr const char* kWho = "cutedsl";  // names the backend in loader errors
 
 }  // namespace
 
+void load_runtime(const Compiled& compiled) {
+  static std::mutex mu;
+  static std::set<std::string> runtimes;  // keys of the runtime libraries loaded (never unloaded)
+  std::lock_guard<std::mutex> lock(mu);
+  if (runtimes.count(compiled.runtime.key)) return;
+  GT_CHECK(compiled.runtime.bytes,
+           "cutedsl: artifact " + compiled.artifact.key.substr(0, 16) + " comes without its runtime");
+  dlopen_bytes(kWho, compiled.runtime.key, *compiled.runtime.bytes);
+  runtimes.insert(compiled.runtime.key);
+}
+
 std::shared_ptr<const Library> Library::open(const Compiled& compiled, const std::string& expect_config) {
   const Artifact& artifact = compiled.artifact;
   std::lock_guard<std::mutex> lock(g_libs_mu);
-  static std::set<std::string> runtimes;  // keys of the runtime libraries loaded (never unloaded)
-  if (!runtimes.count(compiled.runtime.key)) {
-    GT_CHECK(compiled.runtime.bytes, "cutedsl: artifact " + artifact.key.substr(0, 16) + " comes without its runtime");
-    dlopen_bytes(kWho, compiled.runtime.key, *compiled.runtime.bytes);
-    runtimes.insert(compiled.runtime.key);
-  }
+  load_runtime(compiled);
   if (auto it = g_libs.find(artifact.key); it != g_libs.end()) {
     if (std::string got = it->second->config(); got != expect_config)
       GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " is '" + got + "', expected '" + expect_config + "'");
@@ -79,15 +84,11 @@ std::shared_ptr<const Library> Library::open(const Compiled& compiled, const std
 
 // ---- shared pieces ------------------------------------------------------------------------------
 
-namespace {
-
 // Forwards the compiler's warnings to every live backend's log.
 LogHub& log_hub() {
   static LogHub* hub = new LogHub;  // never destroyed: the compiler may log during exit
   return *hub;
 }
-
-}  // namespace
 
 std::shared_ptr<Compiler> shared_compiler() {
   static std::mutex mu;

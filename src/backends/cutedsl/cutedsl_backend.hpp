@@ -15,6 +15,7 @@
 #include "backends/backend.hpp"
 #include "backends/cutedsl/compiler.hpp"
 #include "backends/cutedsl/configs.hpp"
+#include "compile/log_hub.hpp"
 #include "../../../python/gemmtune/cutedsl/gt_cutedsl_abi.h"
 
 namespace gemmtune::cutedsl {
@@ -36,9 +37,15 @@ struct Library {
   static std::shared_ptr<const Library> open(const Compiled& compiled, const std::string& expect_config);
 };
 
+// Loads `compiled.runtime` (the shared runtime library its kernel .so names by soname) once per
+// process; the GEMM and softmax loaders call it before loading a kernel. Thread-safe.
+void load_runtime(const Compiled& compiled);
+
 // The process-wide compiler (one worker pool, one store), created on first use from
-// CompilerOptions::defaults.
+// CompilerOptions::defaults; it logs through log_hub(), where the GEMM and softmax backends
+// register their engines' logs.
 std::shared_ptr<Compiler> shared_compiler();
+LogHub& log_hub();
 
 // $GEMMTUNE_CUTEDSL_MAX_CONFIGS, else 16.
 int default_max_configs();

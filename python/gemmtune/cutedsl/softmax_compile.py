@@ -1,0 +1,210 @@
+"""Ahead-of-time compilation of gemmtune's CuTe DSL softmax (softmax_sm90.py) for sm_90a.
+
+    from gemmtune.cutedsl.softmax_compile import compile_softmax, sources_digest
+    r = compile_softmax(params, "/abs/out_dir")   # same result shape as compile.compile_gemm
+
+The GEMM's route A (compile.py, docs/cutedsl.md): cute.compile on fake tensors (dynamic rows,
+cols and ld), export_to_c -> object + header, our shim (softmax_shim.cpp, C ABI softmax_abi.h),
+linked by g++ into a kernel .so that exports only the gt_cutedsl_softmax_* entry points and
+needs the same shared runtime library (compile.runtime()) as the GEMM kernels.
+
+The compile worker routes a "cutedsl" compile request here when params["op"] == "softmax".
+params (all required):
+    op: "softmax"; in_dtype, out_dtype: "bf16" | "fp16" | "fp32"
+    vec, chunks, tpr, threads, cluster (int), online (bool): the kernel's SoftmaxConfig
+    src: sources_digest() of the C++ side, which must equal this side's (the files that make an
+         artifact: the C++ key hashes them through it)
+Failures raise compile.CompileFailure(kind, message) with kind bad_request, compile or link.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from . import compile as base
+from .compile import ARCH, CompileFailure
+
+HERE = base.HERE
+DTYPES = ("bf16", "fp16", "fp32")
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# The files (relative to the python dir) that determine a softmax artifact's bytes besides the
+# params and the toolchain; src/backends/cutedsl/softmax.cpp hashes the same list the same way.
+SOURCES = ("gemmtune/cutedsl/softmax_sm90.py", "gemmtune/cutedsl/softmax_compile.py",
+           "gemmtune/cutedsl/softmax_shim.cpp", "gemmtune/cutedsl/softmax_abi.h",
+           "gemmtune/cutedsl/compile.py", "gemmtune/cutedsl/runtime.cpp")
+
+_SPEC = {"op": str, "in_dtype": str, "out_dtype": str, "vec": int, "chunks": int, "tpr": int,
+         "threads": int, "cluster": int, "online": bool, "src": str}
+
+
+def sources_digest() -> str:
+    """16 hex digits of SHA-256 over SOURCES: "<rel>\\n<size>\\n<bytes>\\n" each."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    h = hashlib.sha256()
+    for rel in SOURCES:
+        with open(os.path.join(root, rel), "rb") as f:
+            data = f.read()
+        h.update(f"{rel}\n{len(data)}\n".encode() + data + b"\n")
+    return h.hexdigest()[:16]
+
+
+def normalize(params: Any) -> dict:
+    if not isinstance(params, dict):
+        raise CompileFailure("bad_request", "params must be a JSON object")
+    unknown = sorted(set(params) - set(_SPEC))
+    if unknown:
+        raise CompileFailure("bad_request", f"params: unknown field(s) {unknown}")
+    p = {}
+    for name, typ in _SPEC.items():
+        if name not in params:
+            raise CompileFailure("bad_request", f"params.{name}: missing")
+        v = params[name]
+        if typ is int and (isinstance(v, bool) or not isinstance(v, int)):
+            raise CompileFailure("bad_request", f"params.{name}: {v!r} is not an integer")
+        if typ is not int and not isinstance(v, typ):
+            raise CompileFailure("bad_request", f"params.{name}: {v!r} is not a {typ.__name__}")
+        p[name] = v
+    if p["op"] != "softmax":
+        raise CompileFailure("bad_request", f"params.op: {p['op']!r} is not 'softmax'")
+    for f in ("in_dtype", "out_dtype"):
+        if p[f] not in DTYPES:
+            raise CompileFailure("bad_request", f"params.{f}: {p[f]!r} not in {DTYPES}")
+    try:
+        kernel_config(p).check(DTYPE_BYTES[p["in_dtype"]])
+    except ValueError as exc:
+        raise CompileFailure("bad_request", f"params: {exc}")
+    return p
+
+
+def kernel_config(p: dict):
+    from .softmax_sm90 import SoftmaxConfig
+    return SoftmaxConfig(vec=p["vec"], chunks=p["chunks"], tpr=p["tpr"], threads=p["threads"],
+                         cluster=p["cluster"], online=p["online"])
+
+
+def config_text(p: dict) -> str:
+    """Canonical one-line text of normalized params: what the .so reports as its config."""
+    return json.dumps(p, sort_keys=True, separators=(",", ":"))
+
+
+def instance_name(p: dict) -> str:
+    return "gt_cutedsl_sm_" + hashlib.sha256(config_text(p).encode()).hexdigest()[:16]
+
+
+def _fake_args(p: dict):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_fake_tensor
+    dt = {"bf16": cutlass.BFloat16, "fp16": cutlass.Float16, "fp32": cutlass.Float32}
+    # x and y share rows, cols and ld at run time but are separate fake tensors (their own structs).
+    def tensor(name):
+        rows, cols = cute.sym_int32(), cute.sym_int32()
+        ld = cute.sym_int64(divisibility=p["vec"])
+        return make_fake_tensor(dt[p[name]], (rows, cols), stride=(ld, 1), assumed_align=16)
+    return tensor("in_dtype"), tensor("out_dtype"), cutlass.Float32(1.0), make_fake_stream()
+
+
+def _shim_source(p: dict, prefix: str, header: str) -> str:
+    fill = []
+    for var, name, ptr in (("tx", "x", "args->x"), ("ty", "y", "args->y")):
+        f = base._struct_fields(header, prefix, name)
+        if f != {"data": 0, "dynamic_shapes": 2, "dynamic_strides": 1}:
+            raise CompileFailure("compile", f"struct of {name}: unexpected fields {f}")
+        fill.append(f"  {prefix}_Tensor_{name}_t {var};\n"
+                    f"  {var}.data = const_cast<void*>(static_cast<const void*>({ptr}));\n"
+                    f"  {var}.dynamic_shapes[0] = static_cast<int32_t>(args->rows);\n"
+                    f"  {var}.dynamic_shapes[1] = static_cast<int32_t>(args->cols);\n"
+                    f"  {var}.dynamic_strides[0] = args->ld;")
+    import re
+    wm = re.search(r"static inline int32_t cute_dsl_" + re.escape(prefix) + r"_wrapper\(([^)]*)\)", header)
+    if not wm:
+        raise CompileFailure("compile", "export header lacks the wrapper function")
+    params = [x.strip() for x in wm.group(1).split(",")]
+    if params[1:] != [f"{prefix}_Tensor_x_t *x", f"{prefix}_Tensor_y_t *y", "float scale", "cudaStream_t stream"]:
+        raise CompileFailure("compile", f"unexpected wrapper signature: {params}")
+    with open(os.path.join(HERE, "softmax_shim.cpp")) as f:
+        src = f.read()
+    cfg = config_text(p).replace("\\", "\\\\").replace('"', '\\"')
+    return (src.replace("@PREFIX@", prefix).replace("@CONFIG@", cfg).replace("@FILL@", "\n".join(fill))
+            .replace("@MAX_COLS@", str(kernel_config(p).max_cols)).replace("@VEC@", str(p["vec"])))
+
+
+def compile_softmax(params: Any, out_dir: str) -> dict:
+    p = normalize(params)
+    if not os.path.isabs(out_dir):
+        raise CompileFailure("bad_request", "out_dir must be an absolute path")
+    mine = sources_digest()
+    if p["src"] != mine:
+        raise CompileFailure("bad_request", f"params.src {p['src']!r}: the worker's softmax sources are {mine!r} "
+                                            "(the C++ side hashed other files: GEMMTUNE_PYTHON_DIR?)")
+    os.makedirs(out_dir, exist_ok=True)
+    tc = base.toolchain()
+    import cutlass.cute as cute
+    from .softmax_sm90 import HopperSoftmax
+    base._check_dsl_arch()
+    cfg = kernel_config(p)
+    name = instance_name(p)
+    times = {}
+    t0 = time.perf_counter()
+    try:
+        compiled = cute.compile(HopperSoftmax(cfg), *_fake_args(p), options=f"--gpu-arch {ARCH}")
+    except Exception as exc:  # noqa: BLE001 - the DSL raises many types
+        raise CompileFailure("compile", f"{type(exc).__name__}: {exc}")
+    t1 = time.perf_counter()
+    times["trace_compile"] = round(t1 - t0, 3)
+    compiled.export_to_c(out_dir, name, function_prefix=name)
+    t2 = time.perf_counter()
+    times["export"] = round(t2 - t1, 3)
+    with open(os.path.join(out_dir, name + ".h")) as f:
+        header = f.read()
+    shim = os.path.join(out_dir, name + "_shim.cpp")
+    with open(shim, "w") as f:
+        f.write(_shim_source(p, name, header))
+    vs = os.path.join(out_dir, name + ".map")
+    with open(vs, "w") as f:
+        f.write("{ global: gt_cutedsl_softmax_abi_version; gt_cutedsl_softmax_config; gt_cutedsl_softmax_max_cols; "
+                "gt_cutedsl_softmax_can_implement; gt_cutedsl_softmax_run; gt_cutedsl_softmax_status_text; "
+                "local: *; };\n")
+    so = os.path.join(out_dir, name + ".so")
+    rt = base.runtime()
+    cmd = [tc["_cxx"], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-shared", "-o", so,
+           "-I" + os.path.join(tc["_cuda_home"], "include"), "-I" + out_dir, "-I" + HERE,
+           "-fno-exceptions", "-fno-rtti", "-fno-asynchronous-unwind-tables", "-Wl,--as-needed",
+           shim, os.path.join(out_dir, name + ".o"), rt["path"],
+           "-static-libgcc", "-Wl,--no-undefined", "-Wl,--exclude-libs,ALL",
+           "-Wl,--version-script=" + vs, "-Wl,-Bsymbolic", "-Wl,--build-id=none"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CompileFailure("link", f"{' '.join(cmd)}\n{r.stderr[-4000:]}")
+    t3 = time.perf_counter()
+    times["link"] = round(t3 - t2, 3)
+    return {"artifact": so, "name": name, "compile_s": round(t3 - t0, 3), "times": times,
+            "runtime": dict(rt),
+            "meta": {"config": config_text(p), "toolchain": base.toolchain_text(), "max_cols": cfg.max_cols}}
+
+
+def main(argv: list[str]) -> int:
+    """python -m gemmtune.cutedsl.softmax_compile '<params json>' OUT_DIR (params.src may be
+    "auto": this side's digest): one compile, result on stdout."""
+    if len(argv) != 3:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    try:
+        params = json.loads(argv[1])
+        if isinstance(params, dict) and params.get("src") == "auto":
+            params["src"] = sources_digest()
+        print(json.dumps(compile_softmax(params, os.path.abspath(argv[2]))))
+    except CompileFailure as exc:
+        print(f"{exc.kind}: {exc.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,361 @@
+"""gemmtune's softmax for Hopper (sm_90a), written in NVIDIA's CuTe DSL.
+
+    y[r, c] = exp(s x[r, c] - M_r) / sum_c' exp(s x[r, c'] - M_r),   M_r = max_c s x[r, c]
+
+over the last dimension of a row-major [rows, cols] x whose rows are `ld` elements apart (y has
+the same ld); s x is formed in fp32 and everything is computed in fp32. rows, cols and ld are
+run-time values (one compiled kernel serves every shape its config holds); x and y are 16-byte
+aligned. Special values as torch.softmax: a row with a NaN, a +Inf, or only -Inf is NaN
+throughout (docs/softmax.md). Written for ahead-of-time export (softmax_compile.py): nothing here
+needs a GPU.
+
+One pass, x read once, the row kept in registers:
+- A CTA of `threads` threads handles threads / tpr rows at once, `tpr` threads per row; with a
+  cluster (`cluster` CTAs, 2..8) one row is split across the cluster's CTAs (the long-row kernel).
+- Thread t of a row holds `chunks` accesses of `vec` consecutive elements: access j covers the
+  columns base + (j * tpr + t) * vec + [0, vec), base = rank in cluster * tpr * chunks * vec, so
+  that a warp's accesses are consecutive (coalesced 16-byte loads and stores when
+  vec * element size = 16). vec > 1 needs ld % vec == 0 (the C++ side and the shim check it);
+  then an access that starts before cols lies inside the row's ld elements, and its elements at or
+  past cols are masked (never stored). cols need not be a multiple of vec.
+- Each group of threads reduces its values to (m, s): m = max, s = sum of exp(v - m) (m = -Inf:
+  exp(v) instead, which is 0 for -Inf and the masked values and NaN for NaN), first within the
+  warp (shuffles), then, when a row spans several warps or CTAs, through shared memory or, in a
+  cluster, by st.async of every warp's pair into every CTA's shared memory (distributed shared
+  memory, completion counted by one mbarrier's transaction bytes). The merge: M = max m_k,
+  S = sum t_k with t_k = s_k exp(m_k - M), or s_k itself when m_k = -Inf (0 or NaN).
+- y = e * (exp(m - M) / S) with e = exp(v - m) kept in registers (one exp per element). The
+  special rows: a NaN or +Inf makes S NaN; an all -Inf row has M = -Inf, S = 0 and the factor
+  exp(-Inf - -Inf) = NaN; a -Inf element in a finite row has e = 0 (or its group's factor is 0).
+- exp is ex2.approx.f32 (about 2 ulp, subnormal results kept, no flush to zero) of
+  (v - m) log2 e computed as one FMA.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.memory
+from cutlass import Float32, Int32
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
+
+LOG2E = math.log2(math.e)
+WARP = 32
+MAX_CLUSTER = 8  # portable cluster size
+MAX_INT32 = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class SoftmaxConfig:
+    """Everything a compiled softmax kernel bakes in besides the dtypes."""
+
+    vec: int = 8        # elements per access: 1, 2, 4 or 8 (at most 16 bytes of the input)
+    chunks: int = 4     # accesses per thread
+    tpr: int = 32       # threads per row (power of two; >= 32: whole warps)
+    threads: int = 128  # threads per CTA (a multiple of 32 and of tpr)
+    cluster: int = 1    # CTAs per row (1..8; > 1 needs tpr == threads)
+    online: bool = False  # two passes over tiles of tpr * chunks * vec columns: any row length
+
+    @property
+    def rows_per_cta(self) -> int:
+        return self.threads // self.tpr
+
+    @property
+    def cols_per_cta(self) -> int:
+        return self.tpr * self.chunks * self.vec
+
+    @property
+    def max_cols(self) -> int:
+        return MAX_INT32 if self.online else self.cols_per_cta * self.cluster
+
+    @property
+    def warps_per_row(self) -> int:
+        return max(self.tpr // WARP, 1)
+
+    def check(self, in_bytes: int) -> None:
+        if self.vec not in (1, 2, 4, 8) or self.vec * in_bytes > 16:
+            raise ValueError(f"vec: {self.vec} elements of {in_bytes} bytes (1, 2, 4 or 8; at most 16 bytes)")
+        if not 1 <= self.chunks <= 128:
+            raise ValueError(f"chunks: {self.chunks} not in 1..128")
+        if self.threads % WARP or not WARP <= self.threads <= 1024:
+            raise ValueError(f"threads: {self.threads} not a multiple of 32 in 32..1024")
+        if self.tpr < 1 or self.tpr & (self.tpr - 1) or self.tpr > self.threads or self.threads % self.tpr:
+            raise ValueError(f"tpr: {self.tpr} not a power of two dividing threads {self.threads}")
+        if not 1 <= self.cluster <= MAX_CLUSTER:
+            raise ValueError(f"cluster: {self.cluster} not in 1..{MAX_CLUSTER}")
+        if self.cluster > 1 and self.tpr != self.threads:
+            raise ValueError("cluster > 1 needs one row per CTA (tpr == threads)")
+        if self.online and self.cluster > 1:
+            raise ValueError("the online kernel takes one CTA per row (cluster 1)")
+        if self.chunks * self.vec > 128:
+            raise ValueError(f"chunks * vec = {self.chunks * self.vec} values a thread (at most 128)")
+
+
+@dsl_user_op
+def ex2(x, *, loc=None, ip=None) -> Float32:
+    """2^x by ex2.approx.f32 (no .ftz: subnormal results are kept; -Inf -> 0, NaN -> NaN)."""
+    return Float32(llvm.inline_asm(T.f32(), [Float32(x).ir_value(loc=loc, ip=ip)], "ex2.approx.f32 $0, $1;",
+                                   "=f,f", has_side_effects=False, is_align_stack=False,
+                                   asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def f32_bits(x, *, loc=None, ip=None) -> Int32:
+    """The bits of an fp32 value as an i32 (for st.async, which stores b32 words)."""
+    return Int32(llvm.bitcast(T.i32(), Float32(x).ir_value(loc=loc, ip=ip), loc=loc, ip=ip))
+
+
+def _fmax(a, b):
+    return cute.arch.fmax(a, b)  # maximumNumber: a NaN operand is ignored (it reaches S instead)
+
+
+def _add(a, b):
+    return a + b
+
+
+class HopperSoftmax:
+    """One instance per SoftmaxConfig; dtypes come from the tensors at compile time.
+
+    Call signature (cute.compile / export_to_c):
+        (x (rows, cols):(ld, 1), y (rows, cols):(ld, 1), scale: Float32, stream)
+    """
+
+    def __init__(self, cfg: SoftmaxConfig):
+        self.cfg = cfg
+
+    @cute.jit
+    def __call__(self, x: cute.Tensor, y: cute.Tensor, scale: cutlass.Float32, stream: cuda.CUstream):
+        cfg = self.cfg
+        cfg.check(x.element_type.width // 8)
+        if cutlass.const_expr(x.element_type.width * cfg.vec > 128):
+            raise TypeError(f"vec {cfg.vec} of {x.element_type} exceeds 16 bytes")
+        rows = x.shape[0]
+        R = cfg.rows_per_cta
+        grid_x = (rows + R - 1) // R
+        if cutlass.const_expr(cfg.cluster > 1):
+            self.kernel(x, y, scale).launch(grid=[grid_x, cfg.cluster, 1], block=[cfg.threads, 1, 1],
+                                            cluster=[1, cfg.cluster, 1], stream=stream)
+        else:
+            self.kernel(x, y, scale).launch(grid=[grid_x, 1, 1], block=[cfg.threads, 1, 1], stream=stream)
+
+    @cute.jit
+    def _merge(self, buf: cute.Tensor, first: Int32, count: int, lane: Int32):
+        """(M, S) of the `count` (m, s) pairs buf[:, first + k], k < count, merged by one warp
+        (every lane gets the result)."""
+        per_lane = (count + WARP - 1) // WARP
+        ms = cute.make_rmem_tensor((per_lane,), Float32)
+        ss = cute.make_rmem_tensor((per_lane,), Float32)
+        mx = -Float32.inf
+        for k in cutlass.range_constexpr(per_lane):
+            idx = lane + k * WARP
+            ms[k] = -Float32.inf
+            ss[k] = Float32(0.0)
+            if idx < count:
+                ms[k] = buf[0, first + idx]
+                ss[k] = buf[1, first + idx]
+            mx = _fmax(mx, ms[k])
+        big_m = cute.arch.warp_reduction(mx, _fmax)
+        acc = Float32(0.0)
+        for k in cutlass.range_constexpr(per_lane):
+            t = ss[k]
+            if ms[k] != -Float32.inf:
+                t = ss[k] * ex2((ms[k] - big_m) * LOG2E)
+            acc = acc + t
+        big_s = cute.arch.warp_reduction(acc, _add)
+        return big_m, big_s
+
+    @cute.jit
+    def _load(self, tx: cute.Tensor, rx: cute.Tensor, first: Int32, cols: Int32, valid_row):
+        """rx = this thread's accesses of tx (access j at column first + j * tpr * vec), those
+        that start inside the row (vec > 1: the whole access, inside the row's ld elements)."""
+        cfg = self.cfg
+        for j in cutlass.range_constexpr(cfg.chunks):
+            if valid_row and first + j * cfg.tpr * cfg.vec < cols:
+                rx[None, j].store(tx[None, j].load())
+
+    @cute.jit
+    def _values(self, rx: cute.Tensor, v: cute.Tensor, first: Int32, cols: Int32, valid_row, scale: Float32):
+        """v = scale * rx in fp32, -Inf at and past cols (and for a row past rows); returns the max."""
+        cfg = self.cfg
+        m = -Float32.inf
+        for j in cutlass.range_constexpr(cfg.chunks):
+            left = cols - (first + j * cfg.tpr * cfg.vec)  # elements of this access inside the row
+            if not valid_row:
+                left = Int32(0)
+            for i in cutlass.range_constexpr(cfg.vec):
+                val = rx[i, j].to(Float32) * scale
+                v[i, j] = val if i < left else -Float32.inf
+                m = _fmax(m, v[i, j])
+        return m
+
+    @cute.jit
+    def _store(self, ry: cute.Tensor, ty: cute.Tensor, first: Int32, cols: Int32, valid_row):
+        """ty = ry for the elements before cols: whole accesses as one vector store, the last
+        partial one element by element (the padding past cols is never written)."""
+        cfg = self.cfg
+        V = cfg.vec
+        for j in cutlass.range_constexpr(cfg.chunks):
+            c0 = first + j * cfg.tpr * V
+            if cutlass.const_expr(V == 1):
+                if valid_row and c0 < cols:
+                    ty[0, j] = ry[0, j]
+            else:
+                if valid_row and c0 + V <= cols:
+                    ty[None, j].store(ry[None, j].load())
+                elif valid_row and c0 < cols:
+                    for i in cutlass.range_constexpr(V):
+                        if c0 + i < cols:
+                            ty[i, j] = ry[i, j]
+
+    @cute.jit
+    def _row_merge(self, m: Float32, s: Float32, buf: cute.Tensor, r_in: Int32, warp: Int32, lane: Int32):
+        """(M, S) of the row from every group's (m, s) (the group = the row's threads in this
+        warp), through shared memory when the row spans several warps (no cluster)."""
+        W = self.cfg.warps_per_row
+        big_m = m
+        big_s = s
+        if cutlass.const_expr(W > 1):
+            if lane == 0:
+                buf[0, warp] = m  # the row's warps are r_in * W .. r_in * W + W - 1
+                buf[1, warp] = s
+            cute.arch.barrier()
+            big_m, big_s = self._merge(buf, r_in * W, W, lane)
+        return big_m, big_s
+
+    @cute.kernel
+    def kernel(self, mX: cute.Tensor, mY: cute.Tensor, scale: cutlass.Float32):
+        cfg = self.cfg
+        V, J, TPR, C = cfg.vec, cfg.chunks, cfg.tpr, cfg.cluster
+        R = cfg.rows_per_cta
+        W = cfg.warps_per_row
+        G = min(TPR, WARP)  # threads of a row within one warp
+        CTA_COLS = cfg.cols_per_cta
+
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, rank, _ = cute.arch.block_idx()  # cluster (1, C, 1): the rank is block y
+        if cutlass.const_expr(C == 1):
+            rank = Int32(0)
+        warp = tidx // WARP
+        lane = tidx % WARP
+        r_in = tidx // TPR
+        t = tidx % TPR
+        row = bidx * R + r_in
+        rows = mX.shape[0]
+        cols = mX.shape[1]
+        valid_row = row < rows
+        rowc = cutlass.min(row, rows - 1)
+
+        # Shared memory: the (m, s) pairs of the cross-warp / cluster merge, and the mbarrier.
+        smem = cutlass.memory.SmemAllocator()
+        slots = C * W if cutlass.const_expr(C > 1) else R * W
+        pairs = smem.allocate_tensor(cutlass.Int64, cute.make_layout(slots), byte_alignment=16)
+        buf = cute.make_tensor(cute.recast_ptr(pairs.iterator, dtype=Float32),
+                               cute.make_layout((2, slots), stride=(1, 2)))  # (m, s) of slot k
+        mbar = smem.allocate_array(cutlass.Int64, 1, byte_alignment=8)
+        if cutlass.const_expr(C > 1):
+            if tidx == 0:
+                cute.arch.mbarrier_init(mbar, 1)
+            cute.arch.mbarrier_init_fence()
+            if tidx == 0:
+                cute.arch.mbarrier_arrive_and_expect_tx(mbar, C * W * 8)
+            # Peers may store into this CTA's shared memory once every CTA has passed
+            # cluster_wait below (after the loads are issued).
+            cute.arch.cluster_arrive_relaxed()
+
+        # This thread's accesses: (vec, chunk) of its row's slice (or tile).
+        split = cute.make_layout((V, TPR, J), stride=(1, V, V * TPR))
+        rx = cute.make_rmem_tensor((V, J), mX.element_type)
+        v = cute.make_rmem_tensor((V, J), Float32)
+        ry = cute.make_rmem_tensor((V, J), mY.element_type)
+
+        if cutlass.const_expr(cfg.online):
+            # Pass 1: a running (m, s) per thread over the row's tiles.
+            n_tiles = (cols + CTA_COLS - 1) // CTA_COLS
+            m = -Float32.inf
+            s = Float32(0.0)
+            for k in cutlass.range(n_tiles, unroll=1):
+                tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (k,)).iterator, split)[None, t, None]
+                first = k * CTA_COLS + t * V
+                self._load(tx, rx, first, cols, valid_row)
+                mt = self._values(rx, v, first, cols, valid_row, scale)
+                mtz = mt
+                if mt == -Float32.inf:
+                    mtz = Float32(0.0)
+                mtl = mtz * LOG2E
+                st = Float32(0.0)
+                for j in cutlass.range_constexpr(J):
+                    for i in cutlass.range_constexpr(V):
+                        st = st + ex2(v[i, j] * LOG2E - mtl)
+                mn = _fmax(m, mt)
+                a = s
+                if m != -Float32.inf:
+                    a = s * ex2((m - mn) * LOG2E)
+                b = st
+                if mt != -Float32.inf:
+                    b = st * ex2((mt - mn) * LOG2E)
+                m = mn
+                s = a + b
+            # The group's pair, then the row's.
+            gm = cute.arch.warp_reduction(m, _fmax, threads_in_group=G)
+            term = s
+            if m != -Float32.inf:
+                term = s * ex2((m - gm) * LOG2E)
+            gs = cute.arch.warp_reduction(term, _add, threads_in_group=G)
+            big_m, big_s = self._row_merge(gm, gs, buf, r_in, warp, lane)
+            # Pass 2: y = exp(v - M) / S, tile by tile (x read again).
+            inv = Float32(1.0) / big_s
+            ml = big_m * LOG2E
+            for k in cutlass.range(n_tiles, unroll=1):
+                tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (k,)).iterator, split)[None, t, None]
+                ty = cute.make_tensor(cute.local_tile(mY[rowc, None], (CTA_COLS,), (k,)).iterator, split)[None, t, None]
+                first = k * CTA_COLS + t * V
+                self._load(tx, rx, first, cols, valid_row)
+                self._values(rx, v, first, cols, valid_row, scale)
+                for j in cutlass.range_constexpr(J):
+                    for i in cutlass.range_constexpr(V):
+                        ry[i, j] = (ex2(v[i, j] * LOG2E - ml) * inv).to(mY.element_type)
+                self._store(ry, ty, first, cols, valid_row)
+        else:
+            tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
+            ty = cute.make_tensor(cute.local_tile(mY[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
+            first = rank * CTA_COLS + t * V
+            self._load(tx, rx, first, cols, valid_row)
+            m = self._values(rx, v, first, cols, valid_row, scale)
+            m = cute.arch.warp_reduction(m, _fmax, threads_in_group=G)
+
+            # e = exp(v - m) in place; m = -Inf (only -Inf, masked or NaN values): exp(v) instead.
+            mz = m
+            if m == -Float32.inf:
+                mz = Float32(0.0)
+            mzl = mz * LOG2E
+            s = Float32(0.0)
+            for j in cutlass.range_constexpr(J):
+                for i in cutlass.range_constexpr(V):
+                    e = ex2(v[i, j] * LOG2E - mzl)
+                    v[i, j] = e
+                    s = s + e
+            s = cute.arch.warp_reduction(s, _add, threads_in_group=G)
+
+            big_m = m
+            big_s = s
+            if cutlass.const_expr(C > 1):
+                cute.arch.cluster_wait()
+                if lane < C:  # this warp's pair into slot rank * W + warp of CTA `lane`
+                    cute.arch.store_async_dsmem(pairs.iterator + (rank * W + warp), (f32_bits(m), f32_bits(s)),
+                                                mbar, lane)
+                cute.arch.mbarrier_wait(mbar, 0)
+                big_m, big_s = self._merge(buf, Int32(0), C * W, lane)
+            else:
+                big_m, big_s = self._row_merge(m, s, buf, r_in, warp, lane)
+
+            f = ex2((m - big_m) * LOG2E) / big_s
+            for j in cutlass.range_constexpr(J):
+                for i in cutlass.range_constexpr(V):
+                    ry[i, j] = (v[i, j] * f).to(mY.element_type)
+            self._store(ry, ty, first, cols, valid_row)

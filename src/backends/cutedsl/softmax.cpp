@@ -1,0 +1,532 @@
+// The cutedsl backend's softmax candidates (see softmax.hpp): config space, params, the loader
+// of one softmax .so, precompile, and the SoftmaxBackend.
+//
+// Candidates: softmax_configs(problem) (at most $GEMMTUNE_CUTEDSL_SOFTMAX_MAX_CONFIGS, default
+// 12); in load-only mode (a copied artifact store, no CuTe DSL here) only configs whose artifact
+// is in the store. prepare(): compile (store hit or a worker), load the .so, ask its
+// can_implement for this problem. run(): fill the arguments, call the entry point; a non-OK
+// status throws Error with the instance's status text. Runs keep no per-run state in the
+// instance, so runs on different streams may overlap.
+#include "backends/cutedsl/softmax.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "backends/cutedsl/cutedsl_backend.hpp"
+#include "core/parallel.hpp"
+#include "core/paths.hpp"
+#include "gemmtune/error.hpp"
+#include "store/sha256.hpp"
+#include "store/shared_object.hpp"
+
+namespace gemmtune {
+namespace cutedsl {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kMax32 = 2147483647;
+// rows past this would overflow the kernel's 32-bit grid arithmetic (rows + rows per CTA - 1).
+constexpr int64_t kMaxRows = kMax32 - 1024;
+// Registers: a thread keeps about 2 registers per value (the fp32 values and the loaded input,
+// ptxas -v: 64 values -> 127-128 registers, 32 -> 63-64); the CTA must fit the SM's 65536.
+constexpr int64_t kMaxValuesTimesThreads = 32768;
+constexpr int kMaxValues = 64;
+constexpr int kClusterMinCols = 16384;  // shorter rows fit one CTA: no cluster candidates
+constexpr int kSms = 132;               // H100 / H200 SXM: only ranks the configs
+
+bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+bool softmax_dtype(DType t) { return t == DType::bf16 || t == DType::fp16 || t == DType::fp32; }
+
+// Which kind a config is, for keeping each represented among the ranked candidates.
+int kind_of(const SoftmaxConfig& c) {
+  if (c.online) return 3;
+  if (c.cluster > 1) return 2;
+  return c.rows_per_cta() > 1 ? 0 : 1;
+}
+
+std::optional<std::string> slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+// ---- SoftmaxConfig ------------------------------------------------------------------------------
+
+int64_t SoftmaxConfig::max_cols() const { return online ? kMax32 : int64_t(cluster) * cols_per_cta(); }
+
+std::string SoftmaxConfig::id() const {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%sp%d_t%d_v%dx%d", online ? "o_" : "", tpr, threads, vec, chunks);
+  std::string s = buf;
+  if (cluster > 1) s += "_c" + std::to_string(cluster);
+  return s;
+}
+
+SoftmaxConfig SoftmaxConfig::parse(std::string_view id) {
+  const std::string text(id);
+  SoftmaxConfig c;
+  const bool online = text.rfind("o_", 0) == 0;
+  const char* body = text.c_str() + (online ? 2 : 0);
+  int used = 0, used_c = 0;
+  bool ok = std::sscanf(body, "p%d_t%d_v%dx%d%n", &c.tpr, &c.threads, &c.vec, &c.chunks, &used) == 4;
+  if (ok && body[used] != '\0') {
+    ok = std::sscanf(body + used, "_c%d%n", &c.cluster, &used_c) == 1 && body[used + used_c] == '\0';
+  }
+  c.online = online;
+  if (!ok)
+    GT_THROW("cutedsl softmax config '" + text + "': expected [o_]p<TPR>_t<THREADS>_v<VEC>x<CHUNKS>[_c<CLUSTER>]");
+  if (std::string why = c.invalid(1); !why.empty()) GT_THROW("cutedsl softmax config '" + text + "': " + why);
+  if (c.id() != text) GT_THROW("cutedsl softmax config '" + text + "': not in canonical form (" + c.id() + ")");
+  return c;
+}
+
+std::string SoftmaxConfig::invalid(int in_bytes) const {
+  if (!(vec == 1 || vec == 2 || vec == 4 || vec == 8) || vec * in_bytes > 16)
+    return "vec " + std::to_string(vec) + " (1, 2, 4 or 8 elements, at most 16 bytes)";
+  if (chunks < 1 || chunks > 128) return "chunks " + std::to_string(chunks) + " not in 1..128";
+  if (threads % 32 || threads < 32 || threads > 1024)
+    return "threads " + std::to_string(threads) + " not a multiple of 32 in 32..1024";
+  if (!pow2(tpr) || tpr > threads || threads % tpr)
+    return "tpr " + std::to_string(tpr) + " is not a power of two dividing threads " + std::to_string(threads);
+  if (cluster < 1 || cluster > 8) return "cluster " + std::to_string(cluster) + " not in 1..8";
+  if (cluster > 1 && tpr != threads) return "a cluster needs one row per CTA (tpr == threads)";
+  if (online && cluster > 1) return "the online kernel takes one CTA per row";
+  if (values() > kMaxValues)
+    return std::to_string(values()) + " values a thread (at most " + std::to_string(kMaxValues) + ")";
+  if (int64_t(values()) * threads > kMaxValuesTimesThreads)
+    return std::to_string(values()) + " values x " + std::to_string(threads) +
+           " threads need more than the SM's 65536 registers";
+  return {};
+}
+
+std::string SoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
+  if (Verdict v = softmax_problem_verdict(p); !v) return v.reason;
+  if (std::string why = invalid(int(size_of(p.in))); !why.empty()) return why;
+  if (p.cols > max_cols())
+    return "rows of " + std::to_string(p.cols) + " columns are longer than the " + std::to_string(max_cols()) +
+           " this config holds";
+  if (p.row_stride() % vec)
+    return "ld " + std::to_string(p.row_stride()) + " is not a multiple of the vector width " + std::to_string(vec);
+  return {};
+}
+
+// ---- the config space ---------------------------------------------------------------------------
+
+Verdict softmax_problem_verdict(const SoftmaxProblem& p) {
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    return Verdict::no(e.message());
+  }
+  if (!softmax_dtype(p.in) || !softmax_dtype(p.out))
+    return Verdict::no(std::string("dtypes ") + to_string(p.in) + "->" + to_string(p.out) +
+                       ": bf16, fp16 or fp32 only");
+  if (p.rows > kMaxRows) return Verdict::no("more than " + std::to_string(kMaxRows) + " rows");
+  if (p.cols > kMax32) return Verdict::no("more than 2^31 - 1 columns");
+  return Verdict::yes();
+}
+
+int softmax_vec(const SoftmaxProblem& p) {
+  int v = 16 / int(size_of(p.in));
+  while (v > 1 && p.row_stride() % v) v /= 2;
+  return v;
+}
+
+std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p) {
+  std::vector<SoftmaxConfig> out;
+  if (!softmax_problem_verdict(p)) return out;
+  const int vec = softmax_vec(p);
+  auto add = [&](const SoftmaxConfig& c) {
+    if (c.cannot_run(p).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  };
+  // One pass: every (cluster, threads, threads per row) whose row slice fits the registers and
+  // whose threads are at least half busy (one thread per row is always allowed: tiny rows).
+  for (int cluster : {1, 2, 4, 8}) {
+    if (cluster > 1 && p.cols < kClusterMinCols) continue;
+    for (int threads : {128, 256, 512, 1024}) {
+      for (int tpr = cluster > 1 ? threads : 1; tpr <= threads; tpr *= 2) {
+        const int64_t per = int64_t(cluster) * tpr * vec;
+        const int64_t chunks = ceil_div(p.cols, per);
+        if (chunks * vec > kMaxValues) continue;
+        const double util = double(p.cols) / double(per * chunks);
+        if (util < 0.5 && !(cluster == 1 && tpr == 1)) continue;
+        if (threads > 128 && threads / tpr > p.rows) continue;  // rows per CTA past the problem's rows
+        add({vec, int(chunks), tpr, threads, cluster, false});
+      }
+    }
+  }
+  // Online: only for rows no one-pass config holds (they read x twice). One CTA per row, tiles of
+  // 8 to 32 values a thread.
+  if (out.empty()) {
+    for (int threads : {256, 512, 1024})
+      for (int values : {8, 16, 32}) {
+        if (values < vec) continue;
+        add({vec, values / vec, threads, threads, 1, true});
+      }
+  }
+  return out;
+}
+
+double softmax_cost(const SoftmaxConfig& c, const SoftmaxProblem& p) {
+  // Registers per thread (about two per value, at least 32, granules of 8) -> CTAs per SM.
+  const int64_t regs = std::max<int64_t>(32, (2 * c.values() + 8 + 7) / 8 * 8);
+  const int64_t ctas_per_sm =
+      std::max<int64_t>(1, std::min<int64_t>({65536 / (regs * c.threads), 2048 / c.threads, 32}));
+  // Bytes each SM has in flight right after the loads: want >= 32 KiB (H200: 4.8 TB/s x ~1 us
+  // over 132 SMs).
+  const double inflight = double(ctas_per_sm * c.threads) * c.values() * double(size_of(p.in));
+  double cost = 1.0;
+  if (inflight < 32768) cost += 32768 / inflight - 1;
+  // A CTA alone on its SM leaves the memory idle while it reduces and stores.
+  if (ctas_per_sm == 1) cost += 0.3;
+  else if (ctas_per_sm == 2) cost += 0.1;
+  // Masked values: threads that hold nothing.
+  const int64_t span = c.online ? ceil_div(p.cols, c.cols_per_cta()) * c.cols_per_cta() : c.max_cols();
+  cost += 0.5 * (double(span) / double(p.cols) - 1);
+  // Cluster exchanges; the online kind reads x twice.
+  if (c.cluster > 1) cost += 0.05 * std::log2(double(c.cluster));
+  if (c.online) cost += 1.0;
+  // The last wave.
+  const double ctas = double(ceil_div(p.rows, c.rows_per_cta())) * c.cluster;
+  const double waves = ctas / double(kSms * ctas_per_sm);
+  cost += 0.5 * (std::ceil(waves) / waves - 1);
+  return cost;
+}
+
+std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_configs) {
+  std::vector<SoftmaxConfig> all = softmax_valid_configs(p);
+  std::vector<std::pair<double, SoftmaxConfig>> ranked;
+  for (const SoftmaxConfig& c : all) ranked.emplace_back(softmax_cost(c, p), c);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second.id() < b.second.id();
+  });
+  if (max_configs <= 0 || int(ranked.size()) <= max_configs) {
+    std::vector<SoftmaxConfig> out;
+    for (auto& [cost, c] : ranked) out.push_back(c);
+    return out;
+  }
+  // The best of each kind first, then the cheapest of the rest; returned in cost order.
+  std::vector<bool> take(ranked.size(), false);
+  std::set<int> kinds;
+  int n = 0;
+  for (size_t i = 0; i < ranked.size() && n < max_configs; ++i)
+    if (kinds.insert(kind_of(ranked[i].second)).second) take[i] = true, ++n;
+  for (size_t i = 0; i < ranked.size() && n < max_configs; ++i)
+    if (!take[i]) take[i] = true, ++n;
+  std::vector<SoftmaxConfig> out;
+  for (size_t i = 0; i < ranked.size(); ++i)
+    if (take[i]) out.push_back(ranked[i].second);
+  return out;
+}
+
+int default_softmax_max_configs() {
+  const char* v = std::getenv("GEMMTUNE_CUTEDSL_SOFTMAX_MAX_CONFIGS");
+  int n = v ? std::atoi(v) : 0;
+  return n > 0 ? n : 12;
+}
+
+// ---- params and sources ------------------------------------------------------------------------
+
+const char* const kSoftmaxSources[6] = {"gemmtune/cutedsl/softmax_sm90.py",  "gemmtune/cutedsl/softmax_compile.py",
+                                        "gemmtune/cutedsl/softmax_shim.cpp", "gemmtune/cutedsl/softmax_abi.h",
+                                        "gemmtune/cutedsl/compile.py",       "gemmtune/cutedsl/runtime.cpp"};
+
+std::string softmax_sources_digest(const fs::path& python_dir) {
+  Sha256 h;
+  for (const char* rel : kSoftmaxSources) {
+    auto bytes = slurp(python_dir / rel);
+    GT_CHECK(bytes,
+             "cutedsl: softmax sources not found: " + (python_dir / rel).string() + " (set GEMMTUNE_PYTHON_DIR)");
+    h.update(std::string(rel) + "\n" + std::to_string(bytes->size()) + "\n" + *bytes + "\n");
+  }
+  return h.hex().substr(0, 16);
+}
+
+json softmax_params(const SoftmaxConfig& c, const SoftmaxProblem& p, const std::string& digest) {
+  return {{"op", "softmax"},      {"in_dtype", to_string(p.in)}, {"out_dtype", to_string(p.out)},
+          {"vec", c.vec},         {"chunks", c.chunks},          {"tpr", c.tpr},
+          {"threads", c.threads}, {"cluster", c.cluster},        {"online", c.online},
+          {"src", digest}};
+}
+
+GtCutedslSoftmaxArgs softmax_args(const SoftmaxProblem& p, int device, const void* x, void* y) {
+  GtCutedslSoftmaxArgs a{};
+  a.abi_version = GT_CUTEDSL_SOFTMAX_ABI_VERSION;
+  a.device = device < 0 ? 0 : device;
+  a.rows = p.rows, a.cols = p.cols, a.ld = p.row_stride();
+  a.x = x, a.y = y;
+  a.scale = p.scale;
+  return a;
+}
+
+// ---- SoftmaxLibrary -----------------------------------------------------------------------------
+
+std::shared_ptr<const SoftmaxLibrary> SoftmaxLibrary::open(const Compiled& compiled, const std::string& expect_config) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const SoftmaxLibrary>> libs;  // by artifact key
+  constexpr const char* kWho = "cutedsl";
+  const Artifact& artifact = compiled.artifact;
+  std::lock_guard<std::mutex> lock(mu);
+  load_runtime(compiled);
+  auto check_config = [&](const SoftmaxLibrary& lib) {
+    if (std::string got = lib.config(); got != expect_config)
+      GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " is '" + got + "', expected '" + expect_config +
+               "'");
+  };
+  if (auto it = libs.find(artifact.key); it != libs.end()) {
+    check_config(*it->second);
+    return it->second;
+  }
+  GT_CHECK(artifact.bytes, "cutedsl: artifact " + artifact.key.substr(0, 16) + " has no bytes");
+  void* h = dlopen_bytes(kWho, artifact.key, *artifact.bytes);
+  auto lib = std::make_shared<SoftmaxLibrary>();
+  lib->key = artifact.key;
+  auto abi = dlsym_as<gt_cutedsl_softmax_abi_version_fn>(h, "gt_cutedsl_softmax_abi_version", kWho, artifact.key);
+  lib->config = dlsym_as<gt_cutedsl_softmax_config_fn>(h, "gt_cutedsl_softmax_config", kWho, artifact.key);
+  lib->max_cols = dlsym_as<gt_cutedsl_softmax_max_cols_fn>(h, "gt_cutedsl_softmax_max_cols", kWho, artifact.key);
+  lib->can_implement =
+      dlsym_as<gt_cutedsl_softmax_can_implement_fn>(h, "gt_cutedsl_softmax_can_implement", kWho, artifact.key);
+  lib->run = dlsym_as<gt_cutedsl_softmax_run_fn>(h, "gt_cutedsl_softmax_run", kWho, artifact.key);
+  lib->status_text =
+      dlsym_as<gt_cutedsl_softmax_status_text_fn>(h, "gt_cutedsl_softmax_status_text", kWho, artifact.key);
+  if (int v = abi(); v != GT_CUTEDSL_SOFTMAX_ABI_VERSION)
+    GT_THROW("cutedsl: softmax artifact " + artifact.key.substr(0, 16) + " has ABI version " + std::to_string(v) +
+             ", this build expects " + std::to_string(GT_CUTEDSL_SOFTMAX_ABI_VERSION));
+  check_config(*lib);
+  libs[artifact.key] = lib;
+  return lib;
+}
+
+// ---- precompile ---------------------------------------------------------------------------------
+
+std::vector<SoftmaxPrecompileItem> precompile_softmax(
+    Compiler& compiler, const std::vector<SoftmaxProblem>& problems, int max_configs, int threads,
+    const std::function<void(const SoftmaxPrecompileItem&)>& progress) {
+  Verdict av = compiler.available();
+  GT_CHECK(av, "cutedsl: not available: " + av.reason);
+  const std::string digest = softmax_sources_digest(python_dir());
+  std::vector<SoftmaxPrecompileItem> items;
+  std::vector<json> todo_params;
+  std::set<std::string> seen;
+  for (const SoftmaxProblem& p : problems) {
+    if (Verdict v = softmax_problem_verdict(p); !v) {
+      SoftmaxPrecompileItem it;
+      it.problem = p.str(), it.error = "does not support: " + v.reason, it.skipped = true;
+      items.push_back(std::move(it));
+      continue;
+    }
+    for (const SoftmaxConfig& c : softmax_configs(p, max_configs)) {
+      json prm = softmax_params(c, p, digest);
+      std::string key = compiler.key(prm);
+      if (!seen.insert(key).second) continue;
+      SoftmaxPrecompileItem it;
+      it.problem = p.str(), it.config = c, it.params = prm.dump(), it.key = key;
+      items.push_back(std::move(it));
+      todo_params.push_back(std::move(prm));
+    }
+  }
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < items.size(); ++i)
+    if (!items[i].key.empty()) todo.push_back(i);
+    else if (progress) progress(items[i]);
+  compiler.prestart(todo_params);
+  std::mutex progress_mu;
+  parallel_for(todo.size(), size_t(std::max(1, threads)), [&](size_t j) {
+    SoftmaxPrecompileItem& it = items[todo[j]];
+    try {
+      Compiled c = compiler.compile(todo_params[j]);
+      it.store_hit = c.store_hit, it.seconds = c.compile_s;
+    } catch (const std::exception& e) {
+      auto* ge = dynamic_cast<const Error*>(&e);
+      it.error = ge ? ge->message() : e.what();
+    }
+    if (progress) {
+      std::lock_guard<std::mutex> lock(progress_mu);
+      progress(it);
+    }
+  });
+  return items;
+}
+
+// ---- the backend --------------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kName = "cutedsl";
+
+class CutedslSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
+ public:
+  CutedslSoftmaxCandidate(std::shared_ptr<Compiler> compiler, int device, const SoftmaxProblem& p,
+                          const SoftmaxConfig& c, const std::string& digest)
+      : compiler_(std::move(compiler)), device_(device), p_(p), c_(c), params_(softmax_params(c, p, digest)) {}
+
+  std::string backend() const override { return kName; }
+  std::string id() const override { return c_.id(); }
+  std::string name() const override { return c_.name(); }
+  double compile_seconds() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return compile_s_;
+  }
+
+  void prepare() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    prepare_locked();
+  }
+
+  void run(const SoftmaxArgs& a, cudaStream_t s) override {
+    std::shared_ptr<const SoftmaxLibrary> lib;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      prepare_locked();
+      lib = lib_;
+    }
+    GtCutedslSoftmaxArgs args = softmax_args(p_, device_, a.x, a.y);
+    if (int st = lib->run(&args, s); st != GT_CUTEDSL_SOFTMAX_OK)
+      GT_THROW("cutedsl: softmax " + id() + ": " + lib->status_text(st));
+  }
+
+ private:
+  void prepare_locked() {
+    if (lib_) return;
+    Compiled built = compiler_->compile(params_);
+    compile_s_ = built.compile_s;
+    auto lib = SoftmaxLibrary::open(built, params_.dump());
+    GtCutedslSoftmaxArgs a = softmax_args(p_, device_, nullptr, nullptr);
+    if (int st = lib->can_implement(&a); st != GT_CUTEDSL_SOFTMAX_OK)
+      GT_THROW("cutedsl: softmax " + id() + " cannot run " + p_.str() + ": " + lib->status_text(st));
+    lib_ = std::move(lib);
+  }
+
+  std::shared_ptr<Compiler> compiler_;
+  int device_;
+  SoftmaxProblem p_;
+  SoftmaxConfig c_;
+  json params_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const SoftmaxLibrary> lib_;
+  double compile_s_ = 0;
+};
+
+class CutedslSoftmaxBackend final : public SoftmaxBackend {
+ public:
+  explicit CutedslSoftmaxBackend(const BackendContext& ctx) : dev_(ctx.device), log_id_(log_hub().add(ctx.log)) {
+    if (dev_.index >= 0 && !(dev_.cc_major == 9 && dev_.cc_minor == 0)) {
+      broken_ = "kernels are compiled for sm_90a (Hopper); this device is " + dev_.name + " (cc " +
+                std::to_string(dev_.cc_major) + "." + std::to_string(dev_.cc_minor) + ")";
+      return;
+    }
+    try {
+      digest_ = softmax_sources_digest(python_dir());
+      compiler_ = shared_compiler();
+    } catch (const Error& e) {  // sources missing, no home directory for the artifact store
+      broken_ = e.message();
+      compiler_.reset();
+      return;
+    }
+    auto probe = [c = compiler_] { return c->available(); };
+    try {
+      warm_ = std::async(std::launch::async, probe).share();
+    } catch (const std::system_error&) {
+      warm_ = std::async(std::launch::deferred, probe).share();
+    }
+  }
+  ~CutedslSoftmaxBackend() override {
+    if (warm_.valid()) warm_.wait();
+    log_hub().remove(log_id_);
+  }
+
+  std::string name() const override { return kName; }
+  std::string version() const override {
+    return compiler_ ? compiler_->version() + " softmax=" + digest_ : "unavailable";
+  }
+  Verdict available() const override {
+    if (!compiler_) return Verdict::no(broken_);
+    return warm_.get();
+  }
+
+  Verdict supports(const SoftmaxProblem& p) const override {
+    if (Verdict v = softmax_problem_verdict(p); !v) return v;
+    if (softmax_configs(p, default_softmax_max_configs()).empty())
+      return Verdict::no("no CuTe DSL softmax config fits this problem");
+    if (compiler_ && available() && compiler_->load_only() && configs(p).empty())
+      return Verdict::no("load-only (no CuTe DSL here) and the artifact store " + compiler_->store().root().string() +
+                         " holds none of this problem's softmax artifacts");
+    return Verdict::yes();
+  }
+
+  std::vector<std::unique_ptr<Cand>> candidates(const SoftmaxProblem& p) override {
+    require(p);
+    std::vector<std::unique_ptr<Cand>> out;
+    std::vector<json> prm;
+    for (const SoftmaxConfig& c : configs(p)) {
+      out.push_back(std::make_unique<CutedslSoftmaxCandidate>(compiler_, dev_.index, p, c, digest_));
+      prm.push_back(softmax_params(c, p, digest_));
+    }
+    if (out.empty() && compiler_->load_only())
+      GT_THROW(
+          "cutedsl: load-only (no CuTe DSL here) and the artifact store holds none of this problem's softmax "
+          "artifacts");
+    try {
+      compiler_->prestart(prm);
+    } catch (const Error&) {  // only an optimisation
+    }
+    return out;
+  }
+
+  std::unique_ptr<Cand> load(const SoftmaxProblem& p, const std::string& id) override {
+    require(p);
+    const SoftmaxConfig c = SoftmaxConfig::parse(id);
+    if (std::string why = c.cannot_run(p); !why.empty())
+      GT_THROW("cutedsl: softmax config " + id + " cannot run " + p.str() + ": " + why);
+    return std::make_unique<CutedslSoftmaxCandidate>(compiler_, dev_.index, p, c, digest_);
+  }
+
+ private:
+  // The ranked configs for p; in load-only mode only those whose artifact is in the store.
+  std::vector<SoftmaxConfig> configs(const SoftmaxProblem& p) const {
+    std::vector<SoftmaxConfig> out;
+    const bool load_only = compiler_->load_only();
+    for (const SoftmaxConfig& c : softmax_configs(p, default_softmax_max_configs()))
+      if (!load_only || compiler_->cached(softmax_params(c, p, digest_))) out.push_back(c);
+    return out;
+  }
+
+  void require(const SoftmaxProblem& p) const {
+    Verdict v = available();
+    GT_CHECK(v, "cutedsl: not available: " + v.reason);
+    v = supports(p);
+    GT_CHECK(v, "cutedsl: does not support " + p.str() + ": " + v.reason);
+  }
+
+  DeviceInfo dev_;
+  int log_id_;
+  std::shared_ptr<Compiler> compiler_;  // null when unusable
+  std::string digest_;
+  std::string broken_;
+  std::shared_future<Verdict> warm_;
+};
+
+}  // namespace
+}  // namespace cutedsl
+
+std::unique_ptr<SoftmaxBackend> make_cutedsl_softmax_backend(const BackendContext& ctx) {
+  return std::make_unique<cutedsl::CutedslSoftmaxBackend>(ctx);
+}
+
+}  // namespace gemmtune

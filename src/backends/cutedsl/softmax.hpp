@@ -1,0 +1,119 @@
+// The cutedsl backend's softmax candidates: our CuTe DSL softmax (python/gemmtune/cutedsl/
+// softmax_sm90.py), compiled ahead of time by the shared CuTe DSL compile workers and artifact
+// store (compiler.hpp; the worker routes params with "op": "softmax" to softmax_compile.py),
+// loaded with dlopen and run through its C ABI (python/gemmtune/cutedsl/softmax_abi.h).
+//
+// Kernels (docs/cutedsl.md "Softmax"): one pass, the row in registers: `threads` threads per CTA,
+// `tpr` threads per row (threads / tpr rows per CTA), each thread `chunks` accesses of `vec`
+// consecutive elements; with a cluster of 2..8 CTAs one row is split across the cluster and the
+// CTAs merge their (max, sum) through distributed shared memory. The online kind reads the row
+// twice in tiles of tpr * chunks * vec columns (any row length, one CTA per row).
+//
+// A config's id is canonical: "p32_t256_v8x4" (32 threads per row, 256 threads, 4 accesses of 8),
+// "p512_t512_v8x8_c8" (a cluster of 8), "o_p1024_t1024_v8x2" (online). The artifact depends on
+// the config, the dtypes and the sources (their digest travels in the params), not on rows, cols,
+// ld or scale, so one artifact serves every problem whose rows the config holds.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/cutedsl/compiler.hpp"
+#include "gemmtune/softmax.hpp"
+#include "../../../python/gemmtune/cutedsl/softmax_abi.h"
+
+namespace gemmtune::cutedsl {
+
+struct SoftmaxConfig {
+  int vec = 8;        // elements per access (1, 2, 4, 8; at most 16 bytes of the input)
+  int chunks = 4;     // accesses per thread
+  int tpr = 32;       // threads per row (a power of two dividing threads)
+  int threads = 256;  // threads per CTA
+  int cluster = 1;    // CTAs per row (1, 2, 4, 8; > 1: tpr == threads)
+  bool online = false;
+
+  int rows_per_cta() const { return threads / tpr; }
+  int values() const { return chunks * vec; }  // fp32 values a thread keeps
+  int64_t cols_per_cta() const { return int64_t(tpr) * chunks * vec; }
+  // Longest row the config holds (the online kind: any).
+  int64_t max_cols() const;
+  std::string id() const;
+  std::string name() const { return id(); }
+  // Throws Error naming the id when it is not the canonical id of a config in range.
+  static SoftmaxConfig parse(std::string_view id);
+  // Empty when the structure is valid for an input of `in_bytes` bytes, else why not.
+  std::string invalid(int in_bytes) const;
+  // Empty when this config can run p (dtypes, sizes, row length, vector width vs ld), else why not.
+  std::string cannot_run(const SoftmaxProblem& p) const;
+  bool operator==(const SoftmaxConfig&) const = default;
+};
+
+// Problem-level rules (no config): dtypes and sizes the kernels take.
+Verdict softmax_problem_verdict(const SoftmaxProblem& p);
+// The widest vector (elements per access) p allows: 16 bytes of the input dtype, halved until
+// it divides the row stride.
+int softmax_vec(const SoftmaxProblem& p);
+// Every config that can run p and is worth compiling (before ranking), in a stable order.
+std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p);
+// The ranked candidates for p: at most max_configs, the best of each kind (rows per CTA > 1,
+// one CTA per row, cluster, online) kept in. One-pass configs when the row fits 8 CTAs'
+// registers (262144 columns), else online ones.
+std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_configs);
+// A rough relative cost (lower is better) that ranks the configs of p.
+double softmax_cost(const SoftmaxConfig& c, const SoftmaxProblem& p);
+// $GEMMTUNE_CUTEDSL_SOFTMAX_MAX_CONFIGS, else 12.
+int default_softmax_max_configs();
+
+// The files (relative to the python dir) that determine a softmax artifact besides its params
+// and the toolchain (softmax_compile.py SOURCES), and their digest (16 hex digits, computed as
+// softmax_compile.sources_digest does). Throws Error when a file is missing.
+extern const char* const kSoftmaxSources[6];
+std::string softmax_sources_digest(const std::filesystem::path& python_dir);
+
+// The compile request's params (softmax_compile.py): {"op": "softmax", dtypes, the config,
+// "src": digest}. params(...).dump() is also the config text the .so reports.
+nlohmann::json softmax_params(const SoftmaxConfig& c, const SoftmaxProblem& p, const std::string& digest);
+
+// The entry points of one loaded softmax instance (loaded as Library is: from the verified bytes,
+// after its runtime library; never unloaded; one load per key per process).
+struct SoftmaxLibrary {
+  std::string key;
+  gt_cutedsl_softmax_config_fn config = nullptr;
+  gt_cutedsl_softmax_max_cols_fn max_cols = nullptr;
+  gt_cutedsl_softmax_can_implement_fn can_implement = nullptr;
+  gt_cutedsl_softmax_run_fn run = nullptr;
+  gt_cutedsl_softmax_status_text_fn status_text = nullptr;
+
+  // Throws Error when the bytes cannot be loaded, a symbol is missing, the ABI version differs,
+  // or the instance's config text is not `expect_config`.
+  static std::shared_ptr<const SoftmaxLibrary> open(const Compiled& compiled, const std::string& expect_config);
+};
+
+// The arguments of one run of `p` (pointers may be null for can_implement).
+GtCutedslSoftmaxArgs softmax_args(const SoftmaxProblem& p, int device, const void* x, void* y);
+
+struct SoftmaxPrecompileItem {
+  std::string problem;  // SoftmaxProblem::str() of the first problem that needed it
+  SoftmaxConfig config;
+  std::string params;  // softmax_params(...).dump()
+  std::string key;
+  bool store_hit = false;
+  double seconds = 0;    // the worker's compile time (0 on a hit)
+  std::string error;     // empty when compiled
+  bool skipped = false;  // the backend does not support the problem
+};
+
+// Compiles (or finds in the store) every artifact the softmax candidates of `problems` need,
+// distinct artifacts once, on up to `threads` threads (each request goes to a worker).
+std::vector<SoftmaxPrecompileItem> precompile_softmax(
+    Compiler& compiler, const std::vector<SoftmaxProblem>& problems, int max_configs, int threads,
+    const std::function<void(const SoftmaxPrecompileItem&)>& progress = {});
+
+}  // namespace gemmtune::cutedsl

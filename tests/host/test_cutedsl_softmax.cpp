@@ -1,0 +1,447 @@
+// Host-only tests of the CuTe DSL softmax candidates (src/backends/cutedsl/softmax.*): config
+// space, ids, pruning, params; and (when the DSL is installed in the project's .venv)
+// representative variants compiled for real through the worker into a temporary artifact store
+// and loaded with dlopen (no GPU: run() must then fail cleanly), plus load-only mode; and the
+// tool that precompiles the softmax suite and the GPU test's matrix (off unless asked for).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "backends/cutedsl/compiler.hpp"
+#include "backends/cutedsl/cutedsl_backend.hpp"
+#include "backends/cutedsl/softmax.hpp"
+#include "core/parallel.hpp"
+#include "gemmtune/error.hpp"
+#include "gpu/cutedsl_softmax_problems.hpp"
+
+namespace gemmtune::cutedsl {
+namespace {
+namespace fs = std::filesystem;
+
+SoftmaxProblem problem(int64_t rows, int64_t cols, DType in = DType::bf16, DType out = DType::bf16, int64_t ld = 0) {
+  SoftmaxProblem p = SoftmaxProblem::make(rows, cols, in);
+  p.out = out, p.ld = ld;
+  return p;
+}
+
+std::vector<SoftmaxProblem> sample_problems() {
+  std::vector<SoftmaxProblem> ps;
+  for (int64_t cols : {1, 5, 32, 33, 1000, 1024, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 262147, 1000000})
+    for (DType t : {DType::bf16, DType::fp16, DType::fp32}) {
+      const int64_t rows = std::max<int64_t>(1, (int64_t(1) << 29) / cols);
+      ps.push_back(problem(rows, cols, t, t));
+    }
+  ps.push_back(problem(3, 5));
+  ps.push_back(problem(1, 262144));
+  ps.push_back(problem(33, 1000, DType::bf16, DType::fp32, 1008));
+  ps.push_back(problem(17, 33, DType::fp32, DType::bf16, 40));
+  ps.push_back(problem(8, 131073, DType::fp16, DType::fp16));
+  ps.push_back(problem(1000, 4097, DType::fp16, DType::fp16, 4098));
+  return ps;
+}
+
+TEST(CutedslSoftmaxConfigs, IdRoundTripsForEveryValidConfig) {
+  int n = 0;
+  for (const SoftmaxProblem& p : sample_problems())
+    for (const SoftmaxConfig& c : softmax_valid_configs(p)) {
+      EXPECT_EQ(SoftmaxConfig::parse(c.id()), c) << c.id();
+      EXPECT_EQ(c.name(), c.id());
+      ++n;
+    }
+  EXPECT_GT(n, 300);
+  SoftmaxConfig c = SoftmaxConfig::parse("p512_t512_v8x8_c8");
+  EXPECT_EQ(c.tpr, 512);
+  EXPECT_EQ(c.threads, 512);
+  EXPECT_EQ(c.vec, 8);
+  EXPECT_EQ(c.chunks, 8);
+  EXPECT_EQ(c.cluster, 8);
+  EXPECT_FALSE(c.online);
+  EXPECT_EQ(c.max_cols(), 262144);
+  SoftmaxConfig o = SoftmaxConfig::parse("o_p1024_t1024_v8x2");
+  EXPECT_TRUE(o.online);
+  EXPECT_EQ(o.max_cols(), 2147483647);
+  EXPECT_EQ(SoftmaxConfig::parse("p32_t256_v8x4").rows_per_cta(), 8);
+  EXPECT_EQ(SoftmaxConfig::parse("p1_t128_v1x1").id(), "p1_t128_v1x1");
+}
+
+TEST(CutedslSoftmaxConfigs, ParseRejectsMalformedIds) {
+  for (const char* bad : {"",
+                          "p32",
+                          "p32_t256",
+                          "p32_t256_v8",
+                          "p32_t256_v8x4_",
+                          "p32_t256_v8x4_c1",
+                          "p32_t256_v8x4x",
+                          "p48_t256_v8x4",
+                          "p512_t256_v8x4",
+                          "p32_t200_v8x4",
+                          "p32_t2048_v8x4",
+                          "p32_t256_v3x4",
+                          "p32_t256_v16x4",
+                          "p32_t256_v8x0",
+                          "p32_t256_v8x4_c2",
+                          "p256_t256_v8x4_c16",
+                          "o_p256_t256_v8x4_c2",
+                          "p1024_t1024_v8x8",
+                          "p256_t256_v8x16",
+                          "P32_t256_v8x4",
+                          "p032_t256_v8x4",
+                          "x_p32_t256_v8x4",
+                          "p32_t256_v8x4 "})
+    EXPECT_THROW(SoftmaxConfig::parse(bad), Error) << bad;
+}
+
+TEST(CutedslSoftmaxConfigs, StructuralRulesRestateTheKernel) {
+  // softmax_sm90.py SoftmaxConfig.check: 16-byte accesses at most.
+  const SoftmaxConfig v8{8, 4, 32, 256}, v4{4, 4, 32, 256};
+  EXPECT_EQ(v8.invalid(2), "");
+  EXPECT_NE(v8.invalid(4), "");  // 8 fp32 = 32 bytes
+  EXPECT_EQ(v4.invalid(4), "");
+  // Registers: about 2 per value, 65536 per SM.
+  const SoftmaxConfig fits{8, 8, 512, 512}, too_many{8, 8, 1024, 1024}, values128{8, 16, 128, 128};
+  EXPECT_EQ(fits.invalid(2), "");
+  EXPECT_NE(too_many.invalid(2).find("registers"), std::string::npos);
+  EXPECT_NE(values128.invalid(2), "");
+  const SoftmaxConfig two_rows_cluster{8, 4, 256, 512, 2}, online_cluster{8, 4, 256, 256, 2, true};
+  EXPECT_NE(two_rows_cluster.invalid(2), "");
+  EXPECT_NE(online_cluster.invalid(2), "");
+}
+
+TEST(CutedslSoftmaxConfigs, CannotRunNamesTheReason) {
+  const SoftmaxConfig c{8, 4, 32, 256};  // 1024 columns
+  EXPECT_EQ(c.cannot_run(problem(100, 1024)), "");
+  EXPECT_EQ(c.cannot_run(problem(100, 1000, DType::bf16, DType::bf16, 1008)), "");  // tail inside the row
+  EXPECT_NE(c.cannot_run(problem(100, 1025)).find("longer"), std::string::npos);
+  EXPECT_NE(c.cannot_run(problem(100, 1001)).find("vector width"), std::string::npos);  // ld 1001 % 8
+  EXPECT_NE(c.cannot_run(problem(100, 1024, DType::fp32)), "");                         // 32-byte accesses
+  EXPECT_NE(c.cannot_run(problem(100, 1024, DType::e4m3)).find("e4m3"), std::string::npos);
+  EXPECT_NE(c.cannot_run(problem(0, 1024)), "");
+  const SoftmaxConfig o{8, 2, 1024, 1024, 1, true};
+  EXPECT_EQ(o.cannot_run(problem(3, 10000000)), "");
+}
+
+TEST(CutedslSoftmaxConfigs, VectorWidthFollowsTheRowStride) {
+  EXPECT_EQ(softmax_vec(problem(1, 1024)), 8);
+  EXPECT_EQ(softmax_vec(problem(1, 1024, DType::fp32)), 4);
+  EXPECT_EQ(softmax_vec(problem(1, 1000)), 8);
+  EXPECT_EQ(softmax_vec(problem(1, 1004)), 4);
+  EXPECT_EQ(softmax_vec(problem(1, 33)), 1);
+  EXPECT_EQ(softmax_vec(problem(1, 33, DType::bf16, DType::bf16, 40)), 8);
+  EXPECT_EQ(softmax_vec(problem(1, 33, DType::bf16, DType::bf16, 34)), 2);
+}
+
+TEST(CutedslSoftmaxConfigs, ConfigsPruneRankAndKeepEachKind) {
+  for (const SoftmaxProblem& p : sample_problems()) {
+    SCOPED_TRACE(p.str());
+    auto cs = softmax_configs(p, 12);
+    ASSERT_FALSE(cs.empty());
+    EXPECT_LE(cs.size(), 12u);
+    std::set<std::string> ids;
+    bool online = false, one_pass = false;
+    for (const SoftmaxConfig& c : cs) {
+      EXPECT_EQ(c.cannot_run(p), "") << c.id();
+      EXPECT_TRUE(ids.insert(c.id()).second) << "duplicate " << c.id();
+      EXPECT_EQ(c.vec, softmax_vec(p)) << c.id();
+      if (c.cluster > 1) EXPECT_GE(p.cols, 16384) << c.id();
+      (c.online ? online : one_pass) = true;
+      // At least half of the threads hold columns (tiny rows: one thread per row).
+      if (!c.online && !(c.tpr == 1 && c.cluster == 1)) EXPECT_GE(2 * p.cols, c.max_cols()) << c.id();
+    }
+    EXPECT_NE(online, one_pass) << "online configs only where no one-pass one fits";
+    EXPECT_EQ(online, p.cols > 262144);
+    for (size_t i = 1; i < cs.size(); ++i) EXPECT_LE(softmax_cost(cs[i - 1], p), softmax_cost(cs[i], p));
+    // Every kind the valid configs have is represented.
+    std::set<std::string> kinds_all, kinds_kept;
+    auto kind = [](const SoftmaxConfig& c) {
+      return c.online ? "online" : c.cluster > 1 ? "cluster" : c.rows_per_cta() > 1 ? "rows" : "block";
+    };
+    for (const SoftmaxConfig& c : softmax_valid_configs(p)) kinds_all.insert(kind(c));
+    for (const SoftmaxConfig& c : cs) kinds_kept.insert(kind(c));
+    EXPECT_EQ(kinds_all, kinds_kept);
+  }
+  // The suite's long rows get cluster candidates; 262144 columns need a cluster of 8.
+  auto long_rows = softmax_configs(problem(2048, 262144), 12);
+  EXPECT_TRUE(std::all_of(long_rows.begin(), long_rows.end(), [](const SoftmaxConfig& c) { return c.cluster == 8; }));
+  auto mid = softmax_configs(problem(16384, 32768), 12);
+  EXPECT_TRUE(std::any_of(mid.begin(), mid.end(), [](const SoftmaxConfig& c) { return c.cluster > 1; }));
+  EXPECT_TRUE(std::any_of(mid.begin(), mid.end(), [](const SoftmaxConfig& c) { return c.cluster == 1; }));
+  // Short rows: several rows per CTA among the candidates, no cluster.
+  auto short_rows = softmax_configs(problem(524288, 1024), 12);
+  EXPECT_TRUE(
+      std::any_of(short_rows.begin(), short_rows.end(), [](const SoftmaxConfig& c) { return c.rows_per_cta() > 1; }));
+  // Unsupported dtypes have none.
+  EXPECT_TRUE(softmax_configs(problem(4, 1024, DType::e4m3), 12).empty());
+  EXPECT_FALSE(softmax_problem_verdict(problem(4, 1024, DType::e4m3)));
+}
+
+TEST(CutedslSoftmaxConfigs, ParamsCarryWhatTheArtifactBakesIn) {
+  SoftmaxProblem p = problem(300, 1000, DType::bf16, DType::fp32, 1008);
+  p.scale = 0.25f;
+  const SoftmaxConfig cfg{8, 4, 32, 256};
+  const nlohmann::json j = softmax_params(cfg, p, "0123456789abcdef");
+  EXPECT_EQ(j.dump(), R"({"chunks":4,"cluster":1,"in_dtype":"bf16","online":false,"op":"softmax","out_dtype":"fp32",)"
+                      R"("src":"0123456789abcdef","threads":256,"tpr":32,"vec":8})");
+  // rows, cols, ld and scale stay run-time arguments.
+  SoftmaxProblem q = problem(7, 1024, DType::bf16, DType::fp32, 2048);
+  q.scale = -3.0f;
+  EXPECT_EQ(softmax_params(cfg, q, "0123456789abcdef"), j);
+  const GtCutedslSoftmaxArgs a = softmax_args(p, 3, nullptr, nullptr);
+  EXPECT_EQ(a.abi_version, GT_CUTEDSL_SOFTMAX_ABI_VERSION);
+  EXPECT_EQ(a.device, 3);
+  EXPECT_EQ(a.rows, 300);
+  EXPECT_EQ(a.cols, 1000);
+  EXPECT_EQ(a.ld, 1008);
+  EXPECT_EQ(a.scale, 0.25f);
+  EXPECT_EQ(softmax_args(problem(2, 64), -1, nullptr, nullptr).ld, 64);
+}
+
+TEST(CutedslSoftmaxConfigs, SourcesDigestCoversTheSoftmaxFiles) {
+  const std::string d = softmax_sources_digest(python_dir());
+  EXPECT_EQ(d.size(), 16u);
+  EXPECT_EQ(softmax_sources_digest(python_dir()), d);
+  EXPECT_THROW(softmax_sources_digest("/nonexistent"), Error);
+}
+
+// The GPU test's matrix holds only valid problems that the backend supports with one-pass
+// candidates up to 262144 columns and online ones past it.
+TEST(CutedslSoftmaxProblems, EveryEntryIsValidAndSupported) {
+  std::vector<cutedsl_softmax_test::Named> matrix;
+  ASSERT_NO_THROW(matrix = cutedsl_softmax_test::problem_matrix());
+  ASSERT_GT(matrix.size(), 50u);
+  std::set<std::string> names;
+  int online = 0;
+  for (auto& [what, p] : matrix) {
+    EXPECT_TRUE(names.insert(what + " " + p.str()).second) << "duplicate entry " << what << " " << p.str();
+    EXPECT_TRUE(softmax_problem_verdict(p)) << what << " " << p.str();
+    auto cs = softmax_configs(p, default_softmax_max_configs());
+    EXPECT_FALSE(cs.empty()) << what << " " << p.str();
+    online += std::any_of(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return c.online; });
+    EXPECT_LE(p.rows * p.cols, int64_t(1) << 21) << what << " " << p.str() << ": the host reference must stay fast";
+  }
+  EXPECT_GE(online, 3);
+}
+
+// ---- the compile path, for real, when .venv has the DSL ------------------------------------------
+
+class TempStore {
+ public:
+  TempStore() {
+    char tmpl[] = "/tmp/gemmtune-cutedsl-softmax-test-XXXXXX";
+    GT_CHECK(mkdtemp(tmpl), "mkdtemp");
+    root = tmpl;
+  }
+  ~TempStore() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  fs::path root;
+};
+
+CompilerOptions options(const fs::path& store) {
+  CompilerOptions o = CompilerOptions::defaults();
+  o.artifacts = store;
+  o.pool.max_workers = 2;
+  o.load_only = false;
+  return o;
+}
+
+// Representative variants: several rows per CTA (bf16, 16-byte accesses), one CTA per row with
+// the shared-memory merge (fp32 -> bf16), a cluster of 4 (fp16 -> fp32), the online kernel, and
+// scalar accesses (odd ld).
+struct Variant {
+  SoftmaxProblem p;
+  SoftmaxConfig c;
+};
+std::vector<Variant> variants() {
+  return {{problem(1000, 1000, DType::bf16, DType::bf16, 1008), {8, 4, 32, 256}},
+          {problem(64, 8192, DType::fp32, DType::bf16), {4, 4, 512, 512}},
+          {problem(16, 65536, DType::fp16, DType::fp32), {8, 4, 512, 512, 4}},
+          {problem(3, 300000), {8, 2, 1024, 1024, 1, true}},
+          {problem(7, 33, DType::fp32, DType::fp32, 35), {1, 2, 32, 128}}};
+}
+
+TEST(CutedslSoftmaxCompiler, CompilesLoadsAndServesLoadOnly) {
+  TempStore s;
+  Compiler c(options(s.root));
+  if (Verdict v = c.available(); !v) GTEST_SKIP() << "no CuTe DSL compile worker: " << v.reason;
+  ASSERT_FALSE(c.load_only());
+  const std::string digest = softmax_sources_digest(python_dir());
+  std::vector<nlohmann::json> prm;
+  for (auto& v : variants()) {
+    ASSERT_EQ(v.c.cannot_run(v.p), "") << v.c.id() << " " << v.p.str();
+    prm.push_back(softmax_params(v.c, v.p, digest));
+  }
+  EXPECT_EQ(c.prestart(prm), int(prm.size()));
+  std::vector<Compiled> built(prm.size());
+  parallel_for(prm.size(), 2, [&](size_t i) { built[i] = c.compile(prm[i]); });
+  std::vector<double> times;
+  for (size_t i = 0; i < prm.size(); ++i) {
+    const Variant v = variants()[i];
+    SCOPED_TRACE(v.c.id());
+    EXPECT_FALSE(built[i].store_hit);
+    EXPECT_GT(built[i].compile_s, 0);
+    times.push_back(built[i].compile_s);
+    EXPECT_TRUE(c.cached(prm[i]));
+    EXPECT_LT(built[i].artifact.bytes->size(), 200u * 1024) << "a kernel .so carries no CUDA runtime of its own";
+    auto lib = SoftmaxLibrary::open(built[i], prm[i].dump());
+    EXPECT_EQ(lib->max_cols(), v.c.online ? 2147483647 : int(v.c.max_cols()));
+    alignas(16) static char dummy[64];
+    GtCutedslSoftmaxArgs a = softmax_args(v.p, 0, dummy, dummy);
+    EXPECT_EQ(lib->can_implement(&a), GT_CUTEDSL_SOFTMAX_OK) << lib->status_text(lib->can_implement(&a));
+    GtCutedslSoftmaxArgs bad = a;
+    bad.abi_version = 99;
+    EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_SOFTMAX_BAD_ABI);
+    bad = a, bad.x = dummy + 4;
+    EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_SOFTMAX_MISALIGNED);
+    bad = a, bad.ld = a.cols - 1;
+    EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_SOFTMAX_BAD_ARGS);
+    bad = a, bad.rows = 0;
+    EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_SOFTMAX_BAD_ARGS);
+    if (v.c.vec > 1) {
+      bad = a, bad.ld = a.ld + 1;
+      EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_SOFTMAX_MISALIGNED);
+    }
+    if (!v.c.online) {
+      bad = a, bad.cols = v.c.max_cols() + 1, bad.ld = (bad.cols + 7) / 8 * 8;
+      EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_SOFTMAX_TOO_LONG);
+    }
+    bad = a, bad.y = nullptr;  // can_implement is asked before buffers exist; run needs them
+    EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_SOFTMAX_OK);
+    EXPECT_EQ(lib->run(&bad, nullptr), GT_CUTEDSL_SOFTMAX_BAD_ARGS);
+    if (access("/dev/nvidia0", F_OK) != 0) {
+      int st = lib->run(&a, nullptr);
+      EXPECT_NE(st, GT_CUTEDSL_SOFTMAX_OK);
+      EXPECT_STRNE(lib->status_text(st), "");
+    }
+    EXPECT_THROW(SoftmaxLibrary::open(built[i], "something else"), Error);
+    EXPECT_EQ(built[i].runtime.key, built[0].runtime.key) << "one runtime library for every kernel";
+  }
+  std::sort(times.begin(), times.end());
+  std::printf("cutedsl softmax compile of %zu variants: median %.2f s (max %.2f s)\n", times.size(),
+              times[times.size() / 2], times.back());
+
+  // Load-only: a second compiler on the same store without a worker finds the artifacts.
+  CompilerOptions lo = options(s.root);
+  lo.load_only = true;
+  Compiler reader(lo);
+  ASSERT_TRUE(reader.available()) << reader.available().reason;
+  EXPECT_TRUE(reader.load_only());
+  for (auto& p : prm) {
+    EXPECT_EQ(reader.key(p), c.key(p));
+    EXPECT_TRUE(reader.compile(p).store_hit);
+  }
+  nlohmann::json other = softmax_params(SoftmaxConfig{8, 8, 32, 256}, problem(10, 2048), digest);
+  EXPECT_FALSE(reader.cached(other));
+  EXPECT_THROW(reader.compile(other), Error);
+
+  // A request the worker refuses fails with its kind: a stale sources digest, a bad config.
+  nlohmann::json stale = prm[0];
+  stale["src"] = "0000000000000000";
+  try {
+    c.compile(stale);
+    ADD_FAILURE() << "a stale digest compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("bad_request"), std::string::npos) << e.message();
+  }
+  nlohmann::json broken = prm[0];
+  broken["tpr"] = 48;
+  EXPECT_THROW(c.compile(broken), Error);
+}
+
+}  // namespace
+}  // namespace gemmtune::cutedsl
+
+// ---- precompiling the softmax suite and the GPU test's artifacts (a tool, off unless asked) ------
+
+namespace gemmtune::cutedsl {
+namespace {
+
+// The rows of a "rows,cols" CSV (bench/suites/softmax.csv).
+std::vector<std::pair<int64_t, int64_t>> read_suite(const std::string& path) {
+  std::ifstream in(path);
+  GT_CHECK(in, "cannot read " + path);
+  std::vector<std::pair<int64_t, int64_t>> out;
+  std::string line;
+  std::getline(in, line);
+  GT_CHECK(line.rfind("rows,cols", 0) == 0, path + ": expected the header rows,cols");
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream s(line);
+    int64_t rows = 0, cols = 0;
+    char comma = 0;
+    GT_CHECK((s >> rows >> comma >> cols) && comma == ',', path + ": bad line '" + line + "'");
+    out.emplace_back(rows, cols);
+  }
+  return out;
+}
+
+// The softmax problems of tests/gpu/test_softmax_engine.cpp (through the engine, every backend;
+// kept in step by hand): their CuTe DSL candidates are precompiled too.
+std::vector<SoftmaxProblem> engine_test_problems() {
+  struct S {
+    int64_t rows, cols;
+    DType in, out;
+    int64_t ld;
+  };
+  const S shapes[] = {{64, 1024, DType::bf16, DType::bf16, 0},    {40, 4096, DType::fp16, DType::fp16, 0},
+                      {24, 16384, DType::fp32, DType::fp32, 0},   {16, 65536, DType::bf16, DType::bf16, 0},
+                      {9, 262144, DType::bf16, DType::bf16, 0},   {33, 1000, DType::bf16, DType::fp32, 1008},
+                      {17, 33, DType::fp32, DType::bf16, 40},     {8, 131073, DType::fp16, DType::fp16, 0},
+                      {24, 3000, DType::bf16, DType::bf16, 3008}, {300, 8192, DType::bf16, DType::bf16, 0},
+                      {16, 262144, DType::bf16, DType::bf16, 0},  {64, 32768, DType::fp32, DType::fp32, 0},
+                      {2048, 1024, DType::fp16, DType::fp16, 0},  {3, 5, DType::bf16, DType::bf16, 0}};
+  std::vector<SoftmaxProblem> out;
+  for (const S& s : shapes) out.push_back(problem(s.rows, s.cols, s.in, s.out, s.ld));
+  return out;
+}
+
+// GEMMTUNE_CUTEDSL_PRECOMPILE_SOFTMAX=1 GEMMTUNE_ARTIFACTS=<store> gemmtune_host_tests
+//   --gtest_filter=CutedslSoftmaxPrecompile.*
+// compiles every CuTe DSL softmax candidate of bench/suites/softmax.csv (bf16, fp16, fp32;
+// $GEMMTUNE_SOFTMAX_SUITE overrides the file), of tests/gpu/test_cutedsl_softmax.cpp's matrix
+// and of the engine tests' problems into <store>; scripts/precompile-cutedsl.sh runs it.
+TEST(CutedslSoftmaxPrecompile, SuiteAndGpuTestMatrix) {
+  const char* on = std::getenv("GEMMTUNE_CUTEDSL_PRECOMPILE_SOFTMAX");
+  if (!on || std::string(on) != "1")
+    GTEST_SKIP() << "set GEMMTUNE_CUTEDSL_PRECOMPILE_SOFTMAX=1 (and GEMMTUNE_ARTIFACTS) to precompile";
+  Compiler& c = *shared_compiler();
+  ASSERT_TRUE(c.available()) << c.available().reason;
+  ASSERT_FALSE(c.load_only()) << "no CuTe DSL here: cannot compile";
+  const char* suite_env = std::getenv("GEMMTUNE_SOFTMAX_SUITE");
+  const std::string suite = suite_env ? suite_env : (python_dir().parent_path() / "bench/suites/softmax.csv").string();
+  std::vector<SoftmaxProblem> problems;
+  for (auto [rows, cols] : read_suite(suite))
+    for (DType t : {DType::bf16, DType::fp16, DType::fp32}) problems.push_back(SoftmaxProblem::make(rows, cols, t));
+  const size_t suite_problems = problems.size();
+  for (auto& [what, p] : cutedsl_softmax_test::problem_matrix()) problems.push_back(p);
+  for (const SoftmaxProblem& p : engine_test_problems()) problems.push_back(p);
+  int built = 0, hits = 0, failed = 0;
+  double seconds = 0;
+  std::vector<double> times;
+  auto items = precompile_softmax(c, problems, default_softmax_max_configs(), 2, [&](const SoftmaxPrecompileItem& it) {
+    if (!it.error.empty()) {
+      ++failed;
+      std::printf("FAILED %s %s: %s\n", it.problem.c_str(), it.config.id().c_str(), it.error.c_str());
+    } else if (it.store_hit) {
+      ++hits;
+    } else {
+      ++built, seconds += it.seconds, times.push_back(it.seconds);
+    }
+  });
+  std::sort(times.begin(), times.end());
+  std::printf(
+      "cutedsl softmax precompile into %s: %zu problems (%zu of the suite), %zu artifacts, %d compiled "
+      "(%.1f s of compile, median %.2f s), %d already there, %d failed\n",
+      c.store().root().c_str(), problems.size(), suite_problems, items.size(), built, seconds,
+      times.empty() ? 0.0 : times[times.size() / 2], hits, failed);
+  EXPECT_EQ(failed, 0);
+}
+
+}  // namespace
+}  // namespace gemmtune::cutedsl
