@@ -149,28 +149,35 @@ RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
   }
   if (contenders.empty()) return r.res;
 
-  // Within prefer_margin of the fastest, the earliest candidate in the given (stable) order
-  // is preferred: backends list the library's own pick first and then their heuristic's order,
-  // so a tune leaves it only on evidence, and ties resolve the same way from one tune to the next.
+  // The caller's order is a preference: backends list the library's own pick first and then
+  // their heuristic's order, so a tune leaves it only on evidence, and ties resolve the same way
+  // from one tune to the next. Without a duel: the earliest contender within prefer_margin of
+  // the fastest median wins.
+  std::erase_if(alive, [&](size_t i) { return !r.res.failure[i].empty(); });
   const double fastest = r.res.stats[r.ranked(contenders)[0]].median;
   size_t w = n;
   for (size_t i : contenders)
     if (r.res.stats[i].median <= fastest * (1 + opt.prefer_margin)) w = std::min(w, i);
 
-  // The duel: the preferred candidate against its strongest challenger (the fastest other
-  // survivor), if within duel_window (or the tie rules' reach) of it, alone, for duel_rounds more rounds. The verdict is the median of the per-round
-  // ratios of their paired samples, which cancels the drift both see within one round; the
-  // challenger wins only if that ratio says it is faster by more than prefer_margin. Marginal
-  // medians of two kernels a few % apart were seen to flip from one tune to the next minutes
-  // apart on the H200 (bench/results/2026-11-30-h200-cublaslt-*.md, stability): paired
-  // samples and a focused second measurement make the near-tie decision repeatable.
-  // The challenger may be a survivor outside the near-ties: a pair 2-5% apart after a few
-  // rounds is not settled either (a 2.4%-apart pair decided on 5 rounds measured 6.3% apart the
-  // other way round minutes later).
-  std::erase_if(alive, [&](size_t i) { return !r.res.failure[i].empty(); });
+  // The duel: the preference is decided on one focused measurement, not on marginal medians
+  // (the earliest candidate within prefer_margin of the fastest median flipped between two
+  // tunes when a pair sat at the margin). The preferred one is the earliest survivor within
+  // duel_window of the fastest; its challenger is the fastest other survivor. The two alone
+  // get duel_rounds more rounds; the verdict is the median of the per-round ratios of their
+  // paired samples, which cancels the drift both see within one round, and the challenger
+  // wins only if faster by more than prefer_margin. The window reaches past the near-ties: a
+  // pair 2.4% apart on 5 rounds measured 6.3% apart the other way round minutes later
+  // (bench/results/2026-11-30-h200-cublaslt-*.md, stability).
   size_t challenger = n;
-  for (size_t i : r.ranked(alive))
-    if (i != w) { challenger = i; break; }
+  if (opt.duel_rounds > 0) {
+    const double reach = fastest * std::max(opt.duel_window, opt.tie_tolerance);
+    size_t pref = n;
+    for (size_t i : alive)
+      if (r.res.stats[i].median - fastest <= reach) pref = std::min(pref, i);
+    w = pref;
+    for (size_t i : r.ranked(alive))
+      if (i != w) { challenger = i; break; }
+  }
   if (challenger != n && opt.duel_rounds > 0) {
     const Stats &sw = r.res.stats[w], &sc = r.res.stats[challenger];
     const bool near = std::abs(sc.median - sw.median) <=

@@ -51,17 +51,17 @@ struct RaceResult {
 //  3. Near-ties of the leader are re-timed together (only they) for tie_rounds more rounds,
 //     their samples appended: survivors with median <= (1 + tie_tolerance) x the best, or
 //     whose median exceeds the best by less than the leader's (p80 - p20) plus their own.
-//  4. Winner: the lowest median among those near-ties (the others were beaten by more than
-//     tie_tolerance, on samples older than the re-timed ones; if every near-tie failed while
-//     re-timed, among the other survivors), exact ties to the lower index.
-//     winner = -1 when every candidate failed. spread = the winner's (p80 - p20) / median.
-//     Among those near-ties, the lowest index within prefer_margin of the fastest median
-//     is preferred: the caller's order is a preference (the library's default pick first), so
-//     a tune leaves it only on evidence and ties resolve the same way every time.
-//  5. Duel: if the fastest other survivor (the challenger) is within duel_window, tie_tolerance
-//     or the two spreads of the preferred one, the two alone get duel_rounds more rounds; the challenger
-//     wins only if the median of the per-round ratios preferred/challenger exceeds
-//     1 + prefer_margin. A duellist that fails loses (both failing: winner = -1).
+//  4. Without a duel (duel_rounds = 0): the winner is the earliest near-tie (lowest index)
+//     within prefer_margin of the fastest median: the caller's order is a preference (the
+//     library's default pick first), so a tune leaves it only on evidence and ties resolve the
+//     same way every time. If every near-tie failed while re-timed, among the other survivors.
+//  5. With a duel: the preferred candidate is the earliest survivor within duel_window (or
+//     tie_tolerance) of the fastest near-tie's median; the challenger is the fastest other
+//     survivor. If the two are within duel_window, tie_tolerance or their two spreads, they
+//     alone get duel_rounds more rounds and the challenger wins only if the median of the
+//     per-round ratios preferred/challenger exceeds 1 + prefer_margin; otherwise the preferred
+//     one wins. A duellist that fails loses (both failing: winner = -1).
+//  winner = -1 when every candidate failed. spread = the winner's (p80 - p20) / median.
 // Throws Error for invalid options (min_rounds < 1, max_rounds < min_rounds, prune_ratio < 1,
 // tie_tolerance < 0, tie_rounds < 0, prefer_margin < 0, duel_rounds < 0, duel_window < 0).
 RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt);

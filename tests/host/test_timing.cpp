@@ -388,6 +388,23 @@ TEST(RaceDuelTest, WithinPreferMarginThePreferredStays) {
   }
 }
 
+// The preference is settled by the duel, not by marginal medians: the earliest candidate within
+// duel_window of the fastest duels it, and keeps the win only within prefer_margin on the
+// paired ratios, whatever the (noisy) marginal medians said.
+TEST(RaceDuelTest, TheEarliestWithinTheWindowDuelsTheFastest) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    TuneOptions o;
+    CommonNoise slower{.speed = {103, 100}, .state = seed};  // the preferred one 3% slower: loses
+    RaceResult a = race(2, [&](size_t i) { return slower(i); }, o);
+    EXPECT_EQ(a.duel, (std::pair<long, long>{0, 1})) << "seed " << seed;
+    EXPECT_EQ(a.winner, 1) << "seed " << seed;
+    CommonNoise close{.speed = {100.6, 100}, .state = seed};  // 0.6% slower: within the margin, keeps it
+    RaceResult b = race(2, [&](size_t i) { return close(i); }, o);
+    EXPECT_EQ(b.duel, (std::pair<long, long>{0, 1})) << "seed " << seed;
+    EXPECT_EQ(b.winner, 0) << "seed " << seed;
+  }
+}
+
 // The duel adds exactly duel_rounds samples to the two duellists (and none to anyone else),
 // and only happens when they are near (duel_window, 5%): a clearly faster candidate wins
 // without one.
