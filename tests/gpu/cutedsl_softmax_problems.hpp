@@ -2,11 +2,13 @@
 // (test_cutedsl_softmax.cpp: every entry valid and supported; the CutedslSoftmaxPrecompile tool
 // compiles every candidate of every entry into a store for the GPU machine). Header-only, host code.
 //
-// Row lengths from 1 to 262147 (one pass up to 262144 = 8 CTAs' registers, online past it);
+// Row lengths from 1 to 1000000 (one pass up to 524288 = 16 CTAs' registers, with clusters of 16
+// from 65536; the cluster re-read kind from 65536; online with one CTA per row past 524288);
 // rows capped so that a problem has at most ~1M elements (the float64 host reference and the
-// comparison run on the host for every candidate), at least 7 long rows (every special-row kind
-// of the GPU test appears); bf16 / fp16 / fp32 in and out, mixed; packed, padded (ld a multiple
-// of 8) and odd (ld = cols + 1: narrow vectors) rows; scale 1 and not.
+// comparison run on the host for every candidate; the longest rows ~2M), at least 7 long rows
+// (every special-row kind of the GPU test appears) except the few-row entries; bf16 / fp16 / fp32
+// in and out, mixed; packed, padded (ld a multiple of 8) and odd (ld = cols + 1: narrow vectors)
+// rows; scale 1 and not.
 #pragma once
 
 #include <algorithm>
@@ -59,6 +61,14 @@ inline std::vector<Named> problem_matrix() {
   add("negative scale", 12, 4097, DType::fp32, DType::fp32, 0, -0.5f);
   add("zero scale", 12, 1024, DType::bf16, DType::bf16, 0, 0.0f);
   add("negative scale", 12, 131072, DType::bf16, DType::bf16, 0, -0.5f);
+  // Long rows (issue 6: clusters of 16, the cluster re-read kind): few rows, odd lengths (tiles
+  // and cluster slices partly or wholly past cols), past the one-pass limit, special rows.
+  add("few long rows", 2, 262144, DType::bf16, DType::bf16, 0, 1.0f);
+  add("few long rows, odd", 3, 131071, DType::bf16, DType::bf16, padded(131071), 0.37f);
+  add("long rows, odd ld", 6, 200003, DType::fp16, DType::fp16, 0, -1.5f);  // vec 1, special rows
+  add("longest one pass", 2, 524288, DType::bf16, DType::fp32, 0, 1.0f);
+  add("past one pass", 3, 524289, DType::fp16, DType::bf16, padded(524289), 1.0f);
+  add("past one pass", 2, 1000000, DType::bf16, DType::bf16, 0, 0.5f);
   return out;
 }
 

@@ -11,7 +11,9 @@ needs a GPU.
 
 One pass, x read once, the row kept in registers:
 - A CTA of `threads` threads handles threads / tpr rows at once, `tpr` threads per row; with a
-  cluster (`cluster` CTAs, 2..8) one row is split across the cluster's CTAs (the long-row kernel).
+  cluster (`cluster` CTAs, 2..16) one row is split across the cluster's CTAs (the long-row kernel).
+  Clusters of 16 are non-portable: the exported module's load_to_device sets
+  cudaFuncAttributeNonPortableClusterSizeAllowed = 1 on every kernel (the DSL's cu_attrs).
 - Thread t of a row holds `chunks` accesses of `vec` consecutive elements: access j covers the
   columns base + (j * tpr + t) * vec + [0, vec), base = rank in cluster * tpr * chunks * vec, so
   that a warp's accesses are consecutive (coalesced 16-byte loads and stores when
@@ -29,6 +31,15 @@ One pass, x read once, the row kept in registers:
   exp(-Inf - -Inf) = NaN; a -Inf element in a finite row has e = 0 (or its group's factor is 0).
 - exp is ex2.approx.f32 (about 2 ulp, subnormal results kept, no flush to zero) of
   (v - m) log2 e computed as one FMA.
+
+Two passes (`online`), any row length: pass 1 keeps a running (m, s) per thread over tiles of
+tpr * chunks * vec columns, pass 2 reads the tiles again and writes y = exp(v - M) / S. With a
+cluster (the "re-read" kind) the row's tiles are dealt to the cluster's CTAs (tile k to rank
+k % cluster), the CTAs exchange their pairs as the one-pass cluster kernel does, and pass 2 walks
+the CTA's tiles backwards (the latest read first): with few rows in flight (SMs x CTAs per SM /
+cluster) the re-read hits L2, so DRAM sees one read of x and one write of y. Pass 2 reads x with
+ld.global.cs (evict-first: x is not needed again) and writes y with st.global.cs, so that y and
+the spent x leave L2 before the x still to be re-read.
 """
 
 from __future__ import annotations
@@ -47,7 +58,7 @@ from cutlass.cutlass_dsl import T, dsl_user_op
 
 LOG2E = math.log2(math.e)
 WARP = 32
-MAX_CLUSTER = 8  # portable cluster size
+MAX_CLUSTER = 16  # > 8: non-portable (the module loader allows it on every kernel)
 MAX_INT32 = 2**31 - 1
 
 
@@ -59,8 +70,9 @@ class SoftmaxConfig:
     chunks: int = 4     # accesses per thread
     tpr: int = 32       # threads per row (power of two; >= 32: whole warps)
     threads: int = 128  # threads per CTA (a multiple of 32 and of tpr)
-    cluster: int = 1    # CTAs per row (1..8; > 1 needs tpr == threads)
+    cluster: int = 1    # CTAs per row (1..16; > 1 needs tpr == threads)
     online: bool = False  # two passes over tiles of tpr * chunks * vec columns: any row length
+                          # (with a cluster: the row's tiles dealt to the cluster's CTAs)
 
     @property
     def rows_per_cta(self) -> int:
@@ -91,8 +103,6 @@ class SoftmaxConfig:
             raise ValueError(f"cluster: {self.cluster} not in 1..{MAX_CLUSTER}")
         if self.cluster > 1 and self.tpr != self.threads:
             raise ValueError("cluster > 1 needs one row per CTA (tpr == threads)")
-        if self.online and self.cluster > 1:
-            raise ValueError("the online kernel takes one CTA per row (cluster 1)")
         if self.chunks * self.vec > 128:
             raise ValueError(f"chunks * vec = {self.chunks * self.vec} values a thread (at most 128)")
 
@@ -171,13 +181,17 @@ class HopperSoftmax:
         return big_m, big_s
 
     @cute.jit
-    def _load(self, tx: cute.Tensor, rx: cute.Tensor, first: Int32, cols: Int32, valid_row):
+    def _load(self, tx: cute.Tensor, rx: cute.Tensor, first: Int32, cols: Int32, valid_row, atom=None):
         """rx = this thread's accesses of tx (access j at column first + j * tpr * vec), those
-        that start inside the row (vec > 1: the whole access, inside the row's ld elements)."""
+        that start inside the row (vec > 1: the whole access, inside the row's ld elements).
+        atom: a G2R copy atom of one access (cache hints), else a plain load."""
         cfg = self.cfg
         for j in cutlass.range_constexpr(cfg.chunks):
             if valid_row and first + j * cfg.tpr * cfg.vec < cols:
-                rx[None, j].store(tx[None, j].load())
+                if cutlass.const_expr(atom is None):
+                    rx[None, j].store(tx[None, j].load())
+                else:
+                    cute.copy(atom, tx[None, j], rx[None, j])
 
     @cute.jit
     def _values(self, rx: cute.Tensor, v: cute.Tensor, first: Int32, cols: Int32, valid_row, scale: Float32):
@@ -195,19 +209,30 @@ class HopperSoftmax:
         return m
 
     @cute.jit
-    def _store(self, ry: cute.Tensor, ty: cute.Tensor, first: Int32, cols: Int32, valid_row):
+    def _store(self, ry: cute.Tensor, ty: cute.Tensor, first: Int32, cols: Int32, valid_row, atom=None):
         """ty = ry for the elements before cols: whole accesses as one vector store, the last
-        partial one element by element (the padding past cols is never written)."""
+        partial one element by element (the padding past cols is never written). atom: an R2G
+        copy atom of one whole access or of 16 bytes (cache hints), else a plain store."""
         cfg = self.cfg
         V = cfg.vec
+        per_copy = V
+        if cutlass.const_expr(atom is not None):
+            per_copy = min(V, 128 // ty.element_type.width)  # an fp32 y of 8-element accesses: 2 copies
         for j in cutlass.range_constexpr(cfg.chunks):
             c0 = first + j * cfg.tpr * V
             if cutlass.const_expr(V == 1):
                 if valid_row and c0 < cols:
-                    ty[0, j] = ry[0, j]
+                    if cutlass.const_expr(atom is None):
+                        ty[0, j] = ry[0, j]
+                    else:
+                        cute.copy(atom, ry[None, j], ty[None, j])
             else:
                 if valid_row and c0 + V <= cols:
-                    ty[None, j].store(ry[None, j].load())
+                    if cutlass.const_expr(atom is None):
+                        ty[None, j].store(ry[None, j].load())
+                    else:
+                        cute.copy(atom, cute.logical_divide(ry[None, j], cute.make_layout(per_copy)),
+                                  cute.logical_divide(ty[None, j], cute.make_layout(per_copy)))
                 elif valid_row and c0 < cols:
                     for i in cutlass.range_constexpr(V):
                         if c0 + i < cols:
@@ -227,6 +252,19 @@ class HopperSoftmax:
             cute.arch.barrier()
             big_m, big_s = self._merge(buf, r_in * W, W, lane)
         return big_m, big_s
+
+    @cute.jit
+    def _cluster_merge(self, m: Float32, s: Float32, pairs: cute.Tensor, buf: cute.Tensor, mbar, rank: Int32,
+                       warp: Int32, lane: Int32):
+        """(M, S) of the row from every warp's (m, s) in the cluster: after the cluster wait,
+        lane k < cluster stores the warp's pair into slot rank * W + warp of CTA k (st.async,
+        completion on CTA k's mbarrier), then every warp merges the C * W pairs."""
+        C, W = self.cfg.cluster, self.cfg.warps_per_row
+        cute.arch.cluster_wait()
+        if lane < C:
+            cute.arch.store_async_dsmem(pairs.iterator + (rank * W + warp), (f32_bits(m), f32_bits(s)), mbar, lane)
+        cute.arch.mbarrier_wait(mbar, 0)
+        return self._merge(buf, Int32(0), C * W, lane)
 
     @cute.kernel
     def kernel(self, mX: cute.Tensor, mY: cute.Tensor, scale: cutlass.Float32):
@@ -275,11 +313,15 @@ class HopperSoftmax:
         ry = cute.make_rmem_tensor((V, J), mY.element_type)
 
         if cutlass.const_expr(cfg.online):
-            # Pass 1: a running (m, s) per thread over the row's tiles.
+            # Pass 1: a running (m, s) per thread over this CTA's tiles k = rank + i C.
             n_tiles = (cols + CTA_COLS - 1) // CTA_COLS
+            n_mine = n_tiles
+            if cutlass.const_expr(C > 1):
+                n_mine = (n_tiles - rank + C - 1) // C  # 0 when the row has fewer tiles than C
             m = -Float32.inf
             s = Float32(0.0)
-            for k in cutlass.range(n_tiles, unroll=1):
+            for i in cutlass.range(n_mine, unroll=1):
+                k = rank + i * C
                 tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (k,)).iterator, split)[None, t, None]
                 first = k * CTA_COLS + t * V
                 self._load(tx, rx, first, cols, valid_row)
@@ -290,8 +332,8 @@ class HopperSoftmax:
                 mtl = mtz * LOG2E
                 st = Float32(0.0)
                 for j in cutlass.range_constexpr(J):
-                    for i in cutlass.range_constexpr(V):
-                        st = st + ex2(v[i, j] * LOG2E - mtl)
+                    for i2 in cutlass.range_constexpr(V):
+                        st = st + ex2(v[i2, j] * LOG2E - mtl)
                 mn = _fmax(m, mt)
                 a = s
                 if m != -Float32.inf:
@@ -307,20 +349,35 @@ class HopperSoftmax:
             if m != -Float32.inf:
                 term = s * ex2((m - gm) * LOG2E)
             gs = cute.arch.warp_reduction(term, _add, threads_in_group=G)
-            big_m, big_s = self._row_merge(gm, gs, buf, r_in, warp, lane)
-            # Pass 2: y = exp(v - M) / S, tile by tile (x read again).
+            big_m = gm
+            big_s = gs
+            if cutlass.const_expr(C > 1):
+                big_m, big_s = self._cluster_merge(gm, gs, pairs, buf, mbar, rank, warp, lane)
+            else:
+                big_m, big_s = self._row_merge(gm, gs, buf, r_in, warp, lane)
+            # Pass 2: y = exp(v - M) / S, this CTA's tiles again, the latest read first (in L2).
             inv = Float32(1.0) / big_s
             ml = big_m * LOG2E
-            for k in cutlass.range(n_tiles, unroll=1):
+            bits = V * mX.element_type.width
+            ld_atom = None
+            st_atom = None
+            if cutlass.const_expr(C > 1):
+                ld_atom = cute.make_copy_atom(cute.nvgpu.CopyG2ROp(), mX.element_type, num_bits_per_copy=bits,
+                                              load_cache_mode=cute.nvgpu.LoadCacheMode.STREAMING)
+                st_atom = cute.make_copy_atom(cute.nvgpu.CopyR2GOp(), mY.element_type,
+                                              num_bits_per_copy=min(V * mY.element_type.width, 128),
+                                              store_cache_mode=cute.nvgpu.StoreCacheMode.STREAMING)
+            for i in cutlass.range(n_mine, unroll=1):
+                k = rank + (n_mine - 1 - i) * C
                 tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (k,)).iterator, split)[None, t, None]
                 ty = cute.make_tensor(cute.local_tile(mY[rowc, None], (CTA_COLS,), (k,)).iterator, split)[None, t, None]
                 first = k * CTA_COLS + t * V
-                self._load(tx, rx, first, cols, valid_row)
+                self._load(tx, rx, first, cols, valid_row, ld_atom)
                 self._values(rx, v, first, cols, valid_row, scale)
                 for j in cutlass.range_constexpr(J):
-                    for i in cutlass.range_constexpr(V):
-                        ry[i, j] = (ex2(v[i, j] * LOG2E - ml) * inv).to(mY.element_type)
-                self._store(ry, ty, first, cols, valid_row)
+                    for i2 in cutlass.range_constexpr(V):
+                        ry[i2, j] = (ex2(v[i2, j] * LOG2E - ml) * inv).to(mY.element_type)
+                self._store(ry, ty, first, cols, valid_row, st_atom)
         else:
             tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
             ty = cute.make_tensor(cute.local_tile(mY[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
@@ -345,12 +402,7 @@ class HopperSoftmax:
             big_m = m
             big_s = s
             if cutlass.const_expr(C > 1):
-                cute.arch.cluster_wait()
-                if lane < C:  # this warp's pair into slot rank * W + warp of CTA `lane`
-                    cute.arch.store_async_dsmem(pairs.iterator + (rank * W + warp), (f32_bits(m), f32_bits(s)),
-                                                mbar, lane)
-                cute.arch.mbarrier_wait(mbar, 0)
-                big_m, big_s = self._merge(buf, Int32(0), C * W, lane)
+                big_m, big_s = self._cluster_merge(m, s, pairs, buf, mbar, rank, warp, lane)
             else:
                 big_m, big_s = self._row_merge(m, s, buf, r_in, warp, lane)
 

@@ -43,7 +43,13 @@ constexpr int64_t kMaxRows = kMax32 - 1024;
 constexpr int64_t kMaxValuesTimesThreads = 32768;
 constexpr int kMaxValues = 64;
 constexpr int kClusterMinCols = 16384;  // shorter rows fit one CTA: no cluster candidates
+constexpr int kCluster16MinCols = 65536;  // one-pass clusters of 16 (non-portable) from here
+constexpr int kRereadMinCols = 65536;     // the cluster re-read kind from here
+constexpr int kMaxCluster = 16;
 constexpr int kSms = 132;               // H100 / H200 SXM: only ranks the configs
+// L2 bytes the re-read kind may keep in flight (x of the rows its resident CTAs work on) and
+// still expect pass 2 to hit L2 (H200: 60 MB in two partitions; kept well under).
+constexpr double kRereadL2Bytes = 24.0 * 1024 * 1024;
 
 bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -51,7 +57,7 @@ bool softmax_dtype(DType t) { return t == DType::bf16 || t == DType::fp16 || t =
 
 // Which kind a config is, for keeping each represented among the ranked candidates.
 int kind_of(const SoftmaxConfig& c) {
-  if (c.online) return 3;
+  if (c.online) return c.cluster > 1 ? 4 : 3;
   if (c.cluster > 1) return 2;
   return c.rows_per_cta() > 1 ? 0 : 1;
 }
@@ -104,9 +110,9 @@ std::string SoftmaxConfig::invalid(int in_bytes) const {
     return "threads " + std::to_string(threads) + " not a multiple of 32 in 32..1024";
   if (!pow2(tpr) || tpr > threads || threads % tpr)
     return "tpr " + std::to_string(tpr) + " is not a power of two dividing threads " + std::to_string(threads);
-  if (cluster < 1 || cluster > 8) return "cluster " + std::to_string(cluster) + " not in 1..8";
+  if (cluster < 1 || cluster > kMaxCluster || !pow2(cluster))
+    return "cluster " + std::to_string(cluster) + " not in 1, 2, 4, 8, 16";
   if (cluster > 1 && tpr != threads) return "a cluster needs one row per CTA (tpr == threads)";
-  if (online && cluster > 1) return "the online kernel takes one CTA per row";
   if (values() > kMaxValues)
     return std::to_string(values()) + " values a thread (at most " + std::to_string(kMaxValues) + ")";
   if (int64_t(values()) * threads > kMaxValuesTimesThreads)
@@ -157,8 +163,9 @@ std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p) {
   };
   // One pass: every (cluster, threads, threads per row) whose row slice fits the registers and
   // whose threads are at least half busy (one thread per row is always allowed: tiny rows).
-  for (int cluster : {1, 2, 4, 8}) {
+  for (int cluster : {1, 2, 4, 8, 16}) {
     if (cluster > 1 && p.cols < kClusterMinCols) continue;
+    if (cluster > 8 && p.cols < kCluster16MinCols) continue;
     for (int threads : {128, 256, 512, 1024}) {
       for (int tpr = cluster > 1 ? threads : 1; tpr <= threads; tpr *= 2) {
         const int64_t per = int64_t(cluster) * tpr * vec;
@@ -171,13 +178,27 @@ std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p) {
       }
     }
   }
-  // Online: only for rows no one-pass config holds (they read x twice). One CTA per row, tiles of
-  // 8 to 32 values a thread.
-  if (out.empty()) {
+  // Online, one CTA per row: only for rows no one-pass config holds (they read x twice from DRAM
+  // when many rows are in flight). Tiles of 8 to 32 values a thread.
+  const bool one_pass = !out.empty();
+  if (!one_pass) {
     for (int threads : {256, 512, 1024})
       for (int values : {8, 16, 32}) {
         if (values < vec) continue;
         add({vec, values / vec, threads, threads, 1, true});
+      }
+  }
+  // Cluster re-read (online with a cluster): long rows; the row's tiles dealt to 8 or 16 CTAs,
+  // few rows in flight, so pass 2 re-reads x from L2. Tiles of 32 values a thread; every CTA
+  // gets at least two tiles (else the one-pass cluster kernel does the same in registers).
+  if (p.cols >= kRereadMinCols) {
+    for (int cluster : {8, 16})
+      for (int threads : {128, 256, 512}) {
+        const int values = 32;
+        if (values < vec) continue;
+        const SoftmaxConfig c{vec, values / vec, threads, threads, cluster, true};
+        if (ceil_div(p.cols, c.cols_per_cta()) < 2 * cluster) continue;
+        add(c);
       }
   }
   return out;
@@ -199,9 +220,18 @@ double softmax_cost(const SoftmaxConfig& c, const SoftmaxProblem& p) {
   // Masked values: threads that hold nothing.
   const int64_t span = c.online ? ceil_div(p.cols, c.cols_per_cta()) * c.cols_per_cta() : c.max_cols();
   cost += 0.5 * (double(span) / double(p.cols) - 1);
-  // Cluster exchanges; the online kind reads x twice.
+  // Cluster exchanges (16: non-portable, placement within a GPC); the online kind reads x twice:
+  // from DRAM with one CTA per row, from L2 in a cluster while the rows in flight fit in it.
   if (c.cluster > 1) cost += 0.05 * std::log2(double(c.cluster));
-  if (c.online) cost += 1.0;
+  if (c.online && c.cluster == 1) cost += 1.0;
+  if (c.online && c.cluster > 1) {
+    const double rows_in_flight = double(kSms * ctas_per_sm) / c.cluster;
+    const double l2 = rows_in_flight * double(p.cols) * double(size_of(p.in));
+    cost += l2 <= kRereadL2Bytes ? 0.1 : 1.0;
+    // Tiles dealt unevenly over the cluster.
+    const int64_t tiles = ceil_div(p.cols, c.cols_per_cta());
+    cost += 0.5 * (double(ceil_div(tiles, c.cluster) * c.cluster) / double(tiles) - 1);
+  }
   // The last wave.
   const double ctas = double(ceil_div(p.rows, c.rows_per_cta())) * c.cluster;
   const double waves = ctas / double(kSms * ctas_per_sm);

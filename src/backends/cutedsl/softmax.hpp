@@ -5,12 +5,16 @@
 //
 // Kernels (docs/cutedsl.md "Softmax"): one pass, the row in registers: `threads` threads per CTA,
 // `tpr` threads per row (threads / tpr rows per CTA), each thread `chunks` accesses of `vec`
-// consecutive elements; with a cluster of 2..8 CTAs one row is split across the cluster and the
-// CTAs merge their (max, sum) through distributed shared memory. The online kind reads the row
-// twice in tiles of tpr * chunks * vec columns (any row length, one CTA per row).
+// consecutive elements; with a cluster of 2..16 CTAs one row is split across the cluster and the
+// CTAs merge their (max, sum) through distributed shared memory (16: a non-portable cluster size,
+// allowed by the module loader on every kernel). The online kind reads the row twice in tiles of
+// tpr * chunks * vec columns (any row length): with one CTA per row, or (the cluster re-read kind,
+// rows of 65536+ columns) with the row's tiles dealt to a cluster of 8 or 16 CTAs, which exchange
+// their (max, sum) as above, so few rows are in flight and pass 2 re-reads x from L2.
 //
 // A config's id is canonical: "p32_t256_v8x4" (32 threads per row, 256 threads, 4 accesses of 8),
-// "p512_t512_v8x8_c8" (a cluster of 8), "o_p1024_t1024_v8x2" (online). The artifact depends on
+// "p512_t512_v8x8_c8" (a cluster of 8), "o_p1024_t1024_v8x2" (online), "o_p256_t256_v8x4_c16"
+// (cluster re-read). The artifact depends on
 // the config, the dtypes and the sources (their digest travels in the params), not on rows, cols,
 // ld or scale, so one artifact serves every problem whose rows the config holds.
 #pragma once
@@ -36,7 +40,7 @@ struct SoftmaxConfig {
   int chunks = 4;     // accesses per thread
   int tpr = 32;       // threads per row (a power of two dividing threads)
   int threads = 256;  // threads per CTA
-  int cluster = 1;    // CTAs per row (1, 2, 4, 8; > 1: tpr == threads)
+  int cluster = 1;    // CTAs per row (1, 2, 4, 8, 16; > 1: tpr == threads)
   bool online = false;
 
   int rows_per_cta() const { return threads / tpr; }
@@ -63,8 +67,9 @@ int softmax_vec(const SoftmaxProblem& p);
 // Every config that can run p and is worth compiling (before ranking), in a stable order.
 std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p);
 // The ranked candidates for p: at most max_configs, the best of each kind (rows per CTA > 1,
-// one CTA per row, cluster, online) kept in. One-pass configs when the row fits 8 CTAs'
-// registers (262144 columns), else online ones.
+// one CTA per row, cluster, online, cluster re-read) kept in. One-pass configs when the row fits
+// 16 CTAs' registers (524288 columns of 2 bytes), else online ones; cluster re-read ones for rows
+// of 65536+ columns.
 std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_configs);
 // A rough relative cost (lower is better) that ranks the configs of p.
 double softmax_cost(const SoftmaxConfig& c, const SoftmaxProblem& p);
