@@ -301,11 +301,14 @@ def fratio(x):
     return "-" if x is None else f"{x:.3f}"
 
 
-def duel_text(note):
-    """'duel: A (preferred) vs B: paired time ratio 1.0123 -> challenger' -> 'ratio 1.0123 -> challenger'."""
-    if not note:
+def duel_text(notes):
+    """The race's duels (engine notes 'duel: A (champion) vs B: paired time ratio 1.0123 ->
+    challenger'), shortened to 'ratio 1.0123 -> challenger' and joined by '; '."""
+    if isinstance(notes, str):
+        notes = [notes] if notes else []
+    if not notes:
         return "-"
-    return note.split(": paired time ", 1)[-1] if ": paired time " in note else note
+    return "; ".join(n.split(": paired time ", 1)[-1] if ": paired time " in n else n for n in notes)
 
 
 def fpct(x):
@@ -1781,8 +1784,8 @@ class Run:
                         e["ratio_in_first_tune"] = (m1.get(w2["id"]) / m1[id1]) if (m1.get(w2["id"]) and m1.get(id1)) else None
                         e["ratio_in_second_tune"] = (m2.get(id1) / m2[w2["id"]]) if (m2.get(id1) and m2.get(w2["id"])) else None
                         # The race's final duel in each tune (engine notes "duel: ..."), if it had one.
-                        e["duel_first_tune"] = next((n for n in rep1.get("notes", []) if n.startswith("duel:")), "")
-                        e["duel_second_tune"] = next((n for n in rep2.get("notes", []) if n.startswith("duel:")), "")
+                        e["duel_first_tune"] = [n for n in rep1.get("notes", []) if n.startswith("duel:")]
+                        e["duel_second_tune"] = [n for n in rep2.get("notes", []) if n.startswith("duel:")]
                         k1 = eng.load(p.gt(), backend1, id1)
                         x = gpu.make_inputs(p, a.seed + 7919 * p.index)
                         f1, _ = gpu.gemmtune_fn(k1, p, x)

@@ -37,16 +37,18 @@ struct TuneOptions {
   double tie_tolerance = 0.02; // medians within this fraction (or within the two candidates'
                                // p20..p80 spreads) of the best are re-timed head to head
   int tie_rounds = 16;
-  // Near-ties closer than this go to the earlier candidate (the library's default pick first).
-  // 1%: a choice inside the margin costs at most 1%, below the noise of short kernels. A 3%
-  // margin was tried on the H200 and made re-tunes worse (4 of 182 picks outside the noise
-  // instead of 1 of 190: pairs about 3% apart flipped at the margin, and the preferred pick was
-  // measurably slower; bench/results/2026-11-30-h200-cublaslt-final.*).
-  double prefer_margin = 0.01;
-  // Rounds of the final duel between the preferred near-tie and its strongest challenger,
-  // decided on paired per-round ratios (src/tune/timing.hpp); 0 disables it.
+  // The race's preference for the earlier candidate (the library's default pick first): a
+  // challenger must be faster by more than this (src/tune/timing.hpp). 0.25%, decided on the
+  // duels' paired ratios: at 1% a pair about 1% apart flipped at the margin between two tunes
+  // (paired ratios 1.0098 and 1.0120) while measured 1.3% apart with 1.2% noise; a 3% margin
+  // on marginal medians was worse (bench/results/2026-11-30-h200-cublaslt-final.*).
+  double prefer_margin = 0.0025;
+  // The final duels between the preferred candidate and its nearest challengers, decided on
+  // paired per-round ratios (src/tune/timing.hpp): rounds per duel (0 disables them), the
+  // reach (fraction of the fastest median) and at most how many.
   int duel_rounds = 24;
-  double duel_window = 0.05;  // a challenger this close (fraction of the preferred's median) duels
+  double duel_window = 0.05;
+  int duels = 3;
   uint64_t seed = 0x9e3779b97f4a7c15ull;  // random inputs
 };
 

@@ -273,6 +273,7 @@ EngineOptions engine_options_from_json(const std::string& text) {
     to.prefer_margin = g.number("prefer_margin", to.prefer_margin);
     to.duel_rounds = int(g.integer("duel_rounds", to.duel_rounds));
     to.duel_window = g.number("duel_window", to.duel_window);
+    to.duels = int(g.integer("duels", to.duels));
     to.seed = g.unsigned_integer("seed", to.seed);
     g.finish();
     if (!(to.warmup_ms >= 0)) GT_THROW("options.tune.warmup_ms: must be >= 0");
@@ -285,6 +286,7 @@ EngineOptions engine_options_from_json(const std::string& text) {
     if (!(to.prefer_margin >= 0)) GT_THROW("options.tune.prefer_margin: must be >= 0");
     if (to.duel_rounds < 0) GT_THROW("options.tune.duel_rounds: must be >= 0");
     if (!(to.duel_window >= 0)) GT_THROW("options.tune.duel_window: must be >= 0");
+    if (to.duels < 0) GT_THROW("options.tune.duels: must be >= 0");
   }
   f.finish();
   return o;

@@ -410,12 +410,12 @@ KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::strin
       entries[racing[size_t(race_result.winner)]].result.winner = true;
       r.spread = race_result.spread;
     }
-    if (auto [pref, chal] = race_result.duel; pref >= 0) {
+    for (const Duel& d : race_result.duels) {
       auto name = [&](long j) { return entries[racing[size_t(j)]].result.backend + " " + entries[racing[size_t(j)]].result.id; };
       char ratio[32];
-      std::snprintf(ratio, sizeof ratio, "%.4f", race_result.duel_ratio);
-      r.notes.push_back("duel: " + name(pref) + " (preferred) vs " + name(chal) + ": paired time ratio " + ratio +
-                        " -> " + (race_result.winner == chal ? "challenger" : "preferred"));
+      std::snprintf(ratio, sizeof ratio, "%.4f", d.ratio);
+      r.notes.push_back("duel: " + name(d.champion) + " (champion) vs " + name(d.challenger) + ": paired time ratio " +
+                        ratio + " -> " + (d.challenger_won ? "challenger" : "champion"));
     }
   }
 

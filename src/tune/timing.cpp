@@ -112,6 +112,7 @@ RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
   GT_CHECK(opt.prefer_margin >= 0, "tune.prefer_margin: must be >= 0");
   GT_CHECK(opt.duel_rounds >= 0, "tune.duel_rounds: must be >= 0");
   GT_CHECK(opt.duel_window >= 0, "tune.duel_window: must be >= 0");
+  GT_CHECK(opt.duels >= 0, "tune.duels: must be >= 0");
 
   Race r(n, sample);
   std::vector<size_t> alive(n);  // neither failed nor pruned, ascending indices
@@ -159,45 +160,51 @@ RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
   for (size_t i : contenders)
     if (r.res.stats[i].median <= fastest * (1 + opt.prefer_margin)) w = std::min(w, i);
 
-  // The duel: the preference is decided on one focused measurement, not on marginal medians
-  // (the earliest candidate within prefer_margin of the fastest median flipped between two
-  // tunes when a pair sat at the margin). The preferred one is the earliest survivor within
-  // duel_window of the fastest; its challenger is the fastest other survivor. The two alone
-  // get duel_rounds more rounds; the verdict is the median of the per-round ratios of their
-  // paired samples, which cancels the drift both see within one round, and the challenger
-  // wins only if faster by more than prefer_margin. The window reaches past the near-ties: a
-  // pair 2.4% apart on 5 rounds measured 6.3% apart the other way round minutes later
-  // (bench/results/2026-11-30-h200-cublaslt-*.md, stability).
-  size_t challenger = n;
+  // Duels: the preference is decided on focused measurements, not on marginal medians (the
+  // earliest candidate within prefer_margin of the fastest median flipped between two tunes
+  // when a pair sat at the margin). The preferred one (the champion) is the earliest survivor
+  // within duel_window of the fastest. It meets the fastest other survivors in turn (at most
+  // opt.duels of them, each within duel_window, tie_tolerance or the two spreads of the
+  // champion): the two alone get duel_rounds more rounds, the verdict is the median of the
+  // per-round ratios of their paired samples (which cancels the drift both see within one
+  // round), and the challenger becomes champion only if faster by more than prefer_margin.
+  // The window reaches past the near-ties (a pair 2.4% apart on 5 rounds measured 6.3% apart
+  // the other way round minutes later), and several duels settle three-way near-ties (one
+  // tune's duel picked a kernel 2.9% slower than the one the other tune's duel picked, which
+  // the first never met; bench/results/2026-11-30-h200-cublaslt-*.md, stability).
   if (opt.duel_rounds > 0) {
     const double reach = fastest * std::max(opt.duel_window, opt.tie_tolerance);
-    size_t pref = n;
     for (size_t i : alive)
-      if (r.res.stats[i].median - fastest <= reach) pref = std::min(pref, i);
-    w = pref;
-    for (size_t i : r.ranked(alive))
-      if (i != w) { challenger = i; break; }
-  }
-  if (challenger != n && opt.duel_rounds > 0) {
-    const Stats &sw = r.res.stats[w], &sc = r.res.stats[challenger];
-    const bool near = std::abs(sc.median - sw.median) <=
-                      std::max({opt.duel_window * sw.median, opt.tie_tolerance * sw.median,
-                                (sw.p80 - sw.p20) + (sc.p80 - sc.p20)});
-    if (near) {
-      const size_t preferred = w;
-      std::vector<double> ratio;  // t_w / t_challenger, one per round both finished
+      if (r.res.stats[i].median - fastest <= reach) w = std::min(w, i);
+    std::vector<size_t> met = {w};
+    for (int d = 0; d < opt.duels && w != n; ++d) {
+      size_t c = n;  // the fastest survivor the champion has not met
+      for (size_t i : r.ranked(alive))
+        if (r.res.failure[i].empty() && std::find(met.begin(), met.end(), i) == met.end()) {
+          c = i;
+          break;
+        }
+      if (c == n) break;
+      const Stats &sw = r.res.stats[w], &sc = r.res.stats[c];
+      const bool near = std::abs(sc.median - sw.median) <=
+                        std::max({opt.duel_window * sw.median, opt.tie_tolerance * sw.median,
+                                  (sw.p80 - sw.p20) + (sc.p80 - sc.p20)});
+      if (!near) break;  // the others are slower still
+      met.push_back(c);
+      std::vector<double> ratio;  // t_champion / t_challenger, one per round both finished
       for (int k = 0; k < opt.duel_rounds; ++k) {
-        std::vector<size_t> pair = {std::min(w, challenger), std::max(w, challenger)};
+        std::vector<size_t> pair = {std::min(w, c), std::max(w, c)};
         auto sample = r.round_samples(pair);
-        if (!r.res.failure[w].empty() || !r.res.failure[challenger].empty()) break;
-        if (sample[challenger] > 0) ratio.push_back(sample[w] / sample[challenger]);
+        if (!r.res.failure[w].empty() || !r.res.failure[c].empty()) break;
+        if (sample[c] > 0) ratio.push_back(sample[w] / sample[c]);
       }
-      if (!r.res.failure[w].empty()) w = r.res.failure[challenger].empty() ? challenger : n;
-      else if (r.res.failure[challenger].empty() && !ratio.empty() &&
-               summarize(ratio).median > 1 + opt.prefer_margin)
-        w = challenger;
-      r.res.duel = {long(preferred), long(challenger)};
-      r.res.duel_ratio = ratio.empty() ? 0 : summarize(ratio).median;
+      Duel duel{long(w), long(c), ratio.empty() ? 0 : summarize(ratio).median, false};
+      if (!r.res.failure[w].empty()) duel.challenger_won = r.res.failure[c].empty();
+      else if (r.res.failure[c].empty() && !ratio.empty() && duel.ratio > 1 + opt.prefer_margin)
+        duel.challenger_won = true;
+      r.res.duels.push_back(duel);
+      if (duel.challenger_won) w = c;
+      else if (!r.res.failure[w].empty()) w = n;  // both failed
     }
   }
   if (w == n) return r.res;  // both duellists failed

@@ -26,16 +26,21 @@ Stats summarize(std::vector<double> samples);
 // One sample of candidate i's time in microseconds (may throw Error: the candidate fails).
 using Sampler = std::function<double(size_t i)>;
 
+// One duel of step 5: the champion against a challenger; ratio = the median of their paired
+// per-round time ratios (champion / challenger; > 1: the challenger was faster).
+struct Duel {
+  long champion = -1, challenger = -1;
+  double ratio = 0;
+  bool challenger_won = false;
+};
+
 struct RaceResult {
   std::vector<Stats> stats;            // per candidate
   std::vector<bool> pruned;            // dropped early as clearly slower
   std::vector<std::string> failure;    // non-empty: sampling failed, the message
   long winner = -1;                    // -1 when every candidate failed
   double spread = 0;                   // winner's (p80 - p20) / median
-  // The duel of step 5 when there was one: {preferred, challenger} and the median of their
-  // paired per-round time ratios (preferred / challenger; > 1: the challenger was faster).
-  std::pair<long, long> duel = {-1, -1};
-  double duel_ratio = 0;
+  std::vector<Duel> duels;             // step 5's duels, in order
 };
 
 // Races n candidates (samples in µs). Deterministic for a deterministic sampler.
@@ -55,15 +60,17 @@ struct RaceResult {
 //     within prefer_margin of the fastest median: the caller's order is a preference (the
 //     library's default pick first), so a tune leaves it only on evidence and ties resolve the
 //     same way every time. If every near-tie failed while re-timed, among the other survivors.
-//  5. With a duel: the preferred candidate is the earliest survivor within duel_window (or
-//     tie_tolerance) of the fastest near-tie's median; the challenger is the fastest other
-//     survivor. If the two are within duel_window, tie_tolerance or their two spreads, they
-//     alone get duel_rounds more rounds and the challenger wins only if the median of the
-//     per-round ratios preferred/challenger exceeds 1 + prefer_margin; otherwise the preferred
-//     one wins. A duellist that fails loses (both failing: winner = -1).
+//  5. With duels (duel_rounds > 0): the champion is the earliest survivor within duel_window
+//     (or tie_tolerance) of the fastest near-tie's median. It meets the fastest survivors it
+//     has not met, in order, at most `duels` of them, while the next one is within
+//     duel_window, tie_tolerance or the two spreads of the champion: the two alone get
+//     duel_rounds more rounds and the challenger becomes champion only if the median of the
+//     per-round ratios champion/challenger exceeds 1 + prefer_margin. The last champion wins.
+//     A duellist that fails loses (both failing: winner = -1).
 //  winner = -1 when every candidate failed. spread = the winner's (p80 - p20) / median.
 // Throws Error for invalid options (min_rounds < 1, max_rounds < min_rounds, prune_ratio < 1,
-// tie_tolerance < 0, tie_rounds < 0, prefer_margin < 0, duel_rounds < 0, duel_window < 0).
+// tie_tolerance < 0, tie_rounds < 0, prefer_margin < 0, duel_rounds < 0, duel_window < 0,
+// duels < 0).
 RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt);
 
 }  // namespace gemmtune

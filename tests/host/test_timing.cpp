@@ -42,7 +42,7 @@ struct FakeClock {
   size_t count(size_t i) const { return size_t(std::count(calls.begin(), calls.end(), i)); }
 };
 
-// min 5, max 15, prune 1.3, tie 2% (or within the spreads) x 16 rounds, prefer 1%; the duel
+// min 5, max 15, prune 1.3, tie 2% (or within the spreads) x 16 rounds, prefer 0.25%; the duels
 // (step 5) off, so these tests see steps 1-4 alone; the Duel tests below turn it on.
 TuneOptions opts() {
   TuneOptions o;
@@ -371,9 +371,10 @@ TEST(RaceDuelTest, PairedRatiosCancelCommonNoise) {
     RaceResult r = race(2, [&](size_t i) { return c(i); }, o);
     EXPECT_EQ(r.winner, 1) << "seed " << seed;
     // Whichever the marginal medians preferred, the duel measured the true ratio.
-    auto [pref, chal] = r.duel;
-    ASSERT_TRUE((pref == 0 && chal == 1) || (pref == 1 && chal == 0)) << "seed " << seed;
-    EXPECT_NEAR(r.duel_ratio, c.speed[size_t(pref)] / c.speed[size_t(chal)], 1e-12) << "seed " << seed;
+    ASSERT_EQ(r.duels.size(), 1u) << "seed " << seed;
+    const Duel& d = r.duels[0];
+    ASSERT_TRUE((d.champion == 0 && d.challenger == 1) || (d.champion == 1 && d.challenger == 0)) << "seed " << seed;
+    EXPECT_NEAR(d.ratio, c.speed[size_t(d.champion)] / c.speed[size_t(d.challenger)], 1e-12) << "seed " << seed;
   }
 }
 
@@ -381,10 +382,12 @@ TEST(RaceDuelTest, PairedRatiosCancelCommonNoise) {
 TEST(RaceDuelTest, WithinPreferMarginThePreferredStays) {
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     TuneOptions o;
-    CommonNoise c{.speed = {100, 99.5}, .state = seed};
+    CommonNoise c{.speed = {100, 99.8}, .state = seed};  // 0.2% faster, the margin is 0.25%
     RaceResult r = race(2, [&](size_t i) { return c(i); }, o);
     EXPECT_EQ(r.winner, 0) << "seed " << seed;
-    EXPECT_NEAR(r.duel_ratio, 100.0 / 99.5, 1e-12);
+    ASSERT_EQ(r.duels.size(), 1u);
+    EXPECT_NEAR(r.duels[0].ratio, 100.0 / 99.8, 1e-12);
+    EXPECT_FALSE(r.duels[0].challenger_won);
   }
 }
 
@@ -396,11 +399,14 @@ TEST(RaceDuelTest, TheEarliestWithinTheWindowDuelsTheFastest) {
     TuneOptions o;
     CommonNoise slower{.speed = {103, 100}, .state = seed};  // the preferred one 3% slower: loses
     RaceResult a = race(2, [&](size_t i) { return slower(i); }, o);
-    EXPECT_EQ(a.duel, (std::pair<long, long>{0, 1})) << "seed " << seed;
+    ASSERT_EQ(a.duels.size(), 1u) << "seed " << seed;
+    EXPECT_EQ(a.duels[0].champion, 0);
+    EXPECT_EQ(a.duels[0].challenger, 1);
     EXPECT_EQ(a.winner, 1) << "seed " << seed;
-    CommonNoise close{.speed = {100.6, 100}, .state = seed};  // 0.6% slower: within the margin, keeps it
+    CommonNoise close{.speed = {100.2, 100}, .state = seed};  // 0.2% slower: within the margin, keeps it
     RaceResult b = race(2, [&](size_t i) { return close(i); }, o);
-    EXPECT_EQ(b.duel, (std::pair<long, long>{0, 1})) << "seed " << seed;
+    ASSERT_EQ(b.duels.size(), 1u) << "seed " << seed;
+    EXPECT_EQ(b.duels[0].champion, 0);
     EXPECT_EQ(b.winner, 0) << "seed " << seed;
   }
 }
@@ -411,10 +417,12 @@ TEST(RaceDuelTest, TheEarliestWithinTheWindowDuelsTheFastest) {
 TEST(RaceDuelTest, OnlyNearPairsDuelForDuelRounds) {
   TuneOptions o;
   o.duel_rounds = 10;
+  o.duels = 1;
   FakeClock c{.speed = {100, 101.5, 104}};  // 1 within tie_tolerance (2%) of 0, 2 is not
   RaceResult r = race(3, c.sampler(), o);
   EXPECT_EQ(r.winner, 0);
-  EXPECT_EQ(r.duel, (std::pair<long, long>{0, 1}));
+  ASSERT_EQ(r.duels.size(), 1u);
+  EXPECT_EQ(r.duels[0].challenger, 1);
   EXPECT_EQ(c.count(0), size_t(o.min_rounds + o.tie_rounds + o.duel_rounds));
   EXPECT_EQ(c.count(1), size_t(o.min_rounds + o.tie_rounds + o.duel_rounds));
   EXPECT_EQ(c.count(2), size_t(o.min_rounds));
@@ -423,19 +431,50 @@ TEST(RaceDuelTest, OnlyNearPairsDuelForDuelRounds) {
   FakeClock window{.speed = {100, 103}};
   RaceResult w = race(2, window.sampler(), o);
   EXPECT_EQ(w.winner, 0);
-  EXPECT_EQ(w.duel, (std::pair<long, long>{0, 1}));
+  ASSERT_EQ(w.duels.size(), 1u);
+  EXPECT_EQ(w.duels[0].challenger, 1);
   EXPECT_EQ(window.count(1), size_t(o.min_rounds + o.duel_rounds));
   o.duel_window = 0.02;
   FakeClock narrow{.speed = {100, 103}};
-  EXPECT_EQ(race(2, narrow.sampler(), o).duel, (std::pair<long, long>{-1, -1}));
+  EXPECT_TRUE(race(2, narrow.sampler(), o).duels.empty());
   EXPECT_EQ(narrow.count(1), size_t(o.min_rounds));
   o.duel_window = 0.05;
 
   FakeClock apart{.speed = {110, 100}};
   RaceResult q = race(2, apart.sampler(), o);
   EXPECT_EQ(q.winner, 1);
-  EXPECT_EQ(q.duel, (std::pair<long, long>{-1, -1}));
+  EXPECT_TRUE(q.duels.empty());
   EXPECT_EQ(apart.count(1), size_t(o.min_rounds));
+}
+
+// Several duels settle a three-way near-tie that the marginal medians order wrongly: candidate
+// 1 looked 3% slow in its first rounds and is truly the fastest. The champion (0) loses to the
+// marginal leader (2), which then meets 1 and loses too; with one duel, 2 would have won.
+TEST(RaceDuelTest, ChampionMeetsTheNextChallengers) {
+  for (int duels : {1, 3}) {
+    TuneOptions o;
+    o.duels = duels;
+    int n1 = 0;
+    Sampler s = [&](size_t i) {
+      if (i == 0) return 100.0;
+      if (i == 2) return 98.5;
+      return n1++ < o.min_rounds ? 103.0 : 97.0;
+    };
+    RaceResult r = race(3, s, o);
+    if (duels == 1) {
+      EXPECT_EQ(r.winner, 2);
+      ASSERT_EQ(r.duels.size(), 1u);
+    } else {
+      EXPECT_EQ(r.winner, 1);
+      ASSERT_EQ(r.duels.size(), 2u);
+      EXPECT_EQ(r.duels[1].champion, 2);
+      EXPECT_EQ(r.duels[1].challenger, 1);
+      EXPECT_TRUE(r.duels[1].challenger_won);
+    }
+    EXPECT_EQ(r.duels[0].champion, 0);
+    EXPECT_EQ(r.duels[0].challenger, 2);
+    EXPECT_TRUE(r.duels[0].challenger_won);
+  }
 }
 
 // A duellist that fails during the duel loses it; both failing leaves no winner.
