@@ -22,6 +22,7 @@
 // key share one request.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -35,6 +36,8 @@
 
 #include "backends/backend.hpp"
 #include "compile/single_flight.hpp"
+#include "core/parallel.hpp"
+#include "gemmtune/error.hpp"
 #include "compile/worker_pool.hpp"
 #include "store/artifact_store.hpp"
 
@@ -105,5 +108,35 @@ class Compiler {
   std::string toolchain_, sources_hash_;
   SingleFlight<Compiled> flights_{true};  // one compile per key at a time (failures not retried in this process)
 };
+
+// The compile step of a precompile (GEMM and softmax alike): `items[i]` with a key compile
+// (or hit the store) on up to `threads` threads, with `params[j]` the params of the j-th
+// keyed item in order; items without a key (skipped or refused) only go to `progress`. Item
+// needs `key`, `store_hit`, `seconds` and `error` members; `progress` sees each item once.
+template <class Item>
+void compile_items(Compiler& compiler, std::vector<Item>& items, const std::vector<nlohmann::json>& params,
+                   int threads, const std::function<void(const Item&)>& progress) {
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < items.size(); ++i)
+    if (!items[i].key.empty()) todo.push_back(i);
+    else if (progress) progress(items[i]);
+  GT_CHECK(todo.size() == params.size(), "cutedsl precompile: one params object per keyed item");
+  compiler.prestart(params);
+  std::mutex progress_mu;
+  parallel_for(todo.size(), size_t(std::max(1, threads)), [&](size_t j) {
+    Item& it = items[todo[j]];
+    try {
+      Compiled c = compiler.compile(params[j]);
+      it.store_hit = c.store_hit, it.seconds = c.compile_s;
+    } catch (const std::exception& e) {
+      auto* ge = dynamic_cast<const Error*>(&e);
+      it.error = ge ? ge->message() : e.what();
+    }
+    if (progress) {
+      std::lock_guard<std::mutex> lock(progress_mu);
+      progress(it);
+    }
+  });
+}
 
 }  // namespace gemmtune::cutedsl

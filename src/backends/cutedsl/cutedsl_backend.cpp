@@ -139,27 +139,7 @@ std::vector<PrecompileItem> precompile(Compiler& compiler, const std::vector<Gem
       todo_params.push_back(std::move(prm));
     }
   }
-  std::vector<size_t> todo;
-  for (size_t i = 0; i < items.size(); ++i)
-    if (!items[i].key.empty()) todo.push_back(i);
-    else if (progress) progress(items[i]);
-  compiler.prestart(todo_params);
-
-  std::mutex progress_mu;
-  parallel_for(todo.size(), size_t(std::max(1, threads)), [&](size_t j) {
-    PrecompileItem& it = items[todo[j]];
-    try {
-      Compiled c = compiler.compile(todo_params[j]);
-      it.store_hit = c.store_hit, it.seconds = c.compile_s;
-    } catch (const std::exception& e) {
-      auto* ge = dynamic_cast<const Error*>(&e);
-      it.error = ge ? ge->message() : e.what();
-    }
-    if (progress) {
-      std::lock_guard<std::mutex> lock(progress_mu);
-      progress(it);
-    }
-  });
+  compile_items<PrecompileItem>(compiler, items, todo_params, threads, progress);
   return items;
 }
 
