@@ -20,6 +20,7 @@
 #include "core/cuda.hpp"
 #include "core/device.hpp"
 #include "core/parallel.hpp"
+#include "core/paths.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
 #include "tune/gpu_bench.hpp"
@@ -393,7 +394,10 @@ KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::strin
     std::vector<detail::CandidateFor<Op>*> cands;
     for (size_t i : racing) cands.push_back(entries[i].cand.get());
     GpuBench<Op> bench(p, cands, opt.tune, dev, stream);
-    RaceResult race_result = race(cands.size(), [&](size_t i) { return bench.sample(i); }, opt.tune);
+    const bool single = opt.tune.duel_single_launch || env_or_empty("GEMMTUNE_RACE_DUEL_SINGLE") == "1";
+    Sampler duel_sample;
+    if (single) duel_sample = [&](size_t i) { return bench.sample_single(i); };
+    RaceResult race_result = race(cands.size(), [&](size_t i) { return bench.sample(i); }, opt.tune, duel_sample);
     for (size_t j = 0; j < racing.size(); ++j) {
       auto& res = entries[racing[j]].result;
       const Stats& st = race_result.stats[j];
