@@ -447,12 +447,45 @@ def _shim_source(p: dict, prefix: str, header: str) -> str:
 
 # ---- compile --------------------------------------------------------------------------------------
 
+def export_and_link(compiled, out_dir: str, name: str, make_shim, exports: list[str], times: dict):
+    """The ahead-of-time step every CuTe DSL kernel shares: export `compiled` to C (name.o +
+    name.h), write its C ABI shim (make_shim(header text) -> C++ source), link name.so against
+    the shared runtime library, exporting `exports` only. Fills times["export"] and
+    times["link"]; returns (path of the .so, the runtime's record)."""
+    tc = toolchain()
+    t1 = time.perf_counter()
+    compiled.export_to_c(out_dir, name, function_prefix=name)
+    t2 = time.perf_counter()
+    times["export"] = round(t2 - t1, 3)
+    with open(os.path.join(out_dir, name + ".h")) as f:
+        header = f.read()
+    shim = os.path.join(out_dir, name + "_shim.cpp")
+    with open(shim, "w") as f:
+        f.write(make_shim(header))
+    vs = os.path.join(out_dir, name + ".map")
+    with open(vs, "w") as f:
+        f.write("{ global: " + "; ".join(exports) + "; local: *; };\n")
+    so = os.path.join(out_dir, name + ".so")
+    rt = runtime()
+    cmd = [tc["_cxx"], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-shared", "-o", so,
+           "-I" + os.path.join(tc["_cuda_home"], "include"), "-I" + out_dir, "-I" + HERE,
+           "-fno-exceptions", "-fno-rtti", "-fno-asynchronous-unwind-tables", "-Wl,--as-needed",
+           shim, os.path.join(out_dir, name + ".o"), rt["path"],
+           "-static-libgcc", "-Wl,--no-undefined", "-Wl,--exclude-libs,ALL",
+           "-Wl,--version-script=" + vs, "-Wl,-Bsymbolic", "-Wl,--build-id=none"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CompileFailure("link", f"{' '.join(cmd)}\n{r.stderr[-4000:]}")
+    times["link"] = round(time.perf_counter() - t2, 3)
+    return so, rt
+
+
 def compile_gemm(params: Any, out_dir: str) -> dict:
     p = normalize(params)
     if not os.path.isabs(out_dir):
         raise CompileFailure("bad_request", "out_dir must be an absolute path")
     os.makedirs(out_dir, exist_ok=True)
-    tc = toolchain()
+    toolchain()  # the DSL's availability and versions, before any work
     try:
         cfg = kernel_config(p)
         cfg.check()
@@ -476,33 +509,11 @@ def compile_gemm(params: Any, out_dir: str) -> dict:
         compiled = cute.compile(HopperGemm(cfg), *_fake_args(p), options=f"--gpu-arch {ARCH}")
     except Exception as exc:  # noqa: BLE001 - the DSL raises many types
         raise CompileFailure("compile", f"{type(exc).__name__}: {exc}")
-    t1 = time.perf_counter()
-    times["trace_compile"] = round(t1 - t0, 3)
-    compiled.export_to_c(out_dir, name, function_prefix=name)
-    t2 = time.perf_counter()
-    times["export"] = round(t2 - t1, 3)
-    with open(os.path.join(out_dir, name + ".h")) as f:
-        header = f.read()
-    shim = os.path.join(out_dir, name + "_shim.cpp")
-    with open(shim, "w") as f:
-        f.write(_shim_source(p, name, header))
-    vs = os.path.join(out_dir, name + ".map")
-    with open(vs, "w") as f:
-        f.write("{ global: gt_cutedsl_abi_version; gt_cutedsl_config; gt_cutedsl_can_implement; "
-                "gt_cutedsl_run; gt_cutedsl_status_text; local: *; };\n")
-    so = os.path.join(out_dir, name + ".so")
-    rt = runtime()
-    cmd = [tc["_cxx"], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-shared", "-o", so,
-           "-I" + os.path.join(tc["_cuda_home"], "include"), "-I" + out_dir, "-I" + HERE,
-           "-fno-exceptions", "-fno-rtti", "-fno-asynchronous-unwind-tables", "-Wl,--as-needed",
-           shim, os.path.join(out_dir, name + ".o"), rt["path"],
-           "-static-libgcc", "-Wl,--no-undefined", "-Wl,--exclude-libs,ALL",
-           "-Wl,--version-script=" + vs, "-Wl,-Bsymbolic", "-Wl,--build-id=none"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise CompileFailure("link", f"{' '.join(cmd)}\n{r.stderr[-4000:]}")
+    times["trace_compile"] = round(time.perf_counter() - t0, 3)
+    so, rt = export_and_link(compiled, out_dir, name, lambda header: _shim_source(p, name, header),
+                             ["gt_cutedsl_abi_version", "gt_cutedsl_config", "gt_cutedsl_can_implement",
+                              "gt_cutedsl_run", "gt_cutedsl_status_text"], times)
     t3 = time.perf_counter()
-    times["link"] = round(t3 - t2, 3)
     return {"artifact": so, "name": name, "compile_s": round(t3 - t0, 3), "times": times,
             "runtime": dict(rt),
             "meta": {"config": config_text(p), "toolchain": toolchain_text(),

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any
@@ -144,7 +143,7 @@ def compile_softmax(params: Any, out_dir: str) -> dict:
         raise CompileFailure("bad_request", f"params.src {p['src']!r}: the worker's softmax sources are {mine!r} "
                                             "(the C++ side hashed other files: GEMMTUNE_PYTHON_DIR?)")
     os.makedirs(out_dir, exist_ok=True)
-    tc = base.toolchain()
+    base.toolchain()  # the DSL's availability and versions, before any work
     import cutlass.cute as cute
     from .softmax_sm90 import HopperSoftmax
     base._check_dsl_arch()
@@ -156,34 +155,12 @@ def compile_softmax(params: Any, out_dir: str) -> dict:
         compiled = cute.compile(HopperSoftmax(cfg), *_fake_args(p), options=f"--gpu-arch {ARCH}")
     except Exception as exc:  # noqa: BLE001 - the DSL raises many types
         raise CompileFailure("compile", f"{type(exc).__name__}: {exc}")
-    t1 = time.perf_counter()
-    times["trace_compile"] = round(t1 - t0, 3)
-    compiled.export_to_c(out_dir, name, function_prefix=name)
-    t2 = time.perf_counter()
-    times["export"] = round(t2 - t1, 3)
-    with open(os.path.join(out_dir, name + ".h")) as f:
-        header = f.read()
-    shim = os.path.join(out_dir, name + "_shim.cpp")
-    with open(shim, "w") as f:
-        f.write(_shim_source(p, name, header))
-    vs = os.path.join(out_dir, name + ".map")
-    with open(vs, "w") as f:
-        f.write("{ global: gt_cutedsl_softmax_abi_version; gt_cutedsl_softmax_config; gt_cutedsl_softmax_max_cols; "
-                "gt_cutedsl_softmax_can_implement; gt_cutedsl_softmax_run; gt_cutedsl_softmax_status_text; "
-                "local: *; };\n")
-    so = os.path.join(out_dir, name + ".so")
-    rt = base.runtime()
-    cmd = [tc["_cxx"], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-shared", "-o", so,
-           "-I" + os.path.join(tc["_cuda_home"], "include"), "-I" + out_dir, "-I" + HERE,
-           "-fno-exceptions", "-fno-rtti", "-fno-asynchronous-unwind-tables", "-Wl,--as-needed",
-           shim, os.path.join(out_dir, name + ".o"), rt["path"],
-           "-static-libgcc", "-Wl,--no-undefined", "-Wl,--exclude-libs,ALL",
-           "-Wl,--version-script=" + vs, "-Wl,-Bsymbolic", "-Wl,--build-id=none"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise CompileFailure("link", f"{' '.join(cmd)}\n{r.stderr[-4000:]}")
+    times["trace_compile"] = round(time.perf_counter() - t0, 3)
+    so, rt = base.export_and_link(
+        compiled, out_dir, name, lambda header: _shim_source(p, name, header),
+        ["gt_cutedsl_softmax_abi_version", "gt_cutedsl_softmax_config", "gt_cutedsl_softmax_max_cols",
+         "gt_cutedsl_softmax_can_implement", "gt_cutedsl_softmax_run", "gt_cutedsl_softmax_status_text"], times)
     t3 = time.perf_counter()
-    times["link"] = round(t3 - t2, 3)
     return {"artifact": so, "name": name, "compile_s": round(t3 - t0, 3), "times": times,
             "runtime": dict(rt),
             "meta": {"config": config_text(p), "toolchain": base.toolchain_text(), "max_cols": cfg.max_cols}}
