@@ -1142,34 +1142,32 @@ void launch_coop_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const 
   launch(c, p, reinterpret_cast<const void*>(&softmax_coop_kernel<Ti, To, E>), args, s);
 }
 
-template <class Ti, class To, int VEC>
-void launch_coop(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+// Calls f(std::integral_constant<int, E>{}) with E = c.elems, one of VEC x 1, 2, 4, 8: the
+// register-resident kinds (pipe, coop) are instantiated per elements-per-thread and need
+// 16-byte vectors.
+template <class Ti, int VEC, class F>
+void with_elems(const NativeSoftmaxConfig& c, const char* kind, F&& f) {
   if constexpr (VEC * sizeof(Ti) == 16) {
     switch (c.elems / VEC) {
-      case 1: return launch_coop_e<Ti, To, VEC>(c, p, x, y, s);
-      case 2: return launch_coop_e<Ti, To, 2 * VEC>(c, p, x, y, s);
-      case 4: return launch_coop_e<Ti, To, 4 * VEC>(c, p, x, y, s);
-      case 8: return launch_coop_e<Ti, To, 8 * VEC>(c, p, x, y, s);
+      case 1: return f(std::integral_constant<int, VEC>{});
+      case 2: return f(std::integral_constant<int, 2 * VEC>{});
+      case 4: return f(std::integral_constant<int, 4 * VEC>{});
+      case 8: return f(std::integral_constant<int, 8 * VEC>{});
       default: GT_THROW("native softmax: " + c.name() + ": elems must be vec x 1, 2, 4 or 8");
     }
   } else {
-    GT_THROW("native softmax: " + c.name() + ": the coop kind needs 16-byte vectors");
+    GT_THROW("native softmax: " + c.name() + ": the " + kind + " kind needs 16-byte vectors");
   }
 }
 
 template <class Ti, class To, int VEC>
+void launch_coop(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  with_elems<Ti, VEC>(c, "coop", [&](auto e) { launch_coop_e<Ti, To, decltype(e)::value>(c, p, x, y, s); });
+}
+
+template <class Ti, class To, int VEC>
 void launch_pipe(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
-  if constexpr (VEC * sizeof(Ti) == 16) {
-    switch (c.elems / VEC) {
-      case 1: return launch_pipe_e<Ti, To, VEC>(c, p, x, y, s);
-      case 2: return launch_pipe_e<Ti, To, 2 * VEC>(c, p, x, y, s);
-      case 4: return launch_pipe_e<Ti, To, 4 * VEC>(c, p, x, y, s);
-      case 8: return launch_pipe_e<Ti, To, 8 * VEC>(c, p, x, y, s);
-      default: GT_THROW("native softmax: " + c.name() + ": elems must be vec x 1, 2, 4 or 8");
-    }
-  } else {
-    GT_THROW("native softmax: " + c.name() + ": the pipe kind needs 16-byte vectors");
-  }
+  with_elems<Ti, VEC>(c, "pipe", [&](auto e) { launch_pipe_e<Ti, To, decltype(e)::value>(c, p, x, y, s); });
 }
 
 template <class Ti, class To, int E, int VEC>
