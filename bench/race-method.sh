@@ -24,7 +24,7 @@ for rep in ${RACE_METHOD_REPS:-1 2}; do
       f="$OUT/${shape}-spin${spin}-sets${sets:-all}-duel${single:-reps}-rep${rep}.json"
       GEMMTUNE_RACE_DUEL_SINGLE=$single GEMMTUNE_RACE_SETS=$sets GEMMTUNE_RACE_SPIN_US=$spin build/gemmtune tune "$shape" --dtype e4m3 --backends cublaslt \
         --no-cache --json "$f" >/dev/null 2>"$f.err" || { echo "tune $shape failed"; cat "$f.err"; }
-      python3 - "$f" "$spin" "$rep" "${sets:-all}" <<'PY'
+      python3 - "$f" "$spin" "$rep" "${sets:-all}" "${single:-reps}" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 res = [r for r in d["results"] if r.get("median_us")]
