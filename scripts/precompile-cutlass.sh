@@ -76,10 +76,10 @@ for part in $PARTS; do
     # that a pack cut short still serves the bench; bench-* below add the rest of the set.
     core)
       pc core-bf16-a "$S4K" "${BF16[@]}" --configs co128x256x64c1x1,co256x128x64c1x1,pp64x256x64c1x1,pp128x128x64c1x1,co128x128x64c1x1
-      pc core-fp8-a "$S4K" "${FP8[@]}" --configs co128x256x128c1x1,co256x128x128c1x1,pp64x256x128c1x1,pp128x128x128c1x1,co128x128x128c1x1
+      pc core-fp8-a "$S4K" "${FP8[@]}" --configs co128x128x128c1x1,co128x192x128c1x1,co256x64x128c1x1,pp64x128x128c1x1,pp64x192x128c1x1
       pc core-bf16-b "$S4K" "${BF16[@]}" --configs co128x256x64c2x1,co256x128x64c2x1,co128x256x64c1x2,co256x128x64c1x2
-      pc core-fp8-b "$S4K" "${FP8[@]}" --configs co128x256x128c2x1,co256x128x128c2x1,co128x256x128c1x2,co256x128x128c1x2
-      pc core-bf16-c "$S4K" "${BF16[@]}" --configs co128x128x64c2x1,co128x128x64c1x2
+      pc core-fp8-b "$S4K" "${FP8[@]}" --configs co128x192x128c2x1,co128x192x128c1x2,co256x64x128c2x1,co256x64x128c1x2
+      pc core-bf16-c "$S4K" "${BF16[@]}" --configs co128x128x64c2x1,co128x128x64c1x2,co128x192x64c1x1,co128x192x64c2x1
       pc core-fp8-c "$S4K" "${FP8[@]}" --configs co128x128x128c2x1,co128x128x128c1x2
       ;;
     # Everything configs_for() ranks for the suite at $GEMMTUNE_CUTLASS_MAX_CONFIGS (default 16).
@@ -98,7 +98,7 @@ for part in $PARTS; do
       pc t-fp16-beta-c "$S" --dtype fp16 --layout rc --d-layout r --alpha 1.5 --beta 0.5 --configs co128x256x64c1x1
       S8=$(shapes t-fp8 "300,528,464")
       pc t-e4m3-tw-bias-relu-fp16 "$S8" --dtype e4m3 --scale tensorwise --out-dtype fp16 --layout rc --d-layout r \
-        --bias --act relu --configs co128x256x128c1x2
+        --bias --act relu --configs co128x192x128c1x2
       pc t-e4m3-rowwise "$S8" --dtype e4m3 --scale rowwise --out-dtype bf16 --layout rc --d-layout r \
         --configs co128x128x128c2x1,pp64x128x128c1x1
       # swap-AB at m = 16 (kernel M = n, kernel N = m)

@@ -93,7 +93,7 @@ int main() {
       InstanceSpec spec = InstanceSpec::of(Config{64, 128, 128, 2, 1, Schedule::pingpong, true}, fp8);
       expect(pack.key(spec) == builder.key(spec), "load-only computes the same artifact key");
       expect(pack.cached(spec) && pack.build(spec).store_hit, "load-only finds the built instance");
-      InstanceSpec absent = InstanceSpec::of(Config{128, 256, 128, 1, 1, Schedule::cooperative, false}, fp8);
+      InstanceSpec absent = InstanceSpec::of(Config{128, 192, 128, 1, 1, Schedule::cooperative, false}, fp8);
       expect(!pack.cached(absent), "load-only reports an instance it lacks as not cached");
       rc = failures ? 1 : 0;
     }

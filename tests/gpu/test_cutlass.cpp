@@ -103,7 +103,7 @@ std::vector<Case> cases() {
   {
     GemmProblem p = linear(333, 784, 336, DType::e4m3, DType::fp16);
     p.scale = ScaleMode::tensorwise, p.bias = true, p.act = Activation::relu;
-    add("e4m3 tensorwise -> fp16, bias+relu, cluster 1x2", p, {"co128x256x128c1x2"});
+    add("e4m3 tensorwise -> fp16, bias+relu, tile N 192, cluster 1x2", p, {"co128x192x128c1x2"});
   }
   {
     GemmProblem p = linear(333, 784, 336, DType::e4m3, DType::bf16);

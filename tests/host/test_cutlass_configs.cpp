@@ -43,11 +43,12 @@ TEST(CutlassConfigs, IdRoundTripsForEveryValidConfig) {
       EXPECT_FALSE(c.name().empty());
     }
   EXPECT_EQ(Config::parse("co128x256x64c2x1").tile_n, 256);
+  EXPECT_EQ(Config::parse("co128x192x128c1x2").tile_n, 192);
   EXPECT_TRUE(Config::parse("pp64x128x128c1x2s").swap_ab);
 }
 
 TEST(CutlassConfigs, ParseRejectsMalformedIds) {
-  for (const char* bad : {"", "co", "xx128x128x64c1x1", "co128x128x64", "co128x128x64c1x1x", "co96x128x64c1x1",
+  for (const char* bad : {"", "co", "xx128x128x64c1x1", "co128x128x64", "co128x128x64c1x1x", "co96x128x64c1x1", "co128x160x64c1x1", "co192x128x64c1x1",
                           "co128x128x64c2x2", "co0128x128x64c1x1", "co128x128x32c1x1", "co128x128x64c1x1ss"})
     EXPECT_THROW(Config::parse(bad), Error) << bad;
 }
@@ -63,6 +64,14 @@ TEST(CutlassConfigs, CheckRestatesTheTemplateRules) {
   GemmProblem f8 = GemmProblem::linear(4096, 4096, 4096, DType::e4m3);
   EXPECT_TRUE(check(Config{128, 128, 128, 2, 1, Schedule::cooperative, false}, f8));
   EXPECT_FALSE(check(Config{128, 128, 64, 1, 1, Schedule::cooperative, false}, f8));
+  // fp8 keeps a promotion tile of partial sums next to the accumulators: at most 96 per thread.
+  EXPECT_TRUE(check(Config{128, 192, 128, 1, 1, Schedule::cooperative, false}, f8));
+  EXPECT_TRUE(check(Config{64, 192, 128, 1, 1, Schedule::pingpong, false}, f8));
+  EXPECT_FALSE(check(Config{128, 256, 128, 1, 1, Schedule::cooperative, false}, f8));
+  EXPECT_FALSE(check(Config{256, 128, 128, 1, 1, Schedule::cooperative, false}, f8));
+  EXPECT_FALSE(check(Config{128, 128, 128, 1, 1, Schedule::pingpong, false}, f8));
+  EXPECT_TRUE(check(Config{128, 256, 64, 1, 1, Schedule::cooperative, false}, p));  // bf16: up to 128
+  EXPECT_TRUE(check(Config{128, 192, 64, 2, 1, Schedule::cooperative, false}, p));
   Verdict v = check(Config{64, 64, 64, 1, 1, Schedule::cooperative, false}, p);
   EXPECT_NE(v.reason.find("co64x64x64c1x1"), std::string::npos) << v.reason;
 }

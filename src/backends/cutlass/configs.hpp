@@ -1,7 +1,7 @@
 // The CUTLASS backend's config space (docs/cutlass.md), its pruning per problem, and the
 // problem-level rules of our kernel template (kernel/sm90_gemm.cuh). Host-only: no CUDA calls.
 //
-// Space: CTA tile M, N in {64, 128, 256}, K spanning 128 bytes (64 for 16-bit inputs, 128 for
+// Space: CTA tile M in {64, 128, 256}, N in {64, 128, 192, 256}, K spanning 128 bytes (64 for 16-bit inputs, 128 for
 // fp8); cluster 1x1, 2x1, 1x2; cooperative or ping-pong warp specialization; swap-AB (the kernel
 // computes D^T) for problems with small m. Tiles, clusters and schedules are in KERNEL terms:
 // with swap-AB the kernel's M is the problem's n.

@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -79,6 +80,113 @@ Stride stride_with_ld(int64_t ld) {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// ---- fp8 mainloop with overlapped promotion ---------------------------------------------------
+// Hopper's fp8 wgmma accumulates with reduced precision, so fp8 mainloops add ("promote") the
+// MMA's partial sums into fp32 accumulators every k tile (128 K elements, as torch's and
+// cuBLASLt's non-fast-accumulate modes do). CUTLASS's fp8 mainloop (its CollectiveMma for
+// MainloopSm90TmaGmmaWarpSpecializedFP8) promotes with one partial tile: it waits for ALL of a
+// warp group's MMAs before each promotion, so that warp group's tensor-core work stops every k
+// tile. Here the partial sums alternate between two register tiles: k tile t's MMAs write
+// part[t % 2] while part[(t - 1) % 2] is added into the accumulators, so one k tile of MMAs is
+// always in flight. It costs a third register tile: instances use it when 3 x the accumulators
+// fit (<= 64 per thread: cooperative 128x128, 256x64; ping-pong 64x128, 128x64).
+//
+// Derived from the builder's collective (same shared memory, pipeline, loads, arguments and
+// mma_tail, which releases the one stage still held, as K_PIPE_MMAS = 1 there); only the
+// consumer's mma() is replaced. The kernel calls mma() on this type.
+template <class Policy> struct IsFp8Mainloop : std::false_type {};
+template <int Stages, class Cluster, class Schedule>
+struct IsFp8Mainloop<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedFP8<Stages, Cluster, Schedule>> : std::true_type {};
+
+template <class Built>
+struct Fp8OverlapMainloop : Built {
+  static_assert(IsFp8Mainloop<typename Built::DispatchPolicy>::value, "derives from CUTLASS's fp8 (promoting) mainloop");
+  using typename Built::MainloopPipeline;
+  using typename Built::PipelineState;
+  using typename Built::TensorStorage;
+  using typename Built::Params;
+  using typename Built::TiledMma;
+  using typename Built::SmemLayoutA;
+  using typename Built::SmemLayoutB;
+  static_assert(Built::K_PIPE_MMAS == 1, "mma_tail of the base must release exactly one stage");
+
+  // accum: this thread's (MMA, MMA_M, MMA_N) fp32 accumulators of the tile, overwritten.
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum, int k_tile_count,
+                          int thread_idx, TensorStorage& shared_tensors, typename Built::Params const&) {
+    using namespace cute;
+    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});  // (BLK_M,BLK_K,PIPE)
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});  // (BLK_N,BLK_K,PIPE)
+    constexpr int kWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+    Layout wg_layout = make_layout(Int<kWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+    int wg = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+    TiledMma tiled_mma;
+    auto thread_mma = tiled_mma.get_slice(wg_layout(wg));
+    Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));  // (MMA,MMA_M,MMA_K,PIPE) descriptors
+    Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));  // (MMA,MMA_N,MMA_K,PIPE)
+    Tensor part0 = make_fragment_like(accum);
+    Tensor part1 = make_fragment_like(accum);
+    clear(accum);
+    warpgroup_fence_operand(accum);
+    if (k_tile_count <= 0) return;
+
+    // One k tile of MMAs into `part` (zeroed by the first MMA), committed as one batch.
+    auto issue = [&](auto& part) {
+      auto token = pipeline.consumer_try_wait(smem_pipe_read);
+      pipeline.consumer_wait(smem_pipe_read, token);
+      const int stage = smem_pipe_read.index();
+      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+      warpgroup_fence_operand(part);
+      warpgroup_arrive();
+      CUTLASS_PRAGMA_UNROLL
+      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+        cute::gemm(tiled_mma, tCrA(_, _, kb, stage), tCrB(_, _, kb, stage), part);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_fence_operand(part);
+      ++smem_pipe_read;
+    };
+    // After the previous batch completed (wait<N> leaves the newest N in flight): add `part`
+    // into the accumulators, then hand that k tile's stage back to the producer.
+    PipelineState smem_pipe_release = smem_pipe_read;
+    auto promote = [&](auto& part, bool release) {
+      warpgroup_fence_operand(part);
+      warpgroup_fence_operand(accum);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(accum); ++i) accum(i) += part(i);
+      warpgroup_fence_operand(accum);
+      if (release) {
+        pipeline.consumer_release(smem_pipe_release);
+        ++smem_pipe_release;
+      }
+    };
+
+    issue(part0);
+    int t = 1;
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; t + 1 < k_tile_count; t += 2) {
+      issue(part1);
+      warpgroup_wait<1>();
+      promote(part0, true);
+      issue(part0);
+      warpgroup_wait<1>();
+      promote(part1, true);
+    }
+    if (t < k_tile_count) {  // an even count: tile t (odd) is the last
+      issue(part1);
+      warpgroup_wait<1>();
+      promote(part0, true);
+      warpgroup_wait<0>();
+      promote(part1, false);
+    } else {
+      warpgroup_wait<0>();
+      promote(part0, false);
+    }
+    // The last k tile's stage stays held: the base's mma_tail releases it.
+  }
+};
+
 template <Dt kA, Dt kB, Dt kD,                    // operand dtypes (C has D's)
           bool kARow, bool kBRow, bool kDRow,     // problem layouts: A[m,k], B[k,n], D (and C) [m,n]
           int kTileM, int kTileN, int kTileK,     // CTA tile, in kernel terms (after swap-AB)
@@ -93,7 +201,7 @@ struct Sm90Gemm {
   static_assert(!is_fp8(kD), "D must be bf16 or fp16 (fp8 outputs need a D scale: not supported)");
   static_assert(kScale == Scale::none || is_fp8(kA), "scales apply to fp8 inputs only");
   static_assert(kTileM == 64 || kTileM == 128 || kTileM == 256, "tile M must be 64, 128 or 256");
-  static_assert(kTileN == 64 || kTileN == 128 || kTileN == 256, "tile N must be 64, 128 or 256");
+  static_assert(kTileN == 64 || kTileN == 128 || kTileN == 192 || kTileN == 256, "tile N must be 64, 128, 192 or 256");
   static_assert(kTileK * bytes_of(kA) == 128 || kTileK * bytes_of(kA) == 256,
                 "tile K must span 128 or 256 bytes (64/128 for 16-bit, 128/256 for fp8)");
   static_assert(kSched != Sched::cooperative || kTileM >= 128,
@@ -101,9 +209,12 @@ struct Sm90Gemm {
   static_assert(kSched != Sched::pingpong || kTileM <= 128,
                 "ping-pong gives each consumer warp group a whole tile: tile M <= 128");
   // fp32 accumulators per consumer thread: cooperative splits a tile over 256 threads, ping-pong
-  // gives each 128-thread warp group a whole tile; more than 128 registers of them spills.
-  static_assert(kTileM * kTileN / (kSched == Sched::cooperative ? 256 : 128) <= 128,
-                "tile M x N too large for the schedule: at most 256x128 cooperative, 128x128 / 64x256 ping-pong");
+  // gives each 128-thread warp group a whole tile; more than 128 registers of them spills, and
+  // fp8 keeps at least one more tile of partial sums (promotion), so more than 96 spills there.
+  static constexpr int kAccPerThread = kTileM * kTileN / (kSched == Sched::cooperative ? 256 : 128);
+  static_assert(kAccPerThread <= (is_fp8(kA) ? 96 : 128),
+                "tile M x N too large for the schedule: at most 256x128 cooperative, 128x128 / 64x256 ping-pong "
+                "(fp8: 128x192 cooperative, 64x192 ping-pong)");
   static_assert((kClusterM == 1 || kClusterM == 2) && (kClusterN == 1 || kClusterN == 2) &&
                     kClusterM * kClusterN <= 2,
                 "cluster must be 1x1, 2x1 or 1x2");
@@ -182,11 +293,14 @@ struct Sm90Gemm {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementCompute, ElementC, LayoutD, kAlignD,
       ElementD, LayoutD, kAlignD, EpilogueSchedule, Fusion>::CollectiveOp;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlignA, ElementB, LayoutB, kAlignB,
       ElementAcc, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
       MainloopSchedule>::CollectiveOp;
+  // fp8: overlapped promotion where three accumulator tiles fit (see Fp8OverlapMainloop).
+  static constexpr bool kOverlapPromotion = is_fp8(kA) && kAccPerThread <= 64;
+  using CollectiveMainloop = std::conditional_t<kOverlapPromotion, Fp8OverlapMainloop<BuiltMainloop>, BuiltMainloop>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                        CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
