@@ -14,7 +14,7 @@
 # python/gemmtune/cutedsl/: after an edit there, start from an empty STORE so the pack carries no stale entries (the softmax
 # artifacts by the softmax_* files there too, and by compile.py and runtime.cpp).
 # Env: GEMMTUNE_CLI (default build/gemmtune), GEMMTUNE_HOST_TESTS (default
-# build/tests/gemmtune_host_tests).
+# build/tests/gemmtune_host_tests), PRECOMPILE_PARTS (default "gemm softmax").
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STORE=$(realpath -m "${1:-$ROOT/artifacts-cutedsl/store}")
@@ -26,12 +26,21 @@ done
 mkdir -p "$STORE"
 cd "$ROOT"
 suite=(bench/suites/llm_layers.csv --m-values bench/suites/m_values.csv --backend cutedsl --artifacts "$STORE")
-"$GT" precompile "${suite[@]}" --dtype bf16
-"$GT" precompile "${suite[@]}" --dtype e4m3
-"$GT" precompile "${suite[@]}" --dtype e4m3 --scale rowwise
-GEMMTUNE_CUTEDSL_PRECOMPILE_GPU_MATRIX=1 GEMMTUNE_ARTIFACTS=$STORE "$HT" --gtest_filter='CutedslPrecompile.*'
-GEMMTUNE_CUTEDSL_PRECOMPILE_SOFTMAX=1 GEMMTUNE_SOFTMAX_SUITE=$ROOT/bench/suites/softmax.csv GEMMTUNE_ARTIFACTS=$STORE \
-  "$HT" --gtest_filter='CutedslSoftmaxPrecompile.*'
+for part in ${PRECOMPILE_PARTS:-gemm softmax}; do
+  case "$part" in
+    gemm)
+      "$GT" precompile "${suite[@]}" --dtype bf16
+      "$GT" precompile "${suite[@]}" --dtype e4m3
+      "$GT" precompile "${suite[@]}" --dtype e4m3 --scale rowwise
+      GEMMTUNE_CUTEDSL_PRECOMPILE_GPU_MATRIX=1 GEMMTUNE_ARTIFACTS=$STORE "$HT" --gtest_filter='CutedslPrecompile.*'
+      ;;
+    softmax)
+      GEMMTUNE_CUTEDSL_PRECOMPILE_SOFTMAX=1 GEMMTUNE_SOFTMAX_SUITE=$ROOT/bench/suites/softmax.csv GEMMTUNE_ARTIFACTS=$STORE \
+        "$HT" --gtest_filter='CutedslSoftmaxPrecompile.*'
+      ;;
+    *) echo "precompile-cutedsl: unknown part '$part' (gemm, softmax)" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$ROOT/artifacts-cutedsl-pack"
 tar -C "$(dirname "$STORE")" -cf - "$(basename "$STORE")" | xz -T2 -6 >"$ROOT/artifacts-cutedsl-pack/store.tar.xz.tmp"
 mv "$ROOT/artifacts-cutedsl-pack/store.tar.xz.tmp" "$ROOT/artifacts-cutedsl-pack/store.tar.xz"

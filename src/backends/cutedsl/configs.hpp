@@ -46,7 +46,7 @@ int64_t stage_bytes(const Config& c, const GemmProblem& p);
 int64_t epilogue_bytes(const Config& c, const GemmProblem& p);
 int max_stages(const Config& c, const GemmProblem& p);  // stages that fit
 // fp32 accumulator registers per consumer thread (each warpgroup owns 64 rows of the tile);
-// fp8 doubles them (promotion keeps a second register tile).
+// fp8 triples them (overlapped promotion keeps two more register tiles of partial sums).
 int accumulator_registers(const Config& c, const GemmProblem& p);
 
 // Problem-level rules (no config): dtypes, layouts, TMA's 16-byte rule on A, B, D.
