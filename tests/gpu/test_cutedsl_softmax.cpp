@@ -77,6 +77,7 @@ DeviceInfo this_device() {
 struct Tally {
   int problems = 0, unsupported = 0, runs = 0, failed = 0;
   int reread_runs = 0, c16_runs = 0;  // the issue-6 kinds: cluster re-read, one-pass cluster of 16
+  int packed_runs = 0;                 // the packed kind (16-bit x kept packed in registers)
 };
 
 // Every candidate of the backend for p; the results are compared on other threads while the
@@ -158,6 +159,7 @@ void check_problem(SoftmaxBackend& backend, const SoftmaxProblem& p, bool specia
       const cutedsl::SoftmaxConfig cfg = cutedsl::SoftmaxConfig::parse(c->id());
       tally.reread_runs += cfg.online && cfg.cluster > 1;
       tally.c16_runs += !cfg.online && cfg.cluster == 16;
+      tally.packed_runs += cfg.packed;
     }
     std::vector<uint8_t> y(dy.bytes());
     GT_CUDA(cudaMemcpy(y.data(), dy.get(), y.size(), cudaMemcpyDeviceToHost));
@@ -203,13 +205,14 @@ TEST(CutedslSoftmax, EveryCandidateOfTheMatrixMatchesTheHostReference) {
     SCOPED_TRACE(what);
     check_problem(*backend, p, p.rows >= 6, seed++, t);
   }
-  std::printf("  %d problems (%d not supported), %d candidate runs (%d cluster re-read, %d one-pass cluster of 16), "
-              "%d failed\n",
-              t.problems, t.unsupported, t.runs, t.reread_runs, t.c16_runs, t.failed);
+  std::printf("  %d problems (%d not supported), %d candidate runs (%d cluster re-read, %d one-pass cluster of 16, "
+              "%d packed), %d failed\n",
+              t.problems, t.unsupported, t.runs, t.reread_runs, t.c16_runs, t.packed_runs, t.failed);
   EXPECT_EQ(t.unsupported, 0) << "every entry has candidates (load-only: precompile the matrix)";
   EXPECT_GT(t.runs, 300);
   EXPECT_GE(t.reread_runs, 20);
   EXPECT_GE(t.c16_runs, 20);
+  EXPECT_GE(t.packed_runs, 30);
 }
 
 // A loaded candidate refuses misaligned pointers with an Error naming the problem, and a config

@@ -127,6 +127,58 @@ TEST(CutedslSoftmaxConfigs, StructuralRulesRestateTheKernel) {
   EXPECT_NE(c12.invalid(2), "");
 }
 
+// The packed kind (16-bit x kept packed in registers, exp twice): ids, rules, candidates.
+TEST(CutedslSoftmaxConfigs, PackedKindRules) {
+  const SoftmaxConfig c = SoftmaxConfig::parse("x_p256_t256_v8x16_c8");
+  EXPECT_TRUE(c.packed);
+  EXPECT_FALSE(c.online);
+  EXPECT_EQ(c.values(), 128);
+  EXPECT_EQ(c.cluster, 8);
+  EXPECT_EQ(c.max_cols(), 262144);
+  EXPECT_EQ(c.id(), "x_p256_t256_v8x16_c8");
+  EXPECT_EQ(SoftmaxConfig::parse("x_p128_t128_v8x8_c16").max_cols(), 131072);
+  EXPECT_EQ(SoftmaxConfig::parse("x_p512_t512_v4x16").values(), 64);
+  for (const char* bad : {"x_p256_t256_v8x32_c8",  // 256 values
+                          "x_p1024_t1024_v8x16",   // 128 values x 1024 threads: past the registers
+                          "x_p512_t512_v8x16_c16", // one CTA an SM, 16 of them a cluster
+                          "x_p1024_t1024_v8x4",    // 32 values
+                          "x_p128_t256_v8x8",      // two rows a CTA
+                          "x_p256_t256_v1x64",     // no pairs
+                          "x_o_p256_t256_v8x8", "o_x_p256_t256_v8x8", "x_p256_t256_v8x8_c1"})
+    EXPECT_THROW(SoftmaxConfig::parse(bad), Error) << bad;
+  EXPECT_EQ(c.invalid(2), "");
+  EXPECT_NE(c.invalid(4), "");  // 32-byte accesses
+  const SoftmaxConfig v4 = SoftmaxConfig::parse("x_p256_t256_v4x32_c8");
+  EXPECT_EQ(v4.invalid(2), "");
+  EXPECT_NE(v4.invalid(4).find("16-bit"), std::string::npos);
+  SoftmaxConfig online = c;
+  online.online = true;
+  EXPECT_NE(online.invalid(2), "");
+  EXPECT_EQ(c.cannot_run(problem(2048, 262144)), "");
+  EXPECT_EQ(c.cannot_run(problem(2048, 262144, DType::fp16, DType::fp32)), "");
+  EXPECT_NE(c.cannot_run(problem(2048, 262144, DType::fp32)), "");
+  EXPECT_NE(c.cannot_run(problem(2048, 262145)).find("longer"), std::string::npos);
+  // Packed candidates: 16-bit inputs only, 33..128 values a thread, one row per CTA, ids round trip.
+  for (DType in : {DType::bf16, DType::fp16, DType::fp32})
+    for (int64_t cols : {int64_t(16384), int64_t(32768), int64_t(131072), int64_t(262144), int64_t(524288)}) {
+      int n = 0;
+      for (const SoftmaxConfig& v : softmax_valid_configs(problem(64, cols, in, in)))
+        if (v.packed) {
+          ++n;
+          EXPECT_EQ(SoftmaxConfig::parse(v.id()), v);
+          EXPECT_GT(v.values(), 32) << v.id();
+          EXPECT_LE(int64_t(v.values()) * v.threads, 65536) << v.id();
+          if (int64_t(v.values()) * v.threads > 32768) EXPECT_LE(v.cluster, 8) << v.id();
+          EXPECT_EQ(v.cannot_run(problem(64, cols, in, in)), "") << v.id();
+        }
+      if (in == DType::fp32) EXPECT_EQ(n, 0) << cols;
+      else EXPECT_GT(n, 0) << cols;
+    }
+  // No pairs where the row stride is odd.
+  for (const SoftmaxConfig& v : softmax_valid_configs(problem(4, 131071, DType::bf16, DType::bf16, 131071)))
+    EXPECT_FALSE(v.packed) << v.id();
+}
+
 TEST(CutedslSoftmaxConfigs, CannotRunNamesTheReason) {
   const SoftmaxConfig c{8, 4, 32, 256};  // 1024 columns
   EXPECT_EQ(c.cannot_run(problem(100, 1024)), "");
@@ -155,7 +207,9 @@ TEST(CutedslSoftmaxConfigs, ConfigsPruneRankAndKeepEachKind) {
     SCOPED_TRACE(p.str());
     auto cs = softmax_configs(p, 12);
     ASSERT_FALSE(cs.empty());
-    EXPECT_LE(cs.size(), 12u);
+    // 12 of the other kinds, plus at most 8 packed ones.
+    EXPECT_LE(std::count_if(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return !c.packed; }), 12);
+    EXPECT_LE(std::count_if(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return c.packed; }), 8);
     std::set<std::string> ids;
     bool online = false, one_pass = false, reread = false;
     for (const SoftmaxConfig& c : cs) {
@@ -173,7 +227,15 @@ TEST(CutedslSoftmaxConfigs, ConfigsPruneRankAndKeepEachKind) {
       }
       // At least half of the threads hold columns (tiny rows: one thread per row).
       if (!c.online && !(c.tpr == 1 && c.cluster == 1)) EXPECT_GE(2 * p.cols, c.max_cols()) << c.id();
+      if (c.packed) {
+        EXPECT_EQ(size_of(p.in), 2u) << c.id();
+        EXPECT_GE(p.cols, 16384) << c.id();
+        EXPECT_EQ(c.tpr, c.threads) << c.id();
+      }
     }
+    // Packed candidates for every 16-bit row of 16384..524288 columns (pairs: vec >= 2).
+    const bool want_packed = size_of(p.in) == 2 && p.cols >= 16384 && p.cols <= 524288 && softmax_vec(p) >= 2;
+    EXPECT_EQ(std::any_of(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return c.packed; }), want_packed);
     EXPECT_NE(online, one_pass) << "online configs (one CTA per row) only where no one-pass one fits";
     EXPECT_EQ(online, p.cols > 524288);  // 16 CTAs x 32768 values
     EXPECT_EQ(reread, p.cols >= 65536);
@@ -181,8 +243,9 @@ TEST(CutedslSoftmaxConfigs, ConfigsPruneRankAndKeepEachKind) {
     // Every kind the valid configs have is represented.
     std::set<std::string> kinds_all, kinds_kept;
     auto kind = [](const SoftmaxConfig& c) {
-      return c.online ? (c.cluster > 1 ? "reread" : "online")
-                      : c.cluster > 1 ? "cluster" : c.rows_per_cta() > 1 ? "rows" : "block";
+      return c.packed   ? "packed"
+             : c.online ? (c.cluster > 1 ? "reread" : "online")
+                        : c.cluster > 1 ? "cluster" : c.rows_per_cta() > 1 ? "rows" : "block";
     };
     for (const SoftmaxConfig& c : softmax_valid_configs(p)) kinds_all.insert(kind(c));
     for (const SoftmaxConfig& c : cs) kinds_kept.insert(kind(c));
@@ -209,9 +272,10 @@ TEST(CutedslSoftmaxConfigs, ConfigsPruneRankAndKeepEachKind) {
         for (const SoftmaxConfig& c : long_rows)
           std::printf("%s %lld %s %.3f\n", to_string(t), (long long)cols, c.id().c_str(),
                       softmax_cost(c, problem((int64_t(1) << 29) / cols, cols, t)));
-      EXPECT_TRUE(std::all_of(long_rows.begin(), long_rows.end(), [](const SoftmaxConfig& c) { return c.cluster >= 4; }));
+      EXPECT_TRUE(std::all_of(long_rows.begin(), long_rows.end(),
+                              [](const SoftmaxConfig& c) { return c.cluster >= (c.packed ? 2 : 4); }));
       auto count = [&](auto pred) { return std::count_if(long_rows.begin(), long_rows.end(), pred); };
-      EXPECT_GE(count([](const SoftmaxConfig& c) { return !c.online && c.cluster == 16; }), 2);
+      EXPECT_GE(count([](const SoftmaxConfig& c) { return !c.online && !c.packed && c.cluster == 16; }), 2);
       EXPECT_GE(count([](const SoftmaxConfig& c) { return c.online && c.cluster > 1; }), 2);
       EXPECT_GE(count([](const SoftmaxConfig& c) { return !c.online && c.cluster == 8; }), 1);
       if (t != DType::fp32) {
@@ -220,6 +284,16 @@ TEST(CutedslSoftmaxConfigs, ConfigsPruneRankAndKeepEachKind) {
         const std::string want = cols == 131072 ? "p128_t128_v8x8_c16" : "p256_t256_v8x8_c16";
         EXPECT_TRUE(std::any_of(long_rows.begin(), long_rows.end(), [&](const SoftmaxConfig& c) { return c.id() == want; }))
             << want;
+        // The packed kind at the fp32 winners' CTA shapes: 256 threads x 128 values (64 KiB), 4 or
+        // 8 CTAs a row, and 128 KiB CTAs (one an SM); every packed shape that fits (7 and 6).
+        for (const char* packed : cols == 131072 ? std::vector<const char*>{"x_p256_t256_v8x16_c4", "x_p1024_t1024_v8x8_c2"}
+                                                 : std::vector<const char*>{"x_p256_t256_v8x16_c8", "x_p512_t512_v8x16_c4"})
+          EXPECT_TRUE(std::any_of(long_rows.begin(), long_rows.end(),
+                                  [&](const SoftmaxConfig& c) { return c.id() == packed; }))
+              << packed;
+        EXPECT_EQ(count([](const SoftmaxConfig& c) { return c.packed; }), cols == 131072 ? 7 : 6);
+      } else {
+        EXPECT_EQ(count([](const SoftmaxConfig& c) { return c.packed; }), 0);
       }
     }
   auto mid = softmax_configs(problem(16384, 32768), 12);
@@ -240,7 +314,10 @@ TEST(CutedslSoftmaxConfigs, ParamsCarryWhatTheArtifactBakesIn) {
   const SoftmaxConfig cfg{8, 4, 32, 256};
   const nlohmann::json j = softmax_params(cfg, p, "0123456789abcdef");
   EXPECT_EQ(j.dump(), R"({"chunks":4,"cluster":1,"in_dtype":"bf16","online":false,"op":"softmax","out_dtype":"fp32",)"
-                      R"("src":"0123456789abcdef","threads":256,"tpr":32,"vec":8})");
+                      R"("packed":false,"src":"0123456789abcdef","threads":256,"tpr":32,"vec":8})");
+  SoftmaxConfig packed{8, 16, 256, 256, 8};
+  packed.packed = true;
+  EXPECT_EQ(softmax_params(packed, p, "0123456789abcdef")["packed"], true);
   // rows, cols, ld and scale stay run-time arguments.
   SoftmaxProblem q = problem(7, 1024, DType::bf16, DType::fp32, 2048);
   q.scale = -3.0f;
@@ -269,7 +346,7 @@ TEST(CutedslSoftmaxProblems, EveryEntryIsValidAndSupported) {
   ASSERT_NO_THROW(matrix = cutedsl_softmax_test::problem_matrix());
   ASSERT_GT(matrix.size(), 50u);
   std::set<std::string> names;
-  int online = 0, reread = 0, c16 = 0;
+  int online = 0, reread = 0, c16 = 0, packed = 0;
   for (auto& [what, p] : matrix) {
     EXPECT_TRUE(names.insert(what + " " + p.str()).second) << "duplicate entry " << what << " " << p.str();
     EXPECT_TRUE(softmax_problem_verdict(p)) << what << " " << p.str();
@@ -278,11 +355,13 @@ TEST(CutedslSoftmaxProblems, EveryEntryIsValidAndSupported) {
     online += std::any_of(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return c.online && c.cluster == 1; });
     reread += std::any_of(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return c.online && c.cluster > 1; });
     c16 += std::any_of(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return !c.online && c.cluster == 16; });
+    packed += std::any_of(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return c.packed; });
     EXPECT_LE(p.rows * p.cols, int64_t(1) << 21) << what << " " << p.str() << ": the host reference must stay fast";
   }
   EXPECT_GE(online, 2);
   EXPECT_GE(reread, 10);
   EXPECT_GE(c16, 10);
+  EXPECT_GE(packed, 10);
 }
 
 // ---- the compile path, for real, when .venv has the DSL ------------------------------------------
@@ -312,7 +391,7 @@ CompilerOptions options(const fs::path& store) {
 // Representative variants: several rows per CTA (bf16, 16-byte accesses), one CTA per row with
 // the shared-memory merge (fp32 -> bf16), a cluster of 4 (fp16 -> fp32), the online kernel,
 // scalar accesses (odd ld), a (non-portable) one-pass cluster of 16 and the cluster re-read kind
-// with 16 CTAs (the long rows of issue 6).
+// with 16 CTAs (the long rows of issue 6), and the packed kind (bf16 -> fp32, 128 values a thread).
 struct Variant {
   SoftmaxProblem p;
   SoftmaxConfig c;
@@ -324,7 +403,8 @@ std::vector<Variant> variants() {
           {problem(3, 300000), {8, 2, 1024, 1024, 1, true}},
           {problem(7, 33, DType::fp32, DType::fp32, 35), {1, 2, 32, 128}},
           {problem(2048, 262144), {8, 8, 256, 256, 16}},
-          {problem(4096, 131072, DType::fp16, DType::fp16), {8, 4, 128, 128, 16, true}}};
+          {problem(4096, 131072, DType::fp16, DType::fp16), {8, 4, 128, 128, 16, true}},
+          {problem(2048, 262144, DType::bf16, DType::fp32), {8, 16, 256, 256, 8, false, true}}};
 }
 
 TEST(CutedslSoftmaxCompiler, CompilesLoadsAndServesLoadOnly) {

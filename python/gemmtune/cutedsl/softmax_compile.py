@@ -11,7 +11,7 @@ needs the same shared runtime library (compile.runtime()) as the GEMM kernels.
 The compile worker routes a "cutedsl" compile request here when params["op"] == "softmax".
 params (all required):
     op: "softmax"; in_dtype, out_dtype: "bf16" | "fp16" | "fp32"
-    vec, chunks, tpr, threads, cluster (int), online (bool): the kernel's SoftmaxConfig
+    vec, chunks, tpr, threads, cluster (int), online, packed (bool): the kernel's SoftmaxConfig
     src: sources_digest() of the C++ side, which must equal this side's (the files that make an
          artifact: the C++ key hashes them through it)
 Failures raise compile.CompileFailure(kind, message) with kind bad_request, compile or link.
@@ -39,7 +39,7 @@ SOURCES = ("gemmtune/cutedsl/softmax_sm90.py", "gemmtune/cutedsl/softmax_compile
            "gemmtune/cutedsl/compile.py", "gemmtune/cutedsl/runtime.cpp")
 
 _SPEC = {"op": str, "in_dtype": str, "out_dtype": str, "vec": int, "chunks": int, "tpr": int,
-         "threads": int, "cluster": int, "online": bool, "src": str}
+         "threads": int, "cluster": int, "online": bool, "packed": bool, "src": str}
 
 
 def sources_digest() -> str:
@@ -84,7 +84,7 @@ def normalize(params: Any) -> dict:
 def kernel_config(p: dict):
     from .softmax_sm90 import SoftmaxConfig
     return SoftmaxConfig(vec=p["vec"], chunks=p["chunks"], tpr=p["tpr"], threads=p["threads"],
-                         cluster=p["cluster"], online=p["online"])
+                         cluster=p["cluster"], online=p["online"], packed=p["packed"])
 
 
 def config_text(p: dict) -> str:

@@ -32,6 +32,13 @@ One pass, x read once, the row kept in registers:
 - exp is ex2.approx.f32 (about 2 ulp, subnormal results kept, no flush to zero) of
   (v - m) log2 e computed as one FMA.
 
+Packed (`packed`, 16-bit inputs, one row per CTA): the same one-pass structure with x kept as
+loaded (two values a 32-bit register) instead of in fp32, so that a thread holds up to 128 values
+(a CTA of 256 threads 64 KiB of bf16, as the fp32 kind's best long-row CTAs); exp is computed twice
+(sum pass, output pass) with fewer instructions an element: packed max.{bf16,f16}x2, one FFMA +
+ex2.approx.ftz per exp, y = 2^(x s log2 e - M log2 e + 24) * (2^-24 / S) rounded pairwise by
+cvt.rn.{bf16,f16}x2.f32; see HopperSoftmax._one_pass_packed.
+
 Two passes (`online`), any row length: pass 1 keeps a running (m, s) per thread over tiles of
 tpr * chunks * vec columns, pass 2 reads the tiles again and writes y = exp(v - M) / S. With a
 cluster (the "re-read" kind) the row's tiles are dealt to the cluster's CTAs (tile k to rank
@@ -73,6 +80,7 @@ class SoftmaxConfig:
     cluster: int = 1    # CTAs per row (1..16; > 1 needs tpr == threads)
     online: bool = False  # two passes over tiles of tpr * chunks * vec columns: any row length
                           # (with a cluster: the row's tiles dealt to the cluster's CTAs)
+    packed: bool = False  # one pass, 16-bit x kept packed in registers (2 a register), exp twice
 
     @property
     def rows_per_cta(self) -> int:
@@ -105,6 +113,8 @@ class SoftmaxConfig:
             raise ValueError("cluster > 1 needs one row per CTA (tpr == threads)")
         if self.chunks * self.vec > 128:
             raise ValueError(f"chunks * vec = {self.chunks * self.vec} values a thread (at most 128)")
+        if self.packed and (self.online or in_bytes != 2 or self.vec < 2):
+            raise ValueError("packed: one pass, a 16-bit input and vec >= 2 only")
 
 
 @dsl_user_op
@@ -119,6 +129,48 @@ def ex2(x, *, loc=None, ip=None) -> Float32:
 def f32_bits(x, *, loc=None, ip=None) -> Int32:
     """The bits of an fp32 value as an i32 (for st.async, which stores b32 words)."""
     return Int32(llvm.bitcast(T.i32(), Float32(x).ir_value(loc=loc, ip=ip), loc=loc, ip=ip))
+
+
+@dsl_user_op
+def ex2_ftz(x, *, loc=None, ip=None) -> Float32:
+    """2^x by ex2.approx.ftz.f32 (one MUFU.EX2; results below 2^-126 flush to 0)."""
+    return Float32(llvm.inline_asm(T.f32(), [Float32(x).ir_value(loc=loc, ip=ip)], "ex2.approx.ftz.f32 $0, $1;",
+                                   "=f,f", has_side_effects=False, is_align_stack=False,
+                                   asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def pair_op(a, b, op: str, *, loc=None, ip=None) -> Int32:
+    """`op` (e.g. "max.bf16x2") of two packed pairs of 16-bit values."""
+    return Int32(llvm.inline_asm(T.i32(), [Int32(a).ir_value(loc=loc, ip=ip), Int32(b).ir_value(loc=loc, ip=ip)],
+                                 f"{op} $0, $1, $2;", "=r,r,r", has_side_effects=False, is_align_stack=False,
+                                 asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def half_f32(w, hi: bool, bf16: bool, *, loc=None, ip=None) -> Float32:
+    """The low (hi=False) or high 16-bit value of the pair w as fp32 (exact)."""
+    if bf16:
+        asm = ("{ .reg .b32 t; and.b32 t, $1, 0xffff0000; mov.b32 $0, t; }" if hi
+               else "{ .reg .b32 t; shl.b32 t, $1, 16; mov.b32 $0, t; }")
+    else:
+        asm = "{ .reg .b16 l, h; mov.b32 {l, h}, $1; cvt.f32.f16 $0, %s; }" % ("h" if hi else "l")
+    return Float32(llvm.inline_asm(T.f32(), [Int32(w).ir_value(loc=loc, ip=ip)], asm, "=f,r",
+                                   has_side_effects=False, is_align_stack=False,
+                                   asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def pack_pair(lo, hi, bf16: bool, *, loc=None, ip=None) -> Int32:
+    """(lo, hi) rounded to nearest into one packed bf16x2 / f16x2 word (lo at the lower address)."""
+    op = "cvt.rn.bf16x2.f32" if bf16 else "cvt.rn.f16x2.f32"
+    return Int32(llvm.inline_asm(T.i32(), [Float32(hi).ir_value(loc=loc, ip=ip), Float32(lo).ir_value(loc=loc, ip=ip)],
+                                 f"{op} $0, $1, $2;", "=r,f,f", has_side_effects=False, is_align_stack=False,
+                                 asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+def _i32(bits: int) -> Int32:
+    return Int32(bits - (1 << 32) if bits >= 1 << 31 else bits)
 
 
 def _fmax(a, b):
@@ -266,6 +318,134 @@ class HopperSoftmax:
         cute.arch.mbarrier_wait(mbar, 0)
         return self._merge(buf, Int32(0), C * W, lane)
 
+    @cute.jit
+    def _one_pass_packed(self, tx: cute.Tensor, ty: cute.Tensor, rx: cute.Tensor, ry: cute.Tensor, first: Int32,
+                         cols: Int32, valid_row, scale: Float32, pairs: cute.Tensor, buf: cute.Tensor, mbar,
+                         rank: Int32, warp: Int32, lane: Int32, r_in: Int32):
+        """The one-pass kernel with the 16-bit x kept packed in registers (the `packed` kind): twice
+        the values a thread holds for the registers of the fp32 kind, fewer instructions per
+        element, exp computed twice. A thread whose accesses all lie inside the row (all but the
+        row's last threads) takes the unmasked path:
+        - m: the packed max.{bf16,f16}x2 of x (scale >= 0) or min (scale < 0) over the thread's
+          pairs, then m = scale x_max (s x is monotone in x; the packed max/min ignore a NaN as
+          maximumNumber does: the NaN reaches the sum instead);
+        - s = sum 2^(x sl - m log2 e), sl = scale log2 e (one FFMA + ex2.approx.ftz per element:
+          a term below 2^-126 flushes to 0, negligible beside the group's max term 1);
+        - after the group / row / cluster merge (M, S): y = 2^(x sl - M log2 e + 24) * (2^-24 / S),
+          rounded pairwise by cvt.rn.{bf16,f16}x2.f32: the exponent is at most 24 (no overflow) and
+          the 2^-24 multiply keeps results below 2^-126 (subnormal outputs) as the fp32 kind does.
+        Special values as the fp32 kind: a NaN or +Inf makes S (hence 2^-24 / S) NaN; an all -Inf
+        row has M = -Inf, S = 0 and x sl - M log2 e = -Inf + Inf = NaN; -Inf elements give 0.
+        The masked path (the row's last accesses, rows past rows) computes the same with each
+        element at or past cols left out (per element, in fp32), and stores only inside the row."""
+        cfg = self.cfg
+        V, J, TPR, C = cfg.vec, cfg.chunks, cfg.tpr, cfg.cluster
+        H = V // 2
+        G = min(TPR, WARP)
+        bf16 = cutlass.const_expr(rx.element_type == cutlass.BFloat16)
+        kind = "bf16x2" if cutlass.const_expr(bf16) else "f16x2"
+        neg_inf = 0xFF80FF80 if cutlass.const_expr(bf16) else 0xFC00FC00
+        pos_inf = 0x7F807F80 if cutlass.const_expr(bf16) else 0x7C007C00
+        out16 = cutlass.const_expr(ry.element_type.width == 16)
+        out_bf16 = cutlass.const_expr(ry.element_type == cutlass.BFloat16)
+
+        self._load(tx, rx, first, cols, valid_row)
+        rxw = cute.recast_tensor(rx, Int32)  # (H, J): pair k of access j
+        full = valid_row and first + (J - 1) * TPR * V + V <= cols
+        sl = scale * LOG2E
+        NACC = 4
+
+        # The thread's max of s x.
+        m = -Float32.inf
+        if full:
+            acc = cute.make_rmem_tensor((NACC,), Int32)
+            if scale >= Float32(0.0):
+                for a in cutlass.range_constexpr(NACC):
+                    acc[a] = _i32(neg_inf)
+                for j in cutlass.range_constexpr(J):
+                    for k in cutlass.range_constexpr(H):
+                        a = (j * H + k) % NACC
+                        acc[a] = pair_op(acc[a], rxw[k, j], "max." + kind)
+                for a in cutlass.range_constexpr(1, NACC):
+                    acc[0] = pair_op(acc[0], acc[a], "max." + kind)
+            else:
+                for a in cutlass.range_constexpr(NACC):
+                    acc[a] = _i32(pos_inf)
+                for j in cutlass.range_constexpr(J):
+                    for k in cutlass.range_constexpr(H):
+                        a = (j * H + k) % NACC
+                        acc[a] = pair_op(acc[a], rxw[k, j], "min." + kind)
+                for a in cutlass.range_constexpr(1, NACC):
+                    acc[0] = pair_op(acc[0], acc[a], "min." + kind)
+            # (fmax with -Inf first: 0 x Inf = NaN pairs at scale 0 leave m = -Inf, as the fp32 kind)
+            m = _fmax(m, _fmax(half_f32(acc[0], False, bf16) * scale, half_f32(acc[0], True, bf16) * scale))
+        else:
+            for j in cutlass.range_constexpr(J):
+                left = cols - (first + j * TPR * V)  # elements of this access inside the row
+                if not valid_row:
+                    left = Int32(0)
+                for i in cutlass.range_constexpr(V):
+                    if i < left:
+                        m = _fmax(m, rx[i, j].to(Float32) * scale)
+        m = cute.arch.warp_reduction(m, _fmax, threads_in_group=G)
+
+        # s = sum exp(s x - m); m = -Inf (only -Inf, masked or NaN values): exp(s x) instead.
+        mz = m
+        if m == -Float32.inf:
+            mz = Float32(0.0)
+        mzl = -(mz * LOG2E)
+        sums = cute.make_rmem_tensor((NACC,), Float32)
+        for a in cutlass.range_constexpr(NACC):
+            sums[a] = Float32(0.0)
+        if full:
+            for j in cutlass.range_constexpr(J):
+                for k in cutlass.range_constexpr(H):
+                    w = rxw[k, j]
+                    a = (2 * (j * H + k)) % NACC
+                    sums[a] = sums[a] + ex2_ftz(half_f32(w, False, bf16) * sl + mzl)
+                    sums[a + 1] = sums[a + 1] + ex2_ftz(half_f32(w, True, bf16) * sl + mzl)
+        else:
+            for j in cutlass.range_constexpr(J):
+                left = cols - (first + j * TPR * V)
+                if not valid_row:
+                    left = Int32(0)
+                for i in cutlass.range_constexpr(V):
+                    if i < left:
+                        sums[i % NACC] = sums[i % NACC] + ex2_ftz(rx[i, j].to(Float32) * sl + mzl)
+        s = (sums[0] + sums[1]) + (sums[2] + sums[3])
+        s = cute.arch.warp_reduction(s, _add, threads_in_group=G)
+
+        big_m = m
+        big_s = s
+        if cutlass.const_expr(C > 1):
+            big_m, big_s = self._cluster_merge(m, s, pairs, buf, mbar, rank, warp, lane)
+        else:
+            big_m, big_s = self._row_merge(m, s, buf, r_in, warp, lane)
+
+        # y = 2^(x sl - M log2 e + 24) * (2^-24 / S), access by access.
+        c1 = Float32(24.0) - big_m * LOG2E
+        f2 = Float32(2.0 ** -24) / big_s
+        ryw = ry
+        if cutlass.const_expr(out16):
+            ryw = cute.recast_tensor(ry, Int32)
+        for j in cutlass.range_constexpr(J):
+            for k in cutlass.range_constexpr(H):
+                w = rxw[k, j]
+                lo = ex2_ftz(half_f32(w, False, bf16) * sl + c1) * f2
+                hi = ex2_ftz(half_f32(w, True, bf16) * sl + c1) * f2
+                if cutlass.const_expr(out16):
+                    ryw[k, j] = pack_pair(lo, hi, out_bf16)
+                else:
+                    ry[2 * k, j] = lo
+                    ry[2 * k + 1, j] = hi
+            c0 = first + j * TPR * V
+            if valid_row and c0 + V <= cols:
+                ty[None, j].store(ry[None, j].load())
+            elif valid_row and c0 < cols:
+                for i in cutlass.range_constexpr(V):
+                    if c0 + i < cols:
+                        ty[i, j] = ry[i, j]
+
     @cute.kernel
     def kernel(self, mX: cute.Tensor, mY: cute.Tensor, scale: cutlass.Float32):
         cfg = self.cfg
@@ -378,6 +558,12 @@ class HopperSoftmax:
                     for i2 in cutlass.range_constexpr(V):
                         ry[i2, j] = (ex2(v[i2, j] * LOG2E - ml) * inv).to(mY.element_type)
                 self._store(ry, ty, first, cols, valid_row, st_atom)
+        elif cutlass.const_expr(cfg.packed):
+            tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
+            ty = cute.make_tensor(cute.local_tile(mY[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
+            first = rank * CTA_COLS + t * V
+            self._one_pass_packed(tx, ty, rx, ry, first, cols, valid_row, scale, pairs, buf, mbar, rank, warp, lane,
+                                  r_in)
         else:
             tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
             ty = cute.make_tensor(cute.local_tile(mY[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]

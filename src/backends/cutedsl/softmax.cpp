@@ -42,6 +42,16 @@ constexpr int64_t kMaxRows = kMax32 - 1024;
 // ptxas -v: 64 values -> 127-128 registers, 32 -> 63-64); the CTA must fit the SM's 65536.
 constexpr int64_t kMaxValuesTimesThreads = 32768;
 constexpr int kMaxValues = 64;
+// The packed kind: 16-bit pairs (one register each) of up to 128 values a thread, more than 32
+// (fewer: the fp32 kind holds them); ptxas (sm_90a): 128 values -> 96 registers at 128 threads,
+// 128 at 256 and 512 threads; 64 values -> 64 at 256 to 1024 threads; no spills. So values x
+// threads <= 65536 (the SM's registers: one CTA an SM past 32768, as the fp32 kind's 128 KiB
+// CTAs that win at 65536 fp32 columns), and such CTAs in clusters of at most 8 (16 would need 16
+// SMs of one GPC at once).
+constexpr int kMaxPackedValues = 128;
+constexpr int kMinPackedValues = 33;
+constexpr int64_t kMaxPackedValuesTimesThreads = 65536;
+constexpr int kPackedMinCols = 16384;
 constexpr int kClusterMinCols = 16384;  // shorter rows fit one CTA: no cluster candidates
 constexpr int kCluster16MinCols = 65536;  // one-pass clusters of 16 (non-portable) from here
 constexpr int kRereadMinCols = 65536;     // the cluster re-read kind from here
@@ -57,6 +67,7 @@ bool softmax_dtype(DType t) { return t == DType::bf16 || t == DType::fp16 || t =
 
 // Which kind a config is, for keeping each represented among the ranked candidates.
 int kind_of(const SoftmaxConfig& c) {
+  if (c.packed) return 5;
   if (c.online) return c.cluster > 1 ? 4 : 3;
   if (c.cluster > 1) return 2;
   return c.rows_per_cta() > 1 ? 0 : 1;
@@ -78,7 +89,7 @@ int64_t SoftmaxConfig::max_cols() const { return online ? kMax32 : int64_t(clust
 
 std::string SoftmaxConfig::id() const {
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%sp%d_t%d_v%dx%d", online ? "o_" : "", tpr, threads, vec, chunks);
+  std::snprintf(buf, sizeof buf, "%sp%d_t%d_v%dx%d", online ? "o_" : packed ? "x_" : "", tpr, threads, vec, chunks);
   std::string s = buf;
   if (cluster > 1) s += "_c" + std::to_string(cluster);
   return s;
@@ -88,15 +99,17 @@ SoftmaxConfig SoftmaxConfig::parse(std::string_view id) {
   const std::string text(id);
   SoftmaxConfig c;
   const bool online = text.rfind("o_", 0) == 0;
-  const char* body = text.c_str() + (online ? 2 : 0);
+  const bool packed = text.rfind("x_", 0) == 0;
+  const char* body = text.c_str() + (online || packed ? 2 : 0);
   int used = 0, used_c = 0;
   bool ok = std::sscanf(body, "p%d_t%d_v%dx%d%n", &c.tpr, &c.threads, &c.vec, &c.chunks, &used) == 4;
   if (ok && body[used] != '\0') {
     ok = std::sscanf(body + used, "_c%d%n", &c.cluster, &used_c) == 1 && body[used + used_c] == '\0';
   }
   c.online = online;
+  c.packed = packed;
   if (!ok)
-    GT_THROW("cutedsl softmax config '" + text + "': expected [o_]p<TPR>_t<THREADS>_v<VEC>x<CHUNKS>[_c<CLUSTER>]");
+    GT_THROW("cutedsl softmax config '" + text + "': expected [o_|x_]p<TPR>_t<THREADS>_v<VEC>x<CHUNKS>[_c<CLUSTER>]");
   if (std::string why = c.invalid(1); !why.empty()) GT_THROW("cutedsl softmax config '" + text + "': " + why);
   if (c.id() != text) GT_THROW("cutedsl softmax config '" + text + "': not in canonical form (" + c.id() + ")");
   return c;
@@ -113,6 +126,21 @@ std::string SoftmaxConfig::invalid(int in_bytes) const {
   if (cluster < 1 || cluster > kMaxCluster || !pow2(cluster))
     return "cluster " + std::to_string(cluster) + " not in 1, 2, 4, 8, 16";
   if (cluster > 1 && tpr != threads) return "a cluster needs one row per CTA (tpr == threads)";
+  if (packed) {
+    if (online) return "packed is a one-pass kind (not online)";
+    if (in_bytes > 2) return "packed needs a 16-bit input";
+    if (vec < 2) return "packed needs pairs (vec >= 2)";
+    if (tpr != threads) return "packed keeps one row per CTA (tpr == threads)";
+    if (values() < kMinPackedValues || values() > kMaxPackedValues)
+      return "packed: " + std::to_string(values()) + " values a thread (" + std::to_string(kMinPackedValues) + ".." +
+             std::to_string(kMaxPackedValues) + ")";
+    if (int64_t(values()) * threads > kMaxPackedValuesTimesThreads)
+      return "packed: " + std::to_string(values()) + " values x " + std::to_string(threads) +
+             " threads need more than the SM's 65536 registers";
+    if (int64_t(values()) * threads > kMaxValuesTimesThreads && cluster > 8)
+      return "packed: CTAs of one an SM in a cluster of 16 (16 SMs of one GPC at once)";
+    return {};
+  }
   if (values() > kMaxValues)
     return std::to_string(values()) + " values a thread (at most " + std::to_string(kMaxValues) + ")";
   if (int64_t(values()) * threads > kMaxValuesTimesThreads)
@@ -178,6 +206,22 @@ std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p) {
       }
     }
   }
+  // Packed (16-bit inputs, long rows): one row per CTA, the CTAs (a power of two) that hold the
+  // row with 33..128 values a thread (the threads then at least half busy); rows up to 524288
+  // columns (16 CTAs of 256 threads), as the other one-pass kinds.
+  if (size_of(p.in) == 2 && vec >= 2 && p.cols >= kPackedMinCols) {
+    for (int cluster : {1, 2, 4, 8, 16}) {
+      if (cluster > 1 && p.cols < kClusterMinCols) continue;
+      if (cluster > 8 && p.cols < kCluster16MinCols) continue;
+      for (int threads : {128, 256, 512, 1024}) {
+        const int64_t chunks = ceil_div(p.cols, int64_t(cluster) * threads * vec);
+        if (chunks * vec < kMinPackedValues || chunks * vec > kMaxPackedValues) continue;
+        SoftmaxConfig c{vec, int(chunks), threads, threads, cluster, false};
+        c.packed = true;
+        if (c.invalid(int(size_of(p.in))).empty()) add(c);
+      }
+    }
+  }
   // Online, one CTA per row: only for rows no one-pass config holds (they read x twice from DRAM
   // when many rows are in flight). Tiles of 8 to 32 values a thread.
   const bool one_pass = !out.empty();
@@ -205,8 +249,10 @@ std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p) {
 }
 
 double softmax_cost(const SoftmaxConfig& c, const SoftmaxProblem& p) {
-  // Registers per thread (about two per value, at least 32, granules of 8) -> CTAs per SM.
-  const int64_t regs = std::max<int64_t>(32, (2 * c.values() + 8 + 7) / 8 * 8);
+  // Registers per thread (about two per value, at least 32, granules of 8; packed: the ptxas
+  // counts, one per value, 128 at most) -> CTAs per SM.
+  const int64_t regs = c.packed ? (c.values() <= 64 ? 64 : c.threads <= 128 ? 96 : 128)
+                                : std::max<int64_t>(32, (2 * c.values() + 8 + 7) / 8 * 8);
   const int64_t ctas_per_sm =
       std::max<int64_t>(1, std::min<int64_t>({65536 / (regs * c.threads), 2048 / c.threads, 32}));
   // Bytes each SM has in flight right after the loads: want >= 32 KiB (H200: 4.8 TB/s x ~1 us
@@ -239,13 +285,41 @@ double softmax_cost(const SoftmaxConfig& c, const SoftmaxProblem& p) {
   return cost;
 }
 
+namespace {
+
+using Ranked = std::vector<std::pair<double, SoftmaxConfig>>;
+
+// The cheapest max_configs of ranked (sorted by cost), the best of each kind first.
+std::vector<SoftmaxConfig> pick_configs(const Ranked& ranked, int max_configs);
+
+}  // namespace
+
 std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_configs) {
-  std::vector<SoftmaxConfig> all = softmax_valid_configs(p);
-  std::vector<std::pair<double, SoftmaxConfig>> ranked;
-  for (const SoftmaxConfig& c : all) ranked.emplace_back(softmax_cost(c, p), c);
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+  // The packed kind is ranked apart and comes on top of the others (at most max_configs / 2 + 2),
+  // so that adding it leaves the other kinds' candidates as they were.
+  Ranked ranked, packed;
+  for (const SoftmaxConfig& c : softmax_valid_configs(p)) (c.packed ? packed : ranked).emplace_back(softmax_cost(c, p), c);
+  auto by_cost = [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : a.second.id() < b.second.id();
-  });
+  };
+  std::stable_sort(ranked.begin(), ranked.end(), by_cost);
+  std::stable_sort(packed.begin(), packed.end(), by_cost);
+  std::vector<SoftmaxConfig> out = pick_configs(ranked, max_configs);
+  const std::vector<SoftmaxConfig> more = pick_configs(packed, max_configs <= 0 ? 0 : max_configs / 2 + 2);
+  if (more.empty()) return out;
+  // Returned in cost order (ties: packed after the others).
+  Ranked all;
+  for (const SoftmaxConfig& c : out) all.emplace_back(softmax_cost(c, p), c);
+  for (const SoftmaxConfig& c : more) all.emplace_back(softmax_cost(c, p), c);
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  out.clear();
+  for (auto& [cost, c] : all) out.push_back(c);
+  return out;
+}
+
+namespace {
+
+std::vector<SoftmaxConfig> pick_configs(const Ranked& ranked, int max_configs) {
   if (max_configs <= 0 || int(ranked.size()) <= max_configs) {
     std::vector<SoftmaxConfig> out;
     for (auto& [cost, c] : ranked) out.push_back(c);
@@ -264,6 +338,8 @@ std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_conf
     if (take[i]) out.push_back(ranked[i].second);
   return out;
 }
+
+}  // namespace
 
 int default_softmax_max_configs() {
   const char* v = std::getenv("GEMMTUNE_CUTEDSL_SOFTMAX_MAX_CONFIGS");
@@ -292,7 +368,7 @@ json softmax_params(const SoftmaxConfig& c, const SoftmaxProblem& p, const std::
   return {{"op", "softmax"},      {"in_dtype", to_string(p.in)}, {"out_dtype", to_string(p.out)},
           {"vec", c.vec},         {"chunks", c.chunks},          {"tpr", c.tpr},
           {"threads", c.threads}, {"cluster", c.cluster},        {"online", c.online},
-          {"src", digest}};
+          {"packed", c.packed},   {"src", digest}};
 }
 
 GtCutedslSoftmaxArgs softmax_args(const SoftmaxProblem& p, int device, const void* x, void* y) {

@@ -12,9 +12,16 @@
 // rows of 65536+ columns) with the row's tiles dealt to a cluster of 8 or 16 CTAs, which exchange
 // their (max, sum) as above, so few rows are in flight and pass 2 re-reads x from L2.
 //
+// The packed kind (one pass, 16-bit inputs, rows of 16384+ columns, one row per CTA) keeps x packed
+// in registers (two values a register: up to 128 values a thread, twice the fp32 kind's) and
+// computes exp twice (sum pass, output pass) with fewer instructions per element (packed max,
+// one FFMA + ex2 per exp, pairwise conversion), so that a CTA holds as many bytes as the fp32
+// winners (64 KiB: 256 threads x 128 bf16; 128 KiB: 512 x 128 or 1024 x 64, one CTA an SM) for
+// long bf16 / fp16 rows.
+//
 // A config's id is canonical: "p32_t256_v8x4" (32 threads per row, 256 threads, 4 accesses of 8),
 // "p512_t512_v8x8_c8" (a cluster of 8), "o_p1024_t1024_v8x2" (online), "o_p256_t256_v8x4_c16"
-// (cluster re-read). The artifact depends on
+// (cluster re-read), "x_p256_t256_v8x16_c8" (packed). The artifact depends on
 // the config, the dtypes and the sources (their digest travels in the params), not on rows, cols,
 // ld or scale, so one artifact serves every problem whose rows the config holds.
 #pragma once
@@ -42,9 +49,10 @@ struct SoftmaxConfig {
   int threads = 256;  // threads per CTA
   int cluster = 1;    // CTAs per row (1, 2, 4, 8, 16; > 1: tpr == threads)
   bool online = false;
+  bool packed = false;  // one pass, x kept packed (16-bit inputs; not with online)
 
   int rows_per_cta() const { return threads / tpr; }
-  int values() const { return chunks * vec; }  // fp32 values a thread keeps
+  int values() const { return chunks * vec; }  // values a thread keeps (fp32; packed: 16-bit pairs)
   int64_t cols_per_cta() const { return int64_t(tpr) * chunks * vec; }
   // Longest row the config holds (the online kind: any).
   int64_t max_cols() const;
@@ -69,7 +77,8 @@ std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p);
 // The ranked candidates for p: at most max_configs, the best of each kind (rows per CTA > 1,
 // one CTA per row, cluster, online, cluster re-read) kept in. One-pass configs when the row fits
 // 16 CTAs' registers (524288 columns of 2 bytes), else online ones; cluster re-read ones for rows
-// of 65536+ columns.
+// of 65536+ columns. Plus, ranked apart and on top of those, at most max_configs / 2 + 2 packed
+// ones (16-bit inputs, rows of 16384 to 524288 columns).
 std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_configs);
 // A rough relative cost (lower is better) that ranks the configs of p.
 double softmax_cost(const SoftmaxConfig& c, const SoftmaxProblem& p);
