@@ -24,7 +24,7 @@
 #   PROBE_TIMEOUT_S  limit of step 1 (default 300)
 #   NCU_SHAPE      the shape ncu sees (default 512x262144 bf16: 256 MiB operands)
 #   NCU_CONFIGS    the configs ncu profiles, one launch each (default: the best pipe config of the
-#                  2026-11-30 probe and three coop ones for 262144 columns)
+#                  2026-11-30 probe at 262144 columns and the two pipe configs its ncu run compared)
 #   NCU_TIMEOUT_S  hard limit of step 2 (default 60); SKIP_NCU=1 skips it
 #   NATIVE_TESTS=1 run SoftmaxNative.* first (limit NATIVE_TESTS_TIMEOUT_S, default 240)
 #   GPU_TESTS      the test binary (default build/tests/gemmtune_gpu_tests)
@@ -78,7 +78,7 @@ if [ "${SKIP_NCU:-0}" != 1 ]; then
   if [ -z "$NCU" ]; then
     echo "== ncu: not found"
   else
-    configs=${NCU_CONFIGS:-pipe_v8_e64_t256_r1_c16_s2,coop_v8_e32_t512_c16_s6,coop_v8_e32_t256_c32_s8,coop_v8_e16_t512_c32_s6}
+    configs=${NCU_CONFIGS:-pipe_v8_e64_t256_r1_c16_s2,pipe_v8_e32_t1024_r1_c8_s3,pipe_v8_e32_t512_r1_c16_s3}
     n=$(echo "$configs" | tr ',' '\n' | grep -c .)
     t=$(date +%s)
     GEMMTUNE_PROBE_NCU=1 GEMMTUNE_PROBE_DTYPES=bf16 GEMMTUNE_PROBE_SHAPES=${NCU_SHAPE:-512x262144} \

@@ -4,7 +4,7 @@
 // 1 and not, bf16 / fp16 / fp32 (and mixed) in and out, and rows of NaN, +-Inf and all -Inf;
 // the pipe kind (the long-row kernel) on its own at 32K-256K columns (odd lengths, tails, every
 // dtype pair, few rows) and with its persistent grid capped so that clusters loop over rows and
-// wrap around their stages; the coop kind the same way (long and odd rows, capped grids). Inputs are random (never constant), outputs poisoned (NaN bits)
+// wrap around their stages. Inputs are random (never constant), outputs poisoned (NaN bits)
 // before every run, and the padding between cols and ld must stay poisoned. Skips without a
 // CUDA device.
 //
@@ -325,89 +325,6 @@ TEST(SoftmaxNative, PipeLoopsOverRowsAndStages) {
           EXPECT_EQ(info.launch.grid, std::min({cap, block_rows, resident}) * c.cluster) << p.str() << " " << c.name();
         }
       check_problem(p, true, seed++, is_pipe);
-    }
-  }
-}
-
-// ---- the coop kind ---------------------------------------------------------------------------
-
-namespace {
-
-bool is_coop(const NativeSoftmaxConfig& c) { return c.kind == SoftmaxKind::coop; }
-
-int count_coop(const SoftmaxProblem& p) {
-  int n = 0;
-  for (const auto& c : native_softmax_configs(p)) n += is_coop(c);
-  return n;
-}
-
-}  // namespace
-
-// The coop kind alone at long rows and odd ones: 262143 (strided: the last partial pack read
-// from global memory), 131075 (strided: a last slice of 3 columns, less than a pack, no bulk
-// copy), 200000 (a short last slice), 1048576 (64 / 32 slices a row), every dtype pair, scales
-// 1, 0.37 and -1.5, rows of NaN / +Inf / all -Inf / -Inf mixed in (6 rows and more). Few rows:
-// the float64 reference.
-TEST(SoftmaxNative, CoopLongRows) {
-  REQUIRE_GPU();
-  struct Case {
-    int64_t rows, cols;
-    bool strided;
-  };
-  const Case cases[] = {{7, 262144, false}, {7, 262143, true}, {6, 131072, false}, {7, 131075, true},
-                        {3, 200000, false}, {6, 65536, false},  {2, 1048576, false}};
-  uint64_t seed = 5000;
-  for (const Case& cs : cases) {
-    int k = 0;
-    for (const Dtypes& d : {kSame[0], kSame[1], kSame[2], kMixed[0], kMixed[1], kMixed[2]}) {
-      SoftmaxProblem p = SoftmaxProblem::make(d.in == d.out ? cs.rows : 3, cs.cols, d.in);
-      p.out = d.out;
-      p.ld = cs.strided ? padded(cs.cols) : 0;
-      const float scales[] = {1.0f, 0.37f, -1.5f};
-      p.scale = scales[k++ % 3];
-      const int n = count_coop(p);
-      // fp32 rows of 1048576 (4 MiB) have none: 128 slices of 32 KiB, past the 64 a row.
-      if (p.cols * int64_t(size_of(p.in)) >= 128 * 1024 && p.cols * int64_t(size_of(p.in)) <= 2 * 1024 * 1024)
-        EXPECT_GT(n, 0) << p.str() << ": no coop config";
-      if (n) check_problem(p, p.rows >= 6, seed++, is_coop);
-    }
-  }
-}
-
-// Persistent grids capped: at 1 the grid is the slices a row (never fewer: a row's slices on
-// distinct CTAs), so every CTA loops over every row and its stages wrap around many times; at 37
-// rows straddle the grid (items of one row on the last and the first CTAs, one iteration apart).
-// The launch is what the cap says; the workspace counters are back at 0 after each launch (the
-// configs of a problem run in turn on one stream, sharing its workspace, with 16 to 64 slices a row).
-TEST(SoftmaxNative, CoopLoopsOverRowsAndStages) {
-  REQUIRE_GPU();
-  struct Reset {
-    ~Reset() { set_native_softmax_persistent_cap(0); }
-  } reset;
-  struct Shape {
-    int64_t rows, cols;
-    DType in;
-  };
-  const Shape shapes[] = {{13, 65536, DType::bf16}, {9, 262144, DType::fp16}, {11, 131072, DType::fp32}};
-  uint64_t seed = 6000;
-  int sms = 0, dev = 0;
-  GT_CUDA(cudaGetDevice(&dev));
-  GT_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  for (int64_t cap : {1, 37, 0}) {
-    set_native_softmax_persistent_cap(cap);
-    for (const Shape& sh : shapes) {
-      const SoftmaxProblem p = SoftmaxProblem::make(sh.rows, sh.cols, sh.in);
-      ASSERT_GT(count_coop(p), 0) << p.str();
-      for (const auto& c : native_softmax_configs(p))
-        if (is_coop(c) && native_softmax_device_check(c, p).empty()) {
-          const NativeSoftmaxKernelInfo info = native_softmax_kernel_info(c, p);
-          const int64_t resident = int64_t(info.blocks_per_sm) * sms;
-          int64_t want = std::min(p.rows * c.cluster, resident);
-          if (cap > 0) want = std::min(want, std::max<int64_t>(cap, c.cluster));
-          EXPECT_EQ(info.launch.grid, want) << p.str() << " " << c.name();
-          EXPECT_TRUE(info.launch.cooperative) << c.name();
-        }
-      check_problem(p, true, seed++, is_coop);
     }
   }
 }

@@ -2,8 +2,7 @@
 // (16 bytes where ld allows it, else 1), names are distinct, stable and parse back, clusters
 // only for long rows, online always present, the pipe kind (the long-row kernel) wherever rows
 // have 16-byte packs and fit 16 CTAs (<= 8 for the suite's bf16 / fp16 rows), within registers
-// and shared memory, the coop kind for rows of 128 KiB and more; cannot_run() refuses what a
-// config cannot run.
+// and shared memory; cannot_run() refuses what a config cannot run.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -31,8 +30,7 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
           EXPECT_EQ(c.cannot_run(p), "") << c.name() << " for cols " << cols;
           EXPECT_TRUE(c.max_cols() < 0 || c.max_cols() >= cols) << c.name() << " for cols " << cols;
           EXPECT_EQ(c.threads % 32, 0);
-          const int max_threads = c.kind == SoftmaxKind::pipe   ? (c.elems > 32 ? 512 : 1024)
-                                  : c.kind == SoftmaxKind::coop ? 512
+          const int max_threads = c.kind == SoftmaxKind::pipe ? (c.elems > 32 ? 512 : 1024)
                                   : c.kind == SoftmaxKind::warp || c.elems >= 32 ? 512
                                                                                   : 1024;
           EXPECT_LE(c.threads, max_threads) << c.name();
@@ -63,20 +61,10 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
             EXPECT_TRUE(c.stages == 2 || c.stages == 3) << c.name();
             EXPECT_LE(c.stages * c.block_rows * slice * int64_t(size_of(in)), kNativeSmemDynamicOptIn) << c.name();
             EXPECT_TRUE(c.elems / c.vec == 1 || c.elems / c.vec == 2 || c.elems / c.vec == 4 || c.elems / c.vec == 8) << c.name();
-          } else if (c.kind == SoftmaxKind::coop) {
-            EXPECT_EQ(c.vec * int(size_of(in)), 16) << c.name();
-            EXPECT_GE(cols * int64_t(size_of(in)), 128 * 1024) << c.name() << ": coop for a short row";
-            const int64_t slice = int64_t(c.threads) * c.elems;
-            EXPECT_TRUE(c.cluster >= 2 && c.cluster <= 64) << c.name();
-            EXPECT_GE(slice * c.cluster, cols) << c.name();
-            EXPECT_LT(int64_t(c.cluster - 1) * slice, cols) << c.name() << ": an idle slice";
-            EXPECT_TRUE(c.stages == 4 || c.stages == 6 || c.stages == 8) << c.name();
-            EXPECT_LE(c.stages * slice * int64_t(size_of(in)), kNativeSmemDynamicOptIn) << c.name();
-            EXPECT_EQ(c.block_rows, 1) << c.name();
           } else {
             EXPECT_EQ(c.cluster, 1);
           }
-          if (c.kind != SoftmaxKind::pipe && c.kind != SoftmaxKind::coop) EXPECT_EQ(c.stages, 0) << c.name();
+          if (c.kind != SoftmaxKind::pipe) EXPECT_EQ(c.stages, 0) << c.name();
           if (c.kind != SoftmaxKind::pipe) EXPECT_EQ(c.block_rows, 1) << c.name();
           EXPECT_EQ(NativeSoftmaxConfig::parse(c.name()), c) << c.name();
           online += c.kind == SoftmaxKind::online;
@@ -104,15 +92,14 @@ TEST(NativeSoftmaxConfigs, KindsByRowLength) {
   EXPECT_EQ(kinds(16384), (std::set<K>{K::block, K::cluster, K::smem, K::pipe, K::online}));
   EXPECT_EQ(kinds(16385), (std::set<K>{K::cluster, K::online}));  // ld 16385: no 16-byte packs
   EXPECT_EQ(kinds(16385, 16392), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
-  EXPECT_EQ(kinds(65535, 65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));  // coop: rows of 128 KiB and more
-  EXPECT_EQ(kinds(65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::coop, K::online}));
-  EXPECT_EQ(kinds(262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::coop, K::online}));
-  EXPECT_EQ(kinds(262143, 262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::coop, K::online}));
+  EXPECT_EQ(kinds(65535, 65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
+  EXPECT_EQ(kinds(65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
+  EXPECT_EQ(kinds(262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
+  EXPECT_EQ(kinds(262143, 262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
   EXPECT_EQ(kinds(262147), (std::set<K>{K::online}));  // past 16 CTAs x 512 threads x 32 elems; no 16-byte packs
-  EXPECT_EQ(kinds(200000), (std::set<K>{K::smem, K::pipe, K::coop, K::online}));  // pipe: 7 CTAs of 32768 columns
-  // pipe: 9 CTAs of 32768 (16 would idle), 17 of 16384; coop: 17 slices of 16384, 9 of 32768
-  EXPECT_EQ(kinds(262152), (std::set<K>{K::smem, K::coop, K::online}));
-  EXPECT_EQ(kinds(1048576), (std::set<K>{K::coop, K::online}));  // coop: 32 slices of 32768 columns, 64 of 16384
+  EXPECT_EQ(kinds(200000), (std::set<K>{K::smem, K::pipe, K::online}));  // pipe: 7 CTAs of 32768 columns
+  EXPECT_EQ(kinds(262152), (std::set<K>{K::smem, K::online}));  // pipe: 9 CTAs of 32768 (16 would idle), 17 of 16384
+  EXPECT_EQ(kinds(1048576), (std::set<K>{K::online}));  // smem: 16 slices of 128 KiB, past 96 KiB
 }
 
 // Every row of bench/suites/softmax.csv has a config that reads x once (not online).
@@ -167,66 +154,21 @@ TEST(NativeSoftmaxConfigs, ParseRefusesMalformedNames) {
             NativeSoftmaxConfig({SoftmaxKind::pipe, 8, 32, 256, 1, 2, 8}));
   for (const char* bad : {"pipe_v8_e32_t1024_r1_c8", "pipe_v8_e32_t1024_r1_s3", "pipe_v8_t1024_r1_c8_s3", "pipe_v8_e32_t1024_r1_c8_s3_x",
                           "pipe_v8_e32_t1024_c8_s3", "pipe_v8_e32_t1024_c8_r1_s3", "cluster_v8_e32_t512_c8_s3",
-                          "smem_v8_t512_c4_s2", "block_v8_e8_t128_r1", "coop_v8_e32_t512_c16", "coop_v8_e32_t512_r1_c16_s6",
-                          "coop_v8_t512_c16_s6", "coop_v8_e32_t512_s6"})
+                          "smem_v8_t512_c4_s2", "block_v8_e8_t128_r1"})
     EXPECT_THROW(NativeSoftmaxConfig::parse(bad), Error) << bad;
-  EXPECT_EQ(NativeSoftmaxConfig::parse("coop_v8_e32_t512_c16_s6"), NativeSoftmaxConfig({SoftmaxKind::coop, 8, 32, 512, 16, 6}));
 }
 
-TEST(NativeSoftmaxConfigs, CoopCannotRunSaysWhy) {
-  const auto p = SoftmaxProblem::make(4, 262144);
-  using C = NativeSoftmaxConfig;
-  const auto coop = SoftmaxKind::coop;
-  EXPECT_EQ(C({coop, 8, 32, 512, 16, 6}).cannot_run(p), "");
-  EXPECT_EQ(C({coop, 8, 32, 256, 32, 8}).cannot_run(p), "");
-  EXPECT_EQ(C({coop, 8, 16, 512, 32, 3}).cannot_run(p), "");
-  EXPECT_EQ(C({coop, 8, 16, 256, 64, 8}).cannot_run(p), "");
-  EXPECT_NE(C({coop, 1, 32, 512, 16, 6}).cannot_run(p), "");   // 16-byte packs only
-  EXPECT_NE(C({coop, 8, 24, 512, 16, 6}).cannot_run(p), "");   // elems vec x 3
-  EXPECT_NE(C({coop, 8, 32, 1024, 8, 4}).cannot_run(p), "");   // 512 threads at most
-  EXPECT_NE(C({coop, 8, 32, 512, 8, 6}).cannot_run(p), "");    // 8 slices hold 131072 columns
-  EXPECT_NE(C({coop, 8, 32, 512, 17, 6}).cannot_run(p), "");   // an idle slice
-  EXPECT_NE(C({coop, 8, 8, 256, 128, 6}).cannot_run(p), "");   // 64 slices at most
-  EXPECT_NE(C({coop, 8, 32, 512, 16, 2}).cannot_run(p), "");   // stages 3 .. 8
-  EXPECT_NE(C({coop, 8, 32, 512, 16, 9}).cannot_run(p), "");
-  EXPECT_NE(C({coop, 8, 32, 512, 16, 8}).cannot_run(p), "");   // 8 x 32 KiB of shared memory
-  EXPECT_NE(C({coop, 8, 32, 512, 16, 6, 2}).cannot_run(p), "");  // block_rows 1
-  EXPECT_EQ(C({coop, 8, 32, 512, 13, 4}).cannot_run(SoftmaxProblem::make(4, 200000)), "");  // any count
-  auto odd = SoftmaxProblem::make(4, 262143);
-  EXPECT_NE(C({coop, 8, 32, 512, 16, 6}).cannot_run(odd), "");  // ld 262143: row starts not 16-byte aligned
-  odd.ld = 262144;
-  EXPECT_EQ(C({coop, 8, 32, 512, 16, 6}).cannot_run(odd), "");
-  // The launch: cooperative, persistent, never fewer blocks than slices a row, no cluster.
-  const NativeSoftmaxLaunch l = native_softmax_launch(C({coop, 8, 32, 512, 16, 6}), p);
-  EXPECT_TRUE(l.cooperative);
-  EXPECT_TRUE(l.persistent);
-  EXPECT_EQ(l.cluster, 1);
-  EXPECT_EQ(l.min_grid, 16);
-  EXPECT_EQ(l.grid, 4 * 16);
-  EXPECT_EQ(l.dynamic_smem, 6 * 512 * 32 * 2);
-  EXPECT_EQ(l.launch_bound, 512);
-}
-
-// The coop configs of the suite's longest rows (bench/suites/softmax.csv).
-TEST(NativeSoftmaxConfigs, CoopConfigsOfTheSuite) {
-  auto coops = [](int64_t cols, DType in) {
-    std::vector<std::string> names;
-    for (const auto& c : native_softmax_configs(SoftmaxProblem::make((int64_t(1) << 29) / cols, cols, in)))
-      if (c.kind == SoftmaxKind::coop) names.push_back(c.name());
-    return names;
-  };
-  for (int64_t cols : {1024, 4096, 16384, 32768})
-    for (DType in : {DType::bf16, DType::fp16}) EXPECT_TRUE(coops(cols, in).empty()) << cols;
-  EXPECT_EQ(coops(262144, DType::bf16),
-            (std::vector<std::string>{"coop_v8_e32_t512_c16_s4", "coop_v8_e32_t512_c16_s6", "coop_v8_e32_t256_c32_s4",
-                                      "coop_v8_e32_t256_c32_s6", "coop_v8_e32_t256_c32_s8", "coop_v8_e16_t512_c32_s4",
-                                      "coop_v8_e16_t512_c32_s6", "coop_v8_e16_t512_c32_s8"}));
-  EXPECT_EQ(coops(131072, DType::fp16),
-            (std::vector<std::string>{"coop_v8_e32_t512_c8_s4", "coop_v8_e32_t512_c8_s6", "coop_v8_e32_t256_c16_s4",
-                                      "coop_v8_e32_t256_c16_s6", "coop_v8_e32_t256_c16_s8", "coop_v8_e16_t512_c16_s4",
-                                      "coop_v8_e16_t512_c16_s6", "coop_v8_e16_t512_c16_s8"}));
-  EXPECT_EQ(coops(262144, DType::fp32).size(), 8u);  // e16 / e8 x 4 bytes: the same 32 / 16 KiB slices
-  EXPECT_EQ(coops(65536, DType::bf16).size(), 8u);
+// The coop kind (removed: 40-50% of copy bandwidth, never won a race) is no longer a kind: a
+// tuning cache entry naming one of its ids fails to load with the parser's ordinary error.
+TEST(NativeSoftmaxConfigs, ParseRefusesRemovedCoopIds) {
+  for (const char* id : {"coop_v8_e32_t512_c16_s6", "coop_v8_e32_t256_c32_s8", "coop_v8_e16_t512_c32_s4"}) {
+    try {
+      (void)NativeSoftmaxConfig::parse(id);
+      ADD_FAILURE() << id << " parsed";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("unknown kind 'coop'"), std::string::npos) << e.message();
+    }
+  }
 }
 
 TEST(NativeSoftmaxConfigs, CannotRunSaysWhy) {
@@ -368,25 +310,19 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         const bool clustered =
             c.kind == SoftmaxKind::cluster || ((c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe) && c.cluster > 1);
         EXPECT_EQ(l.cluster > 1, clustered) << c.name();
-        const bool staged = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::coop;
-        EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || staged) << c.name();
-        EXPECT_EQ(l.persistent, staged) << c.name();
-        EXPECT_EQ(l.cooperative, c.kind == SoftmaxKind::coop) << c.name();
-        EXPECT_EQ(l.min_grid, c.kind == SoftmaxKind::coop ? c.cluster : 1) << c.name();
-        if (staged)  // the stages: whole slices of x
+        EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe) << c.name();
+        EXPECT_EQ(l.persistent, c.kind == SoftmaxKind::pipe) << c.name();
+        if (c.kind == SoftmaxKind::pipe)  // the stages: whole slices of x
           EXPECT_EQ(l.dynamic_smem, int64_t(c.stages) * c.threads * c.elems * int64_t(size_of(p.in))) << c.name();
         const int64_t rows_per_block = c.kind == SoftmaxKind::warp   ? c.threads / 32
                                        : c.kind == SoftmaxKind::pipe ? c.block_rows
                                                                      : 1;
-        // coop: a block a slice at most (launched without a cluster)
-        const int64_t ctas_per_row = c.kind == SoftmaxKind::coop ? c.cluster : l.cluster;
-        EXPECT_EQ(l.grid, (p.rows + rows_per_block - 1) / rows_per_block * ctas_per_row) << c.name();
+        EXPECT_EQ(l.grid, (p.rows + rows_per_block - 1) / rows_per_block * l.cluster) << c.name();
         if (c.kind == SoftmaxKind::smem)  // the slice, 16-byte packs, is what is staged
           EXPECT_EQ(l.dynamic_smem, ((p.cols + c.cluster - 1) / c.cluster + c.vec - 1) / c.vec * c.vec * int64_t(size_of(p.in)));
         // 32 fp32 values a thread need the 128 registers of a 512-thread bound (pipe: 64 a
         // 1024-thread bound hold 32 values, ptxas -v: 63-64 registers; more need 512).
         if (c.kind == SoftmaxKind::pipe) EXPECT_EQ(l.launch_bound, c.elems > 32 ? 512 : 1024) << c.name();
-        else if (c.kind == SoftmaxKind::coop) EXPECT_EQ(l.launch_bound, 512) << c.name();
         else if (c.kind != SoftmaxKind::smem && c.kind != SoftmaxKind::online && c.elems >= 32) EXPECT_LE(l.launch_bound, 512);
       }
     }

@@ -679,217 +679,6 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
   if (csize > 1) cluster_barrier();
 }
 
-// ---- coop: persistent CTAs, a row split over any number of CTAs, (max, sum) merged in global memory ----
-//
-// No thread-block cluster: the launch is cooperative (every CTA co-resident, or the launch fails)
-// and as wide as what is resident, so every SM runs the same number of CTAs (a cluster launch
-// leaves SMs idle where its clusters do not tile the GPCs: 224 of 264 CTA slots for 16-CTA
-// clusters of 2 CTAs an SM, 120 of 132 SMs for 8-CTA clusters of one). A row is cut into
-// `nsl` slices of S = threads x E elements (the last one short); item i of the grid is slice
-// i % nsl of row i / nsl, and CTA b processes items b, b + G, b + 2G, ... (G = gridDim.x >= nsl,
-// so a row's slices are on distinct CTAs). Each CTA keeps `stages` shared-memory stages, one item
-// each: `ahead` = stages - lag of them loading (cp.async.bulk on an mbarrier, as in pipe), `lag`
-// (1 for 3 stages, else 2) holding items whose (max, sum) is published but whose row is not
-// known to be complete yet. Iteration k:
-//   pass 1 (item k)      v = s x (its slice, from shared memory) in registers; per warp m_w =
-//                        max v, s_w = sum exp(v - r_w) (r_w = m_w, 0 when -Inf); the CTA's pair
-//                        (M_k, S_k) merged as in pipe, written to part[row][slice] and published
-//                        by red.release.gpu on cnt[row]
-//   finalize (item k - lag)  warp 0 waits (ld.acquire.gpu) until cnt[row] >= nsl, merges the
-//                        nsl pairs (M = max M_j, Z = sum S_j W(M_j, M)), counts itself a reader
-//                        (the last of the nsl readers resets cnt[row] to 0 for the next launch);
-//                        every thread re-reads its packs of the stage and writes
-//                        y = exp(s x - M) / Z with streaming stores
-//   the freed stage takes item k + ahead.
-// Publishing before waiting makes the waits deadlock-free among co-resident CTAs: the lowest
-// incomplete row's missing slices sit on CTAs whose own waits are on lower, complete rows.
-// Special values as in pipe: NaN / +Inf make the row's Z NaN, an all -Inf row M = -Inf (exp(NaN)
-// throughout), -Inf entries of a finite row 0; an all -Inf slice of a finite row weighs 0.
-// Workspace (per device and stream, grown on demand, counters zero between launches): rows x
-// nsl float2 pairs and rows counters.
-
-constexpr int kCoopMaxStages = 8;
-constexpr int kCoopMaxSlices = 64;
-constexpr int kCoopMaxThreads = 512;
-
-__device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ float2 ld_relaxed_f2(const float2* p) {
-  float2 v;
-  asm volatile("ld.relaxed.gpu.global.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p) : "memory");
-  return v;
-}
-
-template <class Ti, class To, int E>
-__global__ void __launch_bounds__(kCoopMaxThreads)
-    softmax_coop_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale,
-                        int nsl, int stages, float2* __restrict__ part, unsigned* __restrict__ cnt) {
-  constexpr int VEC = int(16 / sizeof(Ti));
-  constexpr int P = E / VEC;  // 16-byte packs a thread
-  static_assert(E % VEC == 0 && P >= 1, "coop softmax: whole 16-byte packs per thread");
-  extern __shared__ __align__(16) unsigned char smem_raw[];  // stages x S elements of Ti
-  __shared__ __align__(8) uint64_t full[kCoopMaxStages];
-  __shared__ float2 wred[32];  // per warp (m_w, s_w) of the item in pass 1
-  __shared__ float2 stat;      // the finalized row's (M, Z)
-  const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5, nw = int(blockDim.x >> 5);
-  const int S = int(blockDim.x) * E;
-  const int64_t G = gridDim.x, items = rows * nsl;
-  const int64_t nk = items > int64_t(blockIdx.x) ? (items - int64_t(blockIdx.x) + G - 1) / G : 0;  // this CTA's items
-  const int lag = stages >= 4 ? 2 : 1, ahead = stages - lag;
-  Ti* const buf = reinterpret_cast<Ti*>(smem_raw);
-
-  // Item k of this CTA: row, slice, its first column, its columns, those in whole packs.
-  struct Item {
-    int64_t row;
-    int sl, n, whole;
-    int64_t base;
-  };
-  auto item = [&](int64_t k) {
-    const int64_t i = int64_t(blockIdx.x) + k * G;
-    Item it;
-    it.row = i / nsl;
-    it.sl = int(i - it.row * nsl);
-    it.base = int64_t(it.sl) * S;
-    it.n = int(cols - it.base < S ? cols - it.base : S);
-    it.whole = it.n / VEC * VEC;
-    return it;
-  };
-
-  uint64_t policy = 0;
-  if (t == 0) {
-    for (int s = 0; s < stages; ++s) mbar_init(&full[s], 1);
-    fence_mbar_init();
-    policy = evict_first_policy();
-  }
-  __syncthreads();
-  // Thread 0: item k's whole packs into stage k % stages (nothing past this CTA's last item).
-  auto issue = [&](int64_t k) {
-    if (k >= nk) return;
-    const Item it = item(k);
-    const int s = int(k % stages);
-    const uint32_t bytes = uint32_t(it.whole) * uint32_t(sizeof(Ti));
-    mbar_arrive_expect_tx(&full[s], bytes);
-    const char* src = reinterpret_cast<const char*>(x + it.row * ld + it.base);
-    char* dst = reinterpret_cast<char*>(buf + int64_t(s) * S);
-    for (uint32_t off = 0; off < bytes; off += kBulkChunk)
-      bulk_load(dst + off, src + off, bytes - off < kBulkChunk ? bytes - off : kBulkChunk, &full[s], policy);
-  };
-  if (t == 0)
-    for (int k = 0; k < ahead; ++k) issue(k);
-
-  for (int64_t k = 0; k < nk + lag; ++k) {
-    if (k < nk) {  // pass 1: item k's (M_k, S_k), published
-      const Item it = item(k);
-      const int s = int(k % stages);
-      mbar_wait(&full[s], uint32_t(k / stages) & 1);
-      const Ti* sx = buf + int64_t(s) * S;
-      const Ti* gx = x + it.row * ld + it.base;
-      float v[E];
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const int c = (j * int(blockDim.x) + t) * VEC;
-        if (c + VEC <= it.whole) {
-          const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(sx + c);
-#pragma unroll
-          for (int i = 0; i < VEC; ++i) v[j * VEC + i] = scale * to_float(pk.v[i]);
-        } else {  // the partial last pack (from global memory), or past the row
-#pragma unroll
-          for (int i = 0; i < VEC; ++i) v[j * VEC + i] = c + i < it.n ? scale * to_float(gx[c + i]) : -INFINITY;
-        }
-      }
-      float m = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
-      m = warp_max(m);
-      const float r = m == -INFINITY ? 0.0f : m;
-      const float rl = r * kLog2e;
-      float sum = 0.0f;
-      if (isfinite(rl) || !isfinite(r)) {
-#pragma unroll
-        for (int i = 0; i < E; ++i) sum += ex2(fmaf(v[i], kLog2e, -rl));
-      } else {
-#pragma unroll
-        for (int i = 0; i < E; ++i) sum += exp_sub(v[i], r);
-      }
-      sum = warp_sum(sum);
-      if (lane == 0) wred[warp] = make_float2(m, sum);
-      __syncthreads();
-      if (warp == 0) {
-        const float2 q = lane < nw ? wred[lane] : make_float2(-INFINITY, 0.0f);
-        const float M = warp_max(q.x);
-        const float Z = warp_sum(q.y * weight(q.x, M));
-        if (lane == 0) {
-          part[it.row * nsl + it.sl] = make_float2(M, Z);
-          red_release_add(cnt + it.row, 1u);
-        }
-      }
-    }
-    if (k >= lag) {  // finalize item k - lag
-      const int64_t kf = k - lag;
-      const Item it = item(kf);
-      if (warp == 0) {
-        const unsigned* c = cnt + it.row;
-        if (ld_acquire(c) < unsigned(nsl)) {
-          const uint64_t t0 = global_ns();
-          while (ld_acquire(c) < unsigned(nsl))
-            if (global_ns() - t0 > kPipeWaitTimeoutNs) __trap();
-        }
-        const float2* pr = part + it.row * nsl;
-        float M = -INFINITY;
-        for (int j = lane; j < nsl; j += 32) M = fmaxf(M, ld_relaxed_f2(pr + j).x);
-        M = warp_max(M);
-        float Z = 0.0f;
-        for (int j = lane; j < nsl; j += 32) {
-          const float2 q = ld_relaxed_f2(pr + j);
-          Z += q.y * weight(q.x, M);
-        }
-        Z = warp_sum(Z);
-        if (lane == 0) {
-          stat = make_float2(M, Z);
-          // nsl publishers and nsl readers: the last reader puts the counter back to 0.
-          if (atomicAdd(cnt + it.row, 1u) == unsigned(2 * nsl - 1)) atomicExch(cnt + it.row, 0u);
-        }
-      }
-      __syncthreads();
-      const float M = stat.x, inv = 1.0f / stat.y, Ml = M * kLog2e;
-      const bool fast = isfinite(Ml) || !isfinite(M);
-      const Ti* sx = buf + int64_t(kf % stages) * S;
-      const Ti* gx = x + it.row * ld + it.base;
-      To* gy = y + it.row * ld + it.base;
-#pragma unroll
-      for (int j = 0; j < P; ++j) {
-        const int c = (j * int(blockDim.x) + t) * VEC;
-        float o[VEC];
-        if (c + VEC <= it.whole) {
-          const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(sx + c);
-#pragma unroll
-          for (int i = 0; i < VEC; ++i) {
-            const float a = scale * to_float(pk.v[i]);
-            o[i] = (fast ? ex2(fmaf(a, kLog2e, -Ml)) : exp_sub(a, M)) * inv;
-          }
-          store_streaming<To, VEC>(gy + c, o);
-        } else {
-#pragma unroll
-          for (int i = 0; i < VEC; ++i)
-            if (c + i < it.n) {
-              const float a = scale * to_float(gx[c + i]);
-              gy[c + i] = from_float<To>((fast ? ex2(fmaf(a, kLog2e, -Ml)) : exp_sub(a, M)) * inv);
-            }
-        }
-      }
-    }
-    // Every thread is done with stage (k - lag) % stages (and with wred, stat): it takes item k + ahead.
-    __syncthreads();
-    if (t == 0) issue(k + ahead);
-  }
-}
-
 // ---- dispatch --------------------------------------------------------------------------------
 
 template <class Ti>
@@ -912,55 +701,6 @@ thread_local Plan* t_probe = nullptr;
 std::string cuda_failure(cudaError_t e, const std::string& what) {
   (void)cudaGetLastError();
   return what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
-}
-
-// ---- coop workspace: per (device, stream), grown on demand; its counters are zero between launches ----
-
-struct CoopWorkspace {
-  void* ptr = nullptr;
-  size_t bytes = 0;
-};
-
-// The counters (rows, at the start) and pairs (rows x nsl) of a coop launch on stream s; "" or why not.
-std::string coop_workspace(int64_t rows, int nsl, cudaStream_t s, unsigned** cnt, float2** part) {
-  int dev = 0;
-  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
-  const size_t cnt_bytes = (size_t(rows) * sizeof(unsigned) + 255) / 256 * 256;
-  const size_t need = cnt_bytes + size_t(rows) * size_t(nsl) * sizeof(float2);
-  static std::mutex mu;
-  static std::map<std::pair<int, cudaStream_t>, CoopWorkspace> spaces;
-  std::lock_guard<std::mutex> lock(mu);
-  if (spaces.size() >= 16 && !spaces.count({dev, s})) {
-    // Streams come and go (tests make one per problem): past 16, drop this device's other buffers
-    // (cudaFree waits for the device, so none is in use).
-    for (auto it = spaces.begin(); it != spaces.end();)
-      if (it->first.first == dev) {
-        (void)cudaFree(it->second.ptr);
-        it = spaces.erase(it);
-      } else {
-        ++it;
-      }
-    (void)cudaGetLastError();
-  }
-  CoopWorkspace& w = spaces[{dev, s}];
-  if (w.bytes < need) {
-    // cudaFree waits for the device: no launch still uses the old buffer.
-    if (w.ptr)
-      if (cudaError_t e = cudaFree(w.ptr); e != cudaSuccess) return w = {}, cuda_failure(e, "cudaFree (coop workspace)");
-    w = {};
-    const size_t bytes = std::max(need, size_t(1) << 20);
-    if (cudaError_t e = cudaMalloc(&w.ptr, bytes); e != cudaSuccess)
-      return w.ptr = nullptr, cuda_failure(e, "cudaMalloc (coop workspace, " + std::to_string(bytes) + " B)");
-    if (cudaError_t e = cudaMemsetAsync(w.ptr, 0, bytes, s); e != cudaSuccess) {
-      cudaFree(w.ptr);
-      w = {};
-      return cuda_failure(e, "cudaMemsetAsync (coop workspace)");
-    }
-    w.bytes = bytes;
-  }
-  *cnt = static_cast<unsigned*>(w.ptr);
-  *part = reinterpret_cast<float2*>(static_cast<char*>(w.ptr) + cnt_bytes);
-  return {};
 }
 
 // Sets the function attributes a launch needs, once per (device, kernel): the smem kind's
@@ -999,7 +739,7 @@ std::string set_attributes(const Plan& pl) {
   return why;
 }
 
-// The launch configuration of a plan (its attributes in `attr[2]`, which must outlive it).
+// The launch configuration of a plan (the cluster attribute in `attr[1]`, which must outlive it).
 cudaLaunchConfig_t launch_config(const Plan& pl, cudaLaunchAttribute* attr, cudaStream_t s) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(pl.launch.grid));
@@ -1013,11 +753,6 @@ cudaLaunchConfig_t launch_config(const Plan& pl, cudaLaunchAttribute* attr, cuda
     attr[cfg.numAttrs].val.clusterDim.x = unsigned(pl.launch.cluster);
     attr[cfg.numAttrs].val.clusterDim.y = 1;
     attr[cfg.numAttrs].val.clusterDim.z = 1;
-    ++cfg.numAttrs;
-  }
-  if (pl.launch.cooperative) {
-    attr[cfg.numAttrs].id = cudaLaunchAttributeCooperative;
-    attr[cfg.numAttrs].val.cooperative = 1;
     ++cfg.numAttrs;
   }
   return cfg;
@@ -1034,7 +769,7 @@ std::string residency(const Plan& pl, int* clusters, int* blocks_per_sm, int* sm
     return cuda_failure(e, "cudaDeviceGetAttribute(MultiProcessorCount)");
   const NativeSoftmaxLaunch& l = pl.launch;
   if (l.cluster > 1) {
-    cudaLaunchAttribute attr[2];
+    cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = launch_config(pl, attr, nullptr);
     if (cudaError_t e = cudaOccupancyMaxActiveClusters(clusters, pl.func, &cfg); e != cudaSuccess)
       return cuda_failure(e, "cudaOccupancyMaxActiveClusters (" + l.str() + ")");
@@ -1071,12 +806,8 @@ std::string clamp_persistent_grid(Plan& pl) {
     std::lock_guard<std::mutex> lock(mu);
     resident[key] = blocks;
   }
-  if (blocks < pl.launch.min_grid)
-    return "cannot be resident on this device: " + std::to_string(pl.launch.min_grid) + " blocks needed at once, " +
-           std::to_string(blocks) + " resident (" + pl.launch.str() + ")";
   pl.launch.grid = std::min(pl.launch.grid, blocks);
-  if (const int64_t cap = g_persistent_cap.load(); cap > 0)
-    pl.launch.grid = std::min(pl.launch.grid, std::max(cap * pl.launch.cluster, pl.launch.min_grid));
+  if (const int64_t cap = g_persistent_cap.load(); cap > 0) pl.launch.grid = std::min(pl.launch.grid, cap * pl.launch.cluster);
   return {};
 }
 
@@ -1090,15 +821,7 @@ void launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const void* k
   }
   if (std::string why = set_attributes(pl); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
   if (std::string why = clamp_persistent_grid(pl); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
-  if (c.kind == SoftmaxKind::coop) {  // the workspace: the last two kernel parameters
-    unsigned* cnt = nullptr;
-    float2* part = nullptr;
-    if (std::string why = coop_workspace(p.rows, c.cluster, s, &cnt, &part); !why.empty())
-      GT_THROW("native softmax: " + c.name() + ": " + why);
-    *static_cast<float2**>(args[8]) = part;
-    *static_cast<unsigned**>(args[9]) = cnt;
-  }
-  cudaLaunchAttribute attr[2];
+  cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = launch_config(pl, attr, s);
   if (cudaError_t e = cudaLaunchKernelExC(&cfg, kernel, args); e != cudaSuccess)
     GT_THROW("native softmax: " + c.name() + ": " + cuda_failure(e, "launch (" + pl.launch.str() + ")"));
@@ -1131,19 +854,8 @@ void launch_pipe_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const 
   launch(c, p, reinterpret_cast<const void*>(&softmax_pipe_kernel<Ti, To, E>), args, s);
 }
 
-template <class Ti, class To, int E>
-void launch_coop_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
-  int64_t rows = p.rows, cols = p.cols, ld = p.row_stride();
-  float scale = p.scale;
-  int nsl = c.cluster, stages = c.stages;
-  float2* part = nullptr;  // set by launch() (the workspace)
-  unsigned* cnt = nullptr;
-  void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &nsl, &stages, &part, &cnt};
-  launch(c, p, reinterpret_cast<const void*>(&softmax_coop_kernel<Ti, To, E>), args, s);
-}
-
 // Calls f(std::integral_constant<int, E>{}) with E = c.elems, one of VEC x 1, 2, 4, 8: the
-// register-resident kinds (pipe, coop) are instantiated per elements-per-thread and need
+// register-resident kind (pipe) is instantiated per elements-per-thread and needs
 // 16-byte vectors.
 template <class Ti, int VEC, class F>
 void with_elems(const NativeSoftmaxConfig& c, const char* kind, F&& f) {
@@ -1158,11 +870,6 @@ void with_elems(const NativeSoftmaxConfig& c, const char* kind, F&& f) {
   } else {
     GT_THROW("native softmax: " + c.name() + ": the " + kind + " kind needs 16-byte vectors");
   }
-}
-
-template <class Ti, class To, int VEC>
-void launch_coop(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
-  with_elems<Ti, VEC>(c, "coop", [&](auto e) { launch_coop_e<Ti, To, decltype(e)::value>(c, p, x, y, s); });
 }
 
 template <class Ti, class To, int VEC>
@@ -1201,7 +908,6 @@ void launch_vec(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti*
   }
   if (c.kind == SoftmaxKind::smem) return launch_smem<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::pipe) return launch_pipe<Ti, To, VEC>(c, p, x, y, s);
-  if (c.kind == SoftmaxKind::coop) return launch_coop<Ti, To, VEC>(c, p, x, y, s);
   switch (c.elems) {
     case 1: return launch_rows<Ti, To, 1, VEC>(c, p, x, y, s);
     case 2: return launch_rows<Ti, To, 2, VEC>(c, p, x, y, s);
@@ -1249,7 +955,6 @@ int launch_bound(const NativeSoftmaxConfig& c) {
     case SoftmaxKind::block:
     case SoftmaxKind::cluster: return c.elems >= 32 ? split_max_threads<32>() : split_max_threads<16>();
     case SoftmaxKind::pipe: return c.elems > 32 ? pipe_max_threads<64>() : pipe_max_threads<32>();
-    case SoftmaxKind::coop: return kCoopMaxThreads;
     case SoftmaxKind::smem:
     case SoftmaxKind::online: return kMaxThreads;
   }
@@ -1264,7 +969,6 @@ constexpr int kOnlineThreads[] = {256, 512, 1024};
 constexpr int64_t kMinClusterSlice = 4096;  // columns per CTA below which clusters are not offered
 constexpr int kPipeThreads[] = {64, 128, 256, 512, 1024};
 constexpr int64_t kPipeMinClusterRowBytes = 16 * 1024;  // pipe: rows of x up to this size get one CTA each
-constexpr int64_t kCoopMinRowBytes = 128 * 1024;        // coop: offered for rows of x of at least this size
 
 bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -1277,7 +981,6 @@ const char* to_string(SoftmaxKind k) {
     case SoftmaxKind::cluster: return "cluster";
     case SoftmaxKind::smem: return "smem";
     case SoftmaxKind::pipe: return "pipe";
-    case SoftmaxKind::coop: return "coop";
     case SoftmaxKind::online: return "online";
   }
   return "?";
@@ -1290,7 +993,6 @@ int64_t NativeSoftmaxConfig::max_cols() const {
     case SoftmaxKind::cluster: return int64_t(threads) * elems * cluster;
     case SoftmaxKind::smem: return -1;  // bounded by shared memory per CTA: see cannot_run
     case SoftmaxKind::pipe: return int64_t(threads / std::max(block_rows, 1)) * elems * cluster;
-    case SoftmaxKind::coop: return int64_t(threads) * elems * cluster;
     case SoftmaxKind::online: return -1;
   }
   return 0;
@@ -1301,9 +1003,9 @@ std::string NativeSoftmaxConfig::name() const {
   if (kind != SoftmaxKind::online && kind != SoftmaxKind::smem) n += "_e" + std::to_string(elems);
   n += "_t" + std::to_string(threads);
   if (kind == SoftmaxKind::pipe) n += "_r" + std::to_string(block_rows);
-  if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe || kind == SoftmaxKind::coop)
+  if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe)
     n += "_c" + std::to_string(cluster);
-  if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::coop) n += "_s" + std::to_string(stages);
+  if (kind == SoftmaxKind::pipe) n += "_s" + std::to_string(stages);
   return n;
 }
 
@@ -1311,7 +1013,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   auto bad = [&](const std::string& why) {
     GT_THROW("native softmax config '" + name + "': " + why +
              " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
-             "pipe_v8_e32_t1024_r1_c8_s3, coop_v8_e32_t512_c16_s6, online_v8_t1024)");
+             "pipe_v8_e32_t1024_r1_c8_s3, online_v8_t1024)");
   };
   NativeSoftmaxConfig c;
   size_t pos = name.find('_');
@@ -1321,7 +1023,6 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   else if (kind == "cluster") c.kind = SoftmaxKind::cluster;
   else if (kind == "smem") c.kind = SoftmaxKind::smem;
   else if (kind == "pipe") c.kind = SoftmaxKind::pipe;
-  else if (kind == "coop") c.kind = SoftmaxKind::coop;
   else if (kind == "online") c.kind = SoftmaxKind::online;
   else bad("unknown kind '" + kind + "'");
   auto field = [&](char tag) -> int {
@@ -1337,11 +1038,8 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   c.elems = c.kind == SoftmaxKind::online || c.kind == SoftmaxKind::smem ? 0 : field('e');
   c.threads = field('t');
   c.block_rows = c.kind == SoftmaxKind::pipe ? field('r') : 1;
-  c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ||
-                      c.kind == SoftmaxKind::coop
-                  ? field('c')
-                  : 1;
-  c.stages = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::coop ? field('s') : 0;
+  c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ? field('c') : 1;
+  c.stages = c.kind == SoftmaxKind::pipe ? field('s') : 0;
   if (pos != std::string::npos) bad("trailing text");
   if (c.name() != name) bad("not in canonical form");
   return c;
@@ -1373,17 +1071,6 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (smem > kNativeSmemDynamicOptIn)
       return std::to_string(stages) + " stages of " + std::to_string(threads * elems) + " elements (" + std::to_string(smem) +
              " bytes) exceed the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
-  } else if (kind == SoftmaxKind::coop) {
-    const int v16 = vec16_of(p.in);
-    if (vec != v16) return "the coop kind copies 16-byte packs (vec " + std::to_string(v16) + ")";
-    if (elems % vec || !pow2(elems / vec) || elems / vec > 8) return "elems must be vec x 1, 2, 4 or 8";
-    if (threads > kCoopMaxThreads) return "at most " + std::to_string(kCoopMaxThreads) + " threads for the coop kind";
-    if (cluster < 2 || cluster > kCoopMaxSlices) return "cluster (slices a row) must be 2 .. " + std::to_string(kCoopMaxSlices);
-    if (stages < 3 || stages > kCoopMaxStages) return "stages must be 3 .. " + std::to_string(kCoopMaxStages);
-    const int64_t smem = int64_t(stages) * threads * elems * int64_t(size_of(p.in));
-    if (smem > kNativeSmemDynamicOptIn)
-      return std::to_string(stages) + " stages of " + std::to_string(threads * elems) + " elements (" + std::to_string(smem) +
-             " bytes) exceed the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
   } else if (kind != SoftmaxKind::online) {
     if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32";
     if (elems % vec) return "elems must be a multiple of vec";
@@ -1392,10 +1079,9 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   }
   if (kind == SoftmaxKind::cluster && (!pow2(cluster) || cluster < 2 || cluster > kMaxCluster))
     return "cluster must be 2, 4, 8 or 16";
-  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && kind != SoftmaxKind::pipe && kind != SoftmaxKind::coop &&
-      cluster != 1)
+  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && kind != SoftmaxKind::pipe && cluster != 1)
     return "cluster must be 1 for this kind";
-  if (kind != SoftmaxKind::pipe && kind != SoftmaxKind::coop && stages != 0) return "stages must be 0 for this kind";
+  if (kind != SoftmaxKind::pipe && stages != 0) return "stages must be 0 for this kind";
   if (kind != SoftmaxKind::pipe && block_rows != 1) return "block_rows must be 1 for this kind";
   if (max_cols() >= 0 && p.cols > max_cols())
     return "holds rows of at most " + std::to_string(max_cols()) + " columns, not " + std::to_string(p.cols);
@@ -1403,9 +1089,6 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     return "the last CTA of the cluster would have no columns";
   if (kind == SoftmaxKind::pipe && (cluster - 1) * int64_t(threads / block_rows) * elems >= p.cols)
     return "the last CTA of the cluster would have no columns";
-  if (kind == SoftmaxKind::coop && (cluster - 1) * int64_t(threads) * elems >= p.cols)
-    return "the last slice of a row would have no columns";
-  if (kind == SoftmaxKind::coop && p.rows > (int64_t(1) << 40) / cluster) return "too many rows x slices";
   const int64_t blocks = (p.rows + rows_per_block() - 1) / rows_per_block() * cluster;
   if (blocks > int64_t(0x7fffffff)) return "too many rows for one grid (2^31 - 1 blocks)";
   if (vec > 1 && p.row_stride() % vec) return "ld = " + std::to_string(p.row_stride()) + " is not a multiple of vec";
@@ -1509,19 +1192,6 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       }
     }
   }
-  // coop (16-byte packs, rows of x of 128 KiB and more): slices of 512 x 4 packs, 256 x 4 and
-  // 512 x 2 packs (32 or 16 KiB), as many as the row needs (2 .. 64); 4, 6 and 8 stages where they
-  // fit (16 KiB slices: 3, 2 or 1 CTAs an SM by shared memory; 32 KiB: 4 or 6 stages, one CTA).
-  if (v == v16 && p.cols * int64_t(size_of(p.in)) >= kCoopMinRowBytes)
-    for (const auto& [t, mult] : {std::pair{512, 4}, std::pair{256, 4}, std::pair{512, 2}}) {
-      const int e = v16 * mult;
-      const int64_t slice = int64_t(t) * e, c = (p.cols + slice - 1) / slice;
-      if (c < 2 || c > kCoopMaxSlices) continue;
-      for (int st : {4, 6, 8}) {
-        NativeSoftmaxConfig cfg{SoftmaxKind::coop, v, e, t, int(c), st, 1};
-        if (cfg.cannot_run(p).empty()) out.push_back(cfg);
-      }
-    }
   // online: any row.
   for (int t : kOnlineThreads) out.push_back({SoftmaxKind::online, v, 0, t, 1});
   return out;
@@ -1543,8 +1213,7 @@ void run_native_softmax(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, c
 
 std::string NativeSoftmaxLaunch::str() const {
   return "grid " + std::to_string(grid) + " x " + std::to_string(threads) + " threads, " + std::to_string(dynamic_smem) +
-         " B dynamic smem, cluster " + std::to_string(cluster) + (persistent ? ", persistent" : "") +
-         (cooperative ? ", cooperative" : "");
+         " B dynamic smem, cluster " + std::to_string(cluster) + (persistent ? ", persistent" : "");
 }
 
 NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
@@ -1564,12 +1233,6 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
     case SoftmaxKind::pipe:
       l.cluster = c.cluster;
       l.grid = (p.rows + c.block_rows - 1) / c.block_rows * c.cluster;
-      break;
-    case SoftmaxKind::coop:
-      l.grid = p.rows * c.cluster;  // one block a slice at most; clamped to what is resident
-      l.min_grid = c.cluster;
-      l.persistent = l.cooperative = true;
-      l.dynamic_smem = int64_t(c.stages) * c.threads * c.elems * int64_t(size_of(p.in));
       break;
   }
   if (c.kind == SoftmaxKind::smem) l.dynamic_smem = smem_slice(c, p) * int64_t(size_of(p.in));
@@ -1652,15 +1315,6 @@ std::string native_softmax_device_check(const NativeSoftmaxConfig& c, const Soft
              " B static smem, " + std::to_string(fa.numRegs) + " registers a thread)";
     return why;
   }
-  if (l.cooperative) {
-    int coop = 0;
-    if (cudaError_t e = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev); e != cudaSuccess)
-      return cuda_failure(e, "cudaDeviceGetAttribute(CooperativeLaunch)");
-    if (!coop) return "the device cannot launch cooperative kernels (" + l.str() + ")";
-    if (int64_t(per_sm) * sms < l.min_grid)
-      return "cannot be resident on this device: " + std::to_string(l.min_grid) + " blocks needed at once, " +
-             std::to_string(int64_t(per_sm) * sms) + " resident (" + l.str() + ")";
-  }
   return {};
 }
 
@@ -1689,7 +1343,6 @@ NativeSoftmaxKernelInfo native_softmax_kernel_info(const NativeSoftmaxConfig& c,
     case SoftmaxKind::cluster: info.kernel = "softmax_split_kernel"; break;
     case SoftmaxKind::smem: info.kernel = "softmax_smem_kernel"; break;
     case SoftmaxKind::pipe: info.kernel = "softmax_pipe_kernel"; break;
-    case SoftmaxKind::coop: info.kernel = "softmax_coop_kernel"; break;
     case SoftmaxKind::online: info.kernel = "softmax_online_kernel"; break;
   }
   info.regs_per_thread = fa.numRegs;

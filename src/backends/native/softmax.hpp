@@ -21,13 +21,6 @@
 //            then across the cluster through distributed shared memory, and y written with
 //            streaming stores. Reads x once; needs 16-byte packs (ld % vec == 0); any cols up to
 //            threads / block_rows * elems * cluster.
-//   coop     the longest rows (docs/softmax.md, "The coop kernel"): like pipe, but no cluster: a
-//            cooperative persistent grid as wide as what is resident (every SM alike), a row cut
-//            into `cluster` slices of threads * elems columns (2 .. 64, on distinct CTAs), each
-//            CTA keeping `stages` slices in shared memory (3 .. 8: stages - lag loading, lag = 1
-//            or 2 published and waiting for their row), the slices' (max, sum) merged through a
-//            global-memory workspace (per device and stream; counters released / acquired at gpu
-//            scope), y computed from the staged slice (exp twice). Reads x once; 16-byte packs.
 //   online   one block per row, any cols: one pass keeps a running (max, sum) per thread,
 //            merged across the block; a second pass re-reads the row and writes y. Reads x
 //            twice (the fallback for rows no config above holds).
@@ -51,7 +44,7 @@ namespace gemmtune::native {
 // Bump when a kernel's code changes what it computes or how fast: keys the tuning cache.
 inline constexpr const char* kNativeSoftmaxVersion = "5";
 
-enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, coop, online };
+enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online };
 const char* to_string(SoftmaxKind);
 
 struct NativeSoftmaxConfig {
@@ -59,9 +52,8 @@ struct NativeSoftmaxConfig {
   int vec = 1;        // elements per access: 1, or 16 bytes of the input dtype (4 fp32, 8 bf16/fp16)
   int elems = 0;      // elements per thread kept in registers (warp, block, cluster, pipe); 0 for smem, online
   int threads = 256;  // threads per block (warp: rows per block = threads / 32)
-  int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem, pipe: 1 to 16; coop: 2 .. 64
-                      // slices a row, launched without a cluster; else 1)
-  int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; coop: 3 .. 8; else 0
+  int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem, pipe: 1 to 16; else 1)
+  int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; else 0
   int block_rows = 1;  // pipe: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
 
   int rows_per_block() const {
@@ -70,8 +62,7 @@ struct NativeSoftmaxConfig {
   // Longest row this config handles (-1: any).
   int64_t max_cols() const;
   // Stable name (also the candidate id), e.g. "warp_v8_e32_t256", "block_v8_e16_t512",
-  // "cluster_v8_e32_t512_c8", "smem_v8_t512_c4", "pipe_v8_e32_t1024_r1_c8_s3", "coop_v8_e32_t512_c16_s6",
-  // "online_v4_t1024".
+  // "cluster_v8_e32_t512_c8", "smem_v8_t512_c4", "pipe_v8_e32_t1024_r1_c8_s3", "online_v4_t1024".
   std::string name() const;
   // The config named `name`; throws Error naming the bad part.
   static NativeSoftmaxConfig parse(const std::string& name);
@@ -81,7 +72,7 @@ struct NativeSoftmaxConfig {
 };
 
 // Every config worth timing for `p` (validated first), in a fixed order: warp, block, cluster,
-// smem, pipe, coop, online. num_sms is unused (kept for the backend's call).
+// smem, pipe, online. num_sms is unused (kept for the backend's call).
 std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p, int num_sms = 0);
 
 // y = softmax(p.scale * x) for device pointers x (p.in), y (p.out), both rows * ld elements;
@@ -108,17 +99,13 @@ inline constexpr int64_t kNativeSmemDynamicOptIn = kSm90SmemPerBlockOptin - kNat
 struct NativeSoftmaxLaunch {
   int64_t grid = 0;          // blocks (x); a multiple of cluster
   int threads = 0;           // threads per block
-  int64_t dynamic_smem = 0;  // bytes of dynamic shared memory per block (smem, pipe and coop kinds)
+  int64_t dynamic_smem = 0;  // bytes of dynamic shared memory per block (smem and pipe kinds)
   int cluster = 1;           // CTAs per cluster (1: launched without a cluster attribute)
   int launch_bound = 0;      // the kernel's __launch_bounds__ (max threads per block it is compiled for)
-  // pipe, coop: the kernel is persistent (its clusters loop over rows): `grid` (rows * cluster) is an
+  // pipe: the kernel is persistent (its clusters loop over rows): `grid` (rows * cluster) is an
   // upper bound, and the launcher launches min(grid, what is resident on the device at once).
   bool persistent = false;
-  // coop: launched cooperative (every CTA co-resident, or the launch fails), and never clamped
-  // below min_grid blocks (its slices a row: a row's slices must be on distinct CTAs).
-  bool cooperative = false;
-  int64_t min_grid = 1;
-  std::string str() const;   // "grid 40 x 128 threads, 0 B dynamic smem, cluster 1" (+ ", persistent", ", cooperative")
+  std::string str() const;   // "grid 40 x 128 threads, 0 B dynamic smem, cluster 1" (+ ", persistent")
 };
 // The launch of `cfg` for `p`; throws Error when the config cannot run p (cannot_run).
 NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& cfg, const SoftmaxProblem& p);
@@ -148,8 +135,7 @@ std::string native_softmax_device_check(const NativeSoftmaxConfig& cfg, const So
 
 // Tests and the probe: at most `clusters` clusters (blocks, for one CTA per row) in a persistent
 // (pipe) launch; 0 (the default) = no cap. With a cap, a few rows already make every cluster loop
-// over several rows and wrap around its stages. A coop launch is capped at max(cap, its slices a
-// row) blocks. Process-wide.
+// over several rows and wrap around its stages. Process-wide.
 void set_native_softmax_persistent_cap(int64_t clusters);
 
 // What the current device makes of a config's launch for `p` (for the probe, bench/softmax-native-probe.sh):
