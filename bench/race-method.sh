@@ -13,22 +13,18 @@ mkdir -p "$OUT"
 # on the median of several launches per sample with single launches (GEMMTUNE_RACE_DUEL_SINGLE=1),
 # both with the spin, e.g. on the pair the last stability run disagreed on:
 #   RACE_METHOD_VARIANTS=duel RACE_METHOD_PROBLEMS=512x10240x8192 bash bench/race-method.sh
-# "fp8gain" compares the fp8 inputs' default range with 8x it (GEMMTUNE_OPERANDS_FP8_GAIN=8: few
-# e4m3 subnormals, as in the bench's torch.randn inputs), both with the spin.
 problems=(${RACE_METHOD_PROBLEMS:-"1x128256x4096" "128x8192x1024" "64x8192x3584"})
 variants=${RACE_METHOD_VARIANTS:-spin}
 for rep in ${RACE_METHOD_REPS:-1 2}; do
   for spin in 0 50; do
-    sets="" single="" gain=""
+    sets="" single=""
     if [ "$variants" = sets ]; then sets=$([ "$spin" = 0 ] && echo 1 || echo ""); spin=50; fi
     if [ "$variants" = duel ]; then single=$([ "$spin" = 0 ] && echo 1 || echo ""); spin=50; fi
-    if [ "$variants" = fp8gain ]; then gain=$([ "$spin" = 0 ] && echo 8 || echo ""); spin=50; fi
     for shape in "${problems[@]}"; do
-      f="$OUT/${shape}-spin${spin}-sets${sets:-all}-duel${single:-reps}-gain${gain:-1}-rep${rep}.json"
-      GEMMTUNE_OPERANDS_FP8_GAIN=$gain GEMMTUNE_RACE_DUEL_SINGLE=$single GEMMTUNE_RACE_SETS=$sets GEMMTUNE_RACE_SPIN_US=$spin \
-        build/gemmtune tune "$shape" --dtype e4m3 --backends cublaslt --no-cache --json "$f" >/dev/null 2>"$f.err" ||
-        { echo "tune $shape failed"; cat "$f.err"; }
-      python3 - "$f" "$spin" "$rep" "${sets:-all}" "${single:-reps}" "${gain:-1}" <<'PY'
+      f="$OUT/${shape}-spin${spin}-sets${sets:-all}-duel${single:-reps}-rep${rep}.json"
+      GEMMTUNE_RACE_DUEL_SINGLE=$single GEMMTUNE_RACE_SETS=$sets GEMMTUNE_RACE_SPIN_US=$spin build/gemmtune tune "$shape" --dtype e4m3 --backends cublaslt \
+        --no-cache --json "$f" >/dev/null 2>"$f.err" || { echo "tune $shape failed"; cat "$f.err"; }
+      python3 - "$f" "$spin" "$rep" "${sets:-all}" "${single:-reps}" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 res = [r for r in d["results"] if r.get("median_us")]
@@ -36,7 +32,7 @@ res.sort(key=lambda r: r["median_us"])
 top = ", ".join(f'{r["name"].split(" stages")[0].replace("algo=66 ","")}:{r["median_us"]:.2f}' for r in res[:6])
 win = d["kernel"]["name"].split(" stages")[0].replace("algo=66 ", "")
 duels = "; ".join(n.split(": paired time ", 1)[-1] for n in d.get("notes", []) if n.startswith("duel:"))
-print(f'{d["problem"]["m"]}x{d["problem"]["n"]}x{d["problem"]["k"]} spin={sys.argv[2]} sets={sys.argv[4]} duel={sys.argv[5]} fp8gain={sys.argv[6]} rep={sys.argv[3]}: pick {win} | {top} | duels: {duels or "-"}')
+print(f'{d["problem"]["m"]}x{d["problem"]["n"]}x{d["problem"]["k"]} spin={sys.argv[2]} sets={sys.argv[4]} duel={sys.argv[5]} rep={sys.argv[3]}: pick {win} | {top} | duels: {duels or "-"}')
 PY
     done
   done

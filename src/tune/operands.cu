@@ -10,10 +10,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <string>
-
-#include "core/paths.hpp"
 
 namespace gemmtune {
 namespace {
@@ -99,14 +95,8 @@ void poison(void* ptr, DType dtype, int64_t n, cudaStream_t s) {
 OperandSet::OperandSet(const GemmProblem& p, uint64_t seed, cudaStream_t s) : p_(p) {
   p_.validate();
   const float base = float(1.0 / std::sqrt(std::sqrt(double(std::max<int64_t>(p_.k, 1)))));
-  // $GEMMTUNE_OPERANDS_FP8_GAIN (an experiment knob, default 1) multiplies the fp8 range: at
-  // k = 8192, r = 0.21 puts many e4m3 values among the subnormals (< 2^-6), while typical fp8
-  // data (and the bench's, torch.randn cast to e4m3) has most values in the normal range.
-  float fp8_gain = 1.0f;
-  if (std::string v = env_or_empty("GEMMTUNE_OPERANDS_FP8_GAIN"); !v.empty())
-    fp8_gain = std::clamp(float(std::atof(v.c_str())), 0.01f, 100.0f);
-  const float ra = is_fp8(p_.a.dtype) ? 2.0f * fp8_gain * base : base;
-  const float rb = is_fp8(p_.b.dtype) ? 2.0f * fp8_gain * base : base;
+  const float ra = is_fp8(p_.a.dtype) ? 2.0f * base : base;
+  const float rb = is_fp8(p_.b.dtype) ? 2.0f * base : base;
 
   a_ = DeviceBuffer(size_t(p_.elems_a()) * size_of(p_.a.dtype));
   fill_random(a_.get(), p_.a.dtype, p_.elems_a(), operand_seed(seed, 1), ra, s);
