@@ -16,6 +16,9 @@ launch unless said otherwise):
   stream    a new stream for everything
   reps8     sample = median of 8 x (flush, spin, launch), as a race sample
   race      memset + sets3 + stream + reps8 together
+  h200-2    as bench, but a round's samples enqueued before one synchronize (h200.py's loop)
+  h200-3    as h200-2 with torch's own call (torch._scaled_mm / torch.mm) as a third contender in
+            the rotation, exactly bench/h200.py's side-by-side timing
 Prints per method each kernel's median (p20-p80) and the median of the per-round paired ratios
 (second / first id). Random inputs: torch.randn cast to e4m3 (as the bench), scales in [0.5, 1.5).
 """
@@ -40,7 +43,7 @@ def main():
     ap.add_argument("--dtype", default="e4m3", choices=["e4m3", "bf16"])
     ap.add_argument("--ids", required=True, help="two cuBLASLt candidate ids, comma-separated")
     ap.add_argument("--rounds", type=int, default=40)
-    ap.add_argument("--methods", default="bench,memset,sets3,stream,reps8,race")
+    ap.add_argument("--methods", default="bench,memset,sets3,stream,reps8,race,h200-2,h200-3")
     a = ap.parse_args()
     import torch as t
     import gemmtune
@@ -82,7 +85,41 @@ def main():
                 x["sa"].data_ptr() if x["sa"] is not None else 0, x["sb"].data_ptr() if x["sb"] is not None else 0)
         return lambda: kern.run(*ptrs, stream_ptr)
 
+    def run_h200(with_torch):
+        """bench/h200.py's time_interleaved: rounds, order rotated by the round, one sync a round."""
+        sp = t.cuda.current_stream().cuda_stream
+        x = sets[0]
+        fns = [launcher(kern, x, sp) for kern in kernels]
+        if with_torch:
+            wt = x["w"].t()
+            if a.dtype == "e4m3":
+                fns.append(lambda: t._scaled_mm(x["a"], wt, scale_a=x["sa"], scale_b=x["sb"], out_dtype=t.bfloat16))
+            else:
+                fns.append(lambda: t.mm(x["a"], wt))
+        for _ in range(3):
+            for f in fns:
+                f()
+        t.cuda.synchronize()
+        starts = [t.cuda.Event(enable_timing=True) for _ in fns]
+        ends = [t.cuda.Event(enable_timing=True) for _ in fns]
+        out = [[] for _ in fns]
+        for r in range(a.rounds):
+            shift = r % len(fns)
+            order = list(range(len(fns)))[shift:] + list(range(len(fns)))[:shift]
+            for j, nm in enumerate(order):
+                big.fill_(r & 0x7F)
+                t.cuda._sleep(spin_cycles)
+                starts[j].record()
+                fns[nm]()
+                ends[j].record()
+            ends[len(order) - 1].synchronize()
+            for j, nm in enumerate(order):
+                out[nm].append(starts[j].elapsed_time(ends[j]) * 1e3)
+        return out[:2]
+
     def run_method(name):
+        if name.startswith("h200-"):
+            return run_h200(name == "h200-3")
         memset = name in ("memset", "race")
         nsets = 3 if name in ("sets3", "race") else 1
         reps = 8 if name in ("reps8", "race") else 1
