@@ -17,6 +17,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# pins_installed VENV REQ: quick check (no network) whether every `name==version` pin of the
+# requirements file REQ is installed in the venv VENV; true when all are.
+pins_installed() {
+  "$1/bin/python" - "$2" <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version, PackageNotFoundError
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, _, want = line.partition("==")
+    try:
+        if version(name) != want:
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+}
+
 # --- Python compile worker (Triton backend): the project's own venv .venv -------------------
 # Pinned in python/requirements.txt; installs only what is missing. A failure here is only a
 # warning: the Triton backend then reports "not available" and everything else works.
@@ -39,21 +58,7 @@ setup_venv() {
       "$py" -m venv "$venv" >/dev/null || return 1
     fi
   fi
-  # Quick check (no network) whether every pin is already installed.
-  if "$venv/bin/python" - "$req" <<'PY' 2>/dev/null; then return 0; fi
-import sys
-from importlib.metadata import version, PackageNotFoundError
-for line in open(sys.argv[1]):
-    line = line.split("#")[0].strip()
-    if not line:
-        continue
-    name, _, want = line.partition("==")
-    try:
-        if version(name) != want:
-            sys.exit(1)
-    except PackageNotFoundError:
-        sys.exit(1)
-PY
+  if pins_installed "$venv" "$req"; then return 0; fi
   echo "setup: installing python/requirements.txt into $venv" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" || return 1
   "$venv/bin/python" -c "import triton" || return 1
@@ -93,20 +98,7 @@ fi
 setup_cutedsl() {
   local venv=.venv req=python/requirements-cutedsl.txt
   [ -x "$venv/bin/python" ] || return 1
-  if "$venv/bin/python" - "$req" <<'PY' 2>/dev/null; then return 0; fi
-import sys
-from importlib.metadata import version, PackageNotFoundError
-for line in open(sys.argv[1]):
-    line = line.split("#")[0].strip()
-    if not line:
-        continue
-    name, _, want = line.partition("==")
-    try:
-        if version(name) != want:
-            sys.exit(1)
-    except PackageNotFoundError:
-        sys.exit(1)
-PY
+  if pins_installed "$venv" "$req"; then return 0; fi
   echo "setup: installing $req into $venv (--no-deps; ~200 MB download)" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$req" || return 1
   "$venv/bin/python" -c "import cutlass.cute" || return 1

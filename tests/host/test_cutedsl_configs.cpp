@@ -14,6 +14,7 @@
 #include "backends/cutedsl/configs.hpp"
 #include "backends/cutedsl/cutedsl_backend.hpp"
 #include "gemmtune/error.hpp"
+#include "host/problems.hpp"
 
 namespace gemmtune::cutedsl {
 namespace {
@@ -21,23 +22,7 @@ namespace fs = std::filesystem;
 
 constexpr int kSms = 132;
 
-std::vector<GemmProblem> sample_problems() {
-  std::vector<GemmProblem> ps;
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{4096, 4096, 4096}, {1, 4096, 4096}, {16, 10240, 8192},
-                                                             {64, 28672, 8192}, {128, 128, 128}, {8192, 28672, 8192},
-                                                             {2048, 1024, 65536}, {300, 7000, 528}, {8, 64, 64}})
-    for (DType t : {DType::bf16, DType::fp16, DType::e4m3}) ps.push_back(GemmProblem::linear(m, n, k, t));
-  GemmProblem epi = GemmProblem::linear(512, 4096, 1024);
-  epi.bias = true, epi.act = Activation::gelu_tanh, epi.beta = 1.0f;
-  ps.push_back(epi);
-  GemmProblem rowwise = GemmProblem::linear(256, 8192, 4096, DType::e4m3);
-  rowwise.scale = ScaleMode::rowwise;
-  ps.push_back(rowwise);
-  GemmProblem nn = GemmProblem::linear(1024, 1024, 1024);
-  nn.a.layout = Layout::col, nn.b.layout = Layout::row, nn.d.layout = Layout::col;
-  ps.push_back(nn);
-  return ps;
-}
+using host_test::sample_problems;
 
 TEST(CutedslConfigs, IdRoundTripsForEveryValidConfig) {
   int n = 0;

@@ -7,20 +7,11 @@
 
 #include "gemmtune/error.hpp"
 #include "gemmtune/problem.hpp"
+#include "host/problems.hpp"
 
 using namespace gemmtune;
 
-namespace {
-// The message of the Error validate() throws, or "" if valid.
-std::string why(const GemmProblem& p) {
-  try {
-    p.validate();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
-}  // namespace
+using host_test::why;
 
 TEST(Problem, LinearIsValidAndPacked) {
   auto p = GemmProblem::linear(16, 10240, 8192);

@@ -7,19 +7,11 @@
 
 #include "gemmtune/error.hpp"
 #include "gemmtune/softmax.hpp"
+#include "host/problems.hpp"
 
 using namespace gemmtune;
 
-namespace {
-std::string why(const SoftmaxProblem& p) {
-  try {
-    p.validate();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "";
-}
-}  // namespace
+using host_test::why;
 
 TEST(SoftmaxProblem, MakeIsValidAndPacked) {
   auto p = SoftmaxProblem::make(1000, 4097);

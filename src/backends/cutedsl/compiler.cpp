@@ -8,11 +8,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <set>
-#include <sstream>
 
+#include "compile/source_hash.hpp"
 #include "core/paths.hpp"
 #include "gemmtune/error.hpp"
-#include "store/sha256.hpp"
 
 namespace gemmtune::cutedsl {
 namespace fs = std::filesystem;
@@ -25,14 +24,6 @@ namespace {
 constexpr const char* kSources[] = {"gemmtune/cutedsl/gemm_sm90.py", "gemmtune/cutedsl/compile.py",
                                     "gemmtune/cutedsl/shim_template.cpp", "gemmtune/cutedsl/runtime.cpp",
                                     "gemmtune/cutedsl/gt_cutedsl_abi.h"};
-
-std::optional<std::string> slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string first_line(const std::string& text, size_t max = 300) {
   std::string line = text.substr(0, text.find('\n'));
@@ -111,13 +102,9 @@ Verdict Compiler::available() {
     available_ = Verdict::no(std::move(why));
     return *available_;
   };
-  Sha256 h;
-  for (const char* rel : kSources) {
-    auto bytes = slurp(opt_.python_dir / rel);
-    if (!bytes) return no("kernel sources not found: " + (opt_.python_dir / rel).string() + " (set GEMMTUNE_PYTHON_DIR)");
-    h.update(std::string(rel) + "\n" + std::to_string(bytes->size()) + "\n" + *bytes + "\n");
-  }
-  sources_hash_ = h.hex();
+  SourcesHash sources = hash_sources(opt_.python_dir, kSources);
+  if (sources.missing) return no("kernel sources not found: " + sources.missing->string() + " (set GEMMTUNE_PYTHON_DIR)");
+  sources_hash_ = sources.hex;
   const fs::path record = store_->root() / "cutedsl" / "toolchain.json";
 
   // Full mode: a worker with the DSL.

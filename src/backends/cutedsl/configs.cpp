@@ -2,23 +2,16 @@
 #include "backends/cutedsl/configs.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <limits>
 #include <set>
 
+#include "core/config_util.hpp"
 #include "gemmtune/error.hpp"
 
 namespace gemmtune::cutedsl {
 namespace {
 
-bool is_16bit(DType t) { return t == DType::bf16 || t == DType::fp16; }
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t next_pow2(int64_t x) {
-  int64_t p = 1;
-  while (p < x) p <<= 1;
-  return p;
-}
 template <class T>
 bool one_of(T v, std::initializer_list<T> ok) {
   return std::find(ok.begin(), ok.end(), v) != ok.end();
@@ -31,18 +24,6 @@ int64_t kernel_n(const Config& c, const GemmProblem& p) { return c.swap_ab ? p.m
 // Swap-AB is worth a candidate when m is small next to n (decode-like shapes): the kernel's N
 // (wgmma N, down to 32 here) then carries the small extent instead of its M (64 at least).
 bool swap_worthwhile(const GemmProblem& p) { return p.m <= 128 && p.n >= 2 * p.m; }
-
-bool take_int(std::string_view s, size_t& pos, int& out) {
-  auto [ptr, ec] = std::from_chars(s.data() + pos, s.data() + s.size(), out);
-  if (ec != std::errc() || ptr == s.data() + pos) return false;
-  pos = size_t(ptr - s.data());
-  return true;
-}
-bool take_char(std::string_view s, size_t& pos, char c) {
-  if (pos >= s.size() || s[pos] != c) return false;
-  ++pos;
-  return true;
-}
 
 }  // namespace
 

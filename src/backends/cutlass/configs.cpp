@@ -2,24 +2,16 @@
 #include "backends/cutlass/configs.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <set>
 
+#include "core/config_util.hpp"
 #include "gemmtune/error.hpp"
 
 namespace gemmtune::cutlass_backend {
 namespace {
-
-bool is_16bit(DType t) { return t == DType::bf16 || t == DType::fp16; }
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t next_pow2(int64_t x) {
-  int64_t p = 1;
-  while (p < x) p <<= 1;
-  return p;
-}
 
 // Kernel-term extents: with swap-AB the kernel computes D^T[n, m].
 int64_t kernel_m(const Config& c, const GemmProblem& p) { return c.swap_ab ? p.n : p.m; }
@@ -56,19 +48,6 @@ const char* scale_enum(ScaleMode s) {
     case ScaleMode::rowwise: return "Scale::rowwise";
   }
   return "Scale::none";
-}
-
-// Parses a decimal int at `pos` in `s`, advancing pos; false when there is none.
-bool take_int(std::string_view s, size_t& pos, int& out) {
-  auto [ptr, ec] = std::from_chars(s.data() + pos, s.data() + s.size(), out);
-  if (ec != std::errc() || ptr == s.data() + pos) return false;
-  pos = size_t(ptr - s.data());
-  return true;
-}
-bool take_char(std::string_view s, size_t& pos, char c) {
-  if (pos >= s.size() || s[pos] != c) return false;
-  ++pos;
-  return true;
 }
 
 }  // namespace

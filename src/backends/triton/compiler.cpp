@@ -6,12 +6,10 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "compile/source_hash.hpp"
 #include "gemmtune/error.hpp"
-#include "store/sha256.hpp"
 
 namespace gemmtune::triton {
 namespace fs = std::filesystem;
@@ -22,14 +20,6 @@ namespace {
 // The Python files whose bytes determine a compiled kernel (relative to the python dir).
 constexpr const char* kTemplate = "gemmtune/kernels/triton_gemm.py";
 constexpr const char* kSources[] = {kTemplate, "gemmtune/triton_compile.py", "gemmtune/worker.py"};
-
-std::optional<std::string> slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string first_line(const std::string& text, size_t max = 300) {
   std::string line = text.substr(0, text.find('\n'));
@@ -98,14 +88,12 @@ Verdict Compiler::available() {
     available_ = Verdict::no(std::move(why));
     return *available_;
   };
-  Sha256 h;
-  for (const char* rel : kSources) {
-    auto bytes = slurp(opt_.python_dir / rel);
-    if (!bytes && std::string_view(rel) == kTemplate)
-      return no("Triton templates not found at " + (opt_.python_dir / rel).string() + " (set GEMMTUNE_PYTHON_DIR)");
-    h.update(std::string(rel) + "\n" + (bytes ? std::to_string(bytes->size()) + "\n" + *bytes : "(absent)") + "\n");
-  }
-  sources_hash_ = h.hex();
+  // Only the template is required; another source that cannot be read is hashed as "(absent)".
+  SourcesHash sources =
+      hash_sources(opt_.python_dir, kSources, [](std::string_view rel) { return rel == kTemplate; });
+  if (sources.missing)
+    return no("Triton templates not found at " + sources.missing->string() + " (set GEMMTUNE_PYTHON_DIR)");
+  sources_hash_ = sources.hex;
   json ready;
   try {
     ready = pool_->ready();

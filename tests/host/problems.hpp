@@ -1,0 +1,47 @@
+// Host test support shared by several tests/host/*.cpp: the sample GEMM problems of the config
+// tests (test_cutedsl_configs.cpp, test_cutlass_configs.cpp) and the validation-message helper of
+// the problem tests (test_problem.cpp, test_softmax_problem.cpp). Header-only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gemmtune/error.hpp"
+#include "gemmtune/problem.hpp"
+
+namespace gemmtune::host_test {
+
+// GEMM problems across shapes (square, decode, long K, small, odd), input dtypes, an epilogue,
+// rowwise fp8 scales and non-default layouts; some of them a given backend refuses.
+inline std::vector<GemmProblem> sample_problems() {
+  std::vector<GemmProblem> ps;
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{4096, 4096, 4096}, {1, 4096, 4096}, {16, 10240, 8192},
+                                                             {64, 28672, 8192}, {128, 128, 128}, {8192, 28672, 8192},
+                                                             {2048, 1024, 65536}, {300, 7000, 528}, {8, 64, 64}})
+    for (DType t : {DType::bf16, DType::fp16, DType::e4m3}) ps.push_back(GemmProblem::linear(m, n, k, t));
+  GemmProblem epi = GemmProblem::linear(512, 4096, 1024);
+  epi.bias = true, epi.act = Activation::gelu_tanh, epi.beta = 1.0f;
+  ps.push_back(epi);
+  GemmProblem rowwise = GemmProblem::linear(256, 8192, 4096, DType::e4m3);
+  rowwise.scale = ScaleMode::rowwise;
+  ps.push_back(rowwise);
+  GemmProblem nn = GemmProblem::linear(1024, 1024, 1024);
+  nn.a.layout = Layout::col, nn.b.layout = Layout::row, nn.d.layout = Layout::col;
+  ps.push_back(nn);
+  return ps;
+}
+
+// The message of the Error p.validate() throws, or "" if valid (GemmProblem, SoftmaxProblem).
+template <class Problem>
+std::string why(const Problem& p) {
+  try {
+    p.validate();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+}  // namespace gemmtune::host_test
