@@ -99,6 +99,39 @@ std::shared_ptr<Compiler> shared_compiler() {
   return compiler;
 }
 
+BackendCompiler::BackendCompiler(const BackendContext& ctx, const std::function<void()>& before)
+    : log_id_(log_hub().add(ctx.log)) {
+  const DeviceInfo& dev = ctx.device;
+  if (dev.index >= 0 && !(dev.cc_major == 9 && dev.cc_minor == 0)) {
+    broken_ = "kernels are compiled for sm_90a (Hopper); this device is " + dev.name + " (cc " +
+              std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor) + ")";
+    return;
+  }
+  try {
+    if (before) before();
+    compiler_ = shared_compiler();
+  } catch (const Error& e) {  // e.g. kernel sources missing, no home directory for the artifact store
+    broken_ = e.message();
+    return;
+  }
+  auto probe = [c = compiler_] { return c->available(); };
+  try {
+    warm_ = std::async(std::launch::async, probe).share();
+  } catch (const std::system_error&) {
+    warm_ = std::async(std::launch::deferred, probe).share();
+  }
+}
+
+BackendCompiler::~BackendCompiler() {
+  if (warm_.valid()) warm_.wait();
+  log_hub().remove(log_id_);
+}
+
+Verdict BackendCompiler::available() const {
+  if (!compiler_) return Verdict::no(broken_);
+  return warm_.get();
+}
+
 int default_max_configs() {
   const char* v = std::getenv("GEMMTUNE_CUTEDSL_MAX_CONFIGS");
   int n = v ? std::atoi(v) : 0;
@@ -205,46 +238,19 @@ class CutedslCandidate final : public detail::Candidate {
 class CutedslBackend final : public Backend {
  public:
   explicit CutedslBackend(const BackendContext& ctx)
-      : dev_(ctx.device), sms_(ctx.device.sm_count > 0 ? ctx.device.sm_count : kDefaultSms),
-        log_id_(log_hub().add(ctx.log)) {
-    if (dev_.index >= 0 && !(dev_.cc_major == 9 && dev_.cc_minor == 0)) {
-      broken_ = "kernels are compiled for sm_90a (Hopper); this device is " + dev_.name + " (cc " +
-                std::to_string(dev_.cc_major) + "." + std::to_string(dev_.cc_minor) + ")";
-      return;
-    }
-    try {
-      compiler_ = shared_compiler();
-    } catch (const Error& e) {  // e.g. no home directory for the artifact store
-      broken_ = e.message();
-      return;
-    }
-    // Start the first worker (importing the DSL takes about a second) while the engine starts.
-    auto probe = [c = compiler_] { return c->available(); };
-    try {
-      warm_ = std::async(std::launch::async, probe).share();
-    } catch (const std::system_error&) {
-      warm_ = std::async(std::launch::deferred, probe).share();
-    }
-  }
-  ~CutedslBackend() override {
-    if (warm_.valid()) warm_.wait();
-    log_hub().remove(log_id_);
-  }
+      : dev_(ctx.device), sms_(ctx.device.sm_count > 0 ? ctx.device.sm_count : kDefaultSms), link_(ctx) {}
 
   std::string name() const override { return kName; }
-  std::string version() const override { return compiler_ ? compiler_->version() : "unavailable"; }
-  Verdict available() const override {
-    if (!compiler_) return Verdict::no(broken_);
-    return warm_.get();
-  }
+  std::string version() const override { return compiler() ? compiler()->version() : "unavailable"; }
+  Verdict available() const override { return link_.available(); }
 
   // In load-only mode a problem none of whose artifacts is in the store is not supported:
   // nothing could run it, and callers treat "supported" as "has candidates".
   Verdict supports(const GemmProblem& p) const override {
     if (Verdict v = problem_verdict(p); !v) return v;
     if (configs_for(p, sms_, default_max_configs()).empty()) return Verdict::no("no CuTe DSL config fits this problem");
-    if (compiler_ && available() && compiler_->load_only() && configs(p).empty())
-      return Verdict::no("load-only (no CuTe DSL here) and the artifact store " + compiler_->store().root().string() +
+    if (compiler() && available() && compiler()->load_only() && configs(p).empty())
+      return Verdict::no("load-only (no CuTe DSL here) and the artifact store " + compiler()->store().root().string() +
                          " holds none of this problem's artifacts");
     return Verdict::yes();
   }
@@ -254,13 +260,13 @@ class CutedslBackend final : public Backend {
     std::vector<std::unique_ptr<detail::Candidate>> out;
     std::vector<json> prm;
     for (const Config& c : configs(p)) {
-      out.push_back(std::make_unique<CutedslCandidate>(compiler_, dev_, p, c));
+      out.push_back(std::make_unique<CutedslCandidate>(compiler(), dev_, p, c));
       prm.push_back(params(c, p));
     }
-    if (out.empty() && compiler_->load_only())
+    if (out.empty() && compiler()->load_only())
       GT_THROW("cutedsl: load-only (no CuTe DSL here) and the artifact store holds none of this problem's artifacts");
     try {
-      compiler_->prestart(prm);
+      compiler()->prestart(prm);
     } catch (const Error&) {  // only an optimisation: compiles start workers on demand anyway
     }
     return out;
@@ -270,16 +276,17 @@ class CutedslBackend final : public Backend {
     require(p);
     Config c = Config::parse(id);
     if (Verdict v = check(c, p); !v) GT_THROW("cutedsl: candidate " + id + " cannot run " + p.str() + ": " + v.reason);
-    return std::make_unique<CutedslCandidate>(compiler_, dev_, p, c);
+    return std::make_unique<CutedslCandidate>(compiler(), dev_, p, c);
   }
 
  private:
+  const std::shared_ptr<Compiler>& compiler() const { return link_.get(); }  // null when unusable
   // The ranked configs for `p`; in load-only mode only those whose artifact is in the store.
   std::vector<Config> configs(const GemmProblem& p) const {
     std::vector<Config> out;
-    const bool load_only = compiler_->load_only();
+    const bool load_only = compiler()->load_only();
     for (const Config& c : configs_for(p, sms_, default_max_configs()))
-      if (!load_only || compiler_->cached(params(c, p))) out.push_back(c);
+      if (!load_only || compiler()->cached(params(c, p))) out.push_back(c);
     return out;
   }
 
@@ -292,11 +299,8 @@ class CutedslBackend final : public Backend {
 
   DeviceInfo dev_;
   int sms_;
-  int log_id_;
-  std::shared_ptr<Compiler> compiler_;  // null when unusable
-  std::string broken_;                  // why
-  std::shared_future<Verdict> warm_;
-};
+  BackendCompiler link_;
+  };
 
 }  // namespace
 }  // namespace cutedsl

@@ -47,6 +47,30 @@ void load_runtime(const Compiled& compiled);
 std::shared_ptr<Compiler> shared_compiler();
 LogHub& log_hub();
 
+// A CuTe DSL backend's (GEMM or softmax) hold on the shared compiler: registers the engine's log
+// with log_hub(), refuses a device other than sm_90 (Hopper), runs `before` (e.g. hashing the
+// kernel sources), takes shared_compiler() and starts its first worker in the background
+// (importing the DSL takes about a second) while the engine starts. An Error from `before` or
+// from creating the compiler leaves it unusable with that message. The destructor waits for the
+// background probe, then unregisters the log.
+class BackendCompiler {
+ public:
+  explicit BackendCompiler(const BackendContext& ctx, const std::function<void()>& before = {});
+  ~BackendCompiler();
+  BackendCompiler(const BackendCompiler&) = delete;
+  BackendCompiler& operator=(const BackendCompiler&) = delete;
+
+  const std::shared_ptr<Compiler>& get() const { return compiler_; }  // null when unusable
+  // Why not when unusable; else the compiler's availability (waits for the first probe).
+  Verdict available() const;
+
+ private:
+  int log_id_;
+  std::shared_ptr<Compiler> compiler_;
+  std::string broken_;
+  std::shared_future<Verdict> warm_;
+};
+
 // $GEMMTUNE_CUTEDSL_MAX_CONFIGS, else 16.
 int default_max_configs();
 

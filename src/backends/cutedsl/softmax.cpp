@@ -512,47 +512,21 @@ class CutedslSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
 
 class CutedslSoftmaxBackend final : public SoftmaxBackend {
  public:
-  explicit CutedslSoftmaxBackend(const BackendContext& ctx) : dev_(ctx.device), log_id_(log_hub().add(ctx.log)) {
-    if (dev_.index >= 0 && !(dev_.cc_major == 9 && dev_.cc_minor == 0)) {
-      broken_ = "kernels are compiled for sm_90a (Hopper); this device is " + dev_.name + " (cc " +
-                std::to_string(dev_.cc_major) + "." + std::to_string(dev_.cc_minor) + ")";
-      return;
-    }
-    try {
-      digest_ = softmax_sources_digest(python_dir());
-      compiler_ = shared_compiler();
-    } catch (const Error& e) {  // sources missing, no home directory for the artifact store
-      broken_ = e.message();
-      compiler_.reset();
-      return;
-    }
-    auto probe = [c = compiler_] { return c->available(); };
-    try {
-      warm_ = std::async(std::launch::async, probe).share();
-    } catch (const std::system_error&) {
-      warm_ = std::async(std::launch::deferred, probe).share();
-    }
-  }
-  ~CutedslSoftmaxBackend() override {
-    if (warm_.valid()) warm_.wait();
-    log_hub().remove(log_id_);
-  }
+  explicit CutedslSoftmaxBackend(const BackendContext& ctx)
+      : dev_(ctx.device), link_(ctx, [this] { digest_ = softmax_sources_digest(python_dir()); }) {}
 
   std::string name() const override { return kName; }
   std::string version() const override {
-    return compiler_ ? compiler_->version() + " softmax=" + digest_ : "unavailable";
+    return compiler() ? compiler()->version() + " softmax=" + digest_ : "unavailable";
   }
-  Verdict available() const override {
-    if (!compiler_) return Verdict::no(broken_);
-    return warm_.get();
-  }
+  Verdict available() const override { return link_.available(); }
 
   Verdict supports(const SoftmaxProblem& p) const override {
     if (Verdict v = softmax_problem_verdict(p); !v) return v;
     if (softmax_configs(p, default_softmax_max_configs()).empty())
       return Verdict::no("no CuTe DSL softmax config fits this problem");
-    if (compiler_ && available() && compiler_->load_only() && configs(p).empty())
-      return Verdict::no("load-only (no CuTe DSL here) and the artifact store " + compiler_->store().root().string() +
+    if (compiler() && available() && compiler()->load_only() && configs(p).empty())
+      return Verdict::no("load-only (no CuTe DSL here) and the artifact store " + compiler()->store().root().string() +
                          " holds none of this problem's softmax artifacts");
     return Verdict::yes();
   }
@@ -562,15 +536,15 @@ class CutedslSoftmaxBackend final : public SoftmaxBackend {
     std::vector<std::unique_ptr<Cand>> out;
     std::vector<json> prm;
     for (const SoftmaxConfig& c : configs(p)) {
-      out.push_back(std::make_unique<CutedslSoftmaxCandidate>(compiler_, dev_.index, p, c, digest_));
+      out.push_back(std::make_unique<CutedslSoftmaxCandidate>(compiler(), dev_.index, p, c, digest_));
       prm.push_back(softmax_params(c, p, digest_));
     }
-    if (out.empty() && compiler_->load_only())
+    if (out.empty() && compiler()->load_only())
       GT_THROW(
           "cutedsl: load-only (no CuTe DSL here) and the artifact store holds none of this problem's softmax "
           "artifacts");
     try {
-      compiler_->prestart(prm);
+      compiler()->prestart(prm);
     } catch (const Error&) {  // only an optimisation
     }
     return out;
@@ -581,16 +555,17 @@ class CutedslSoftmaxBackend final : public SoftmaxBackend {
     const SoftmaxConfig c = SoftmaxConfig::parse(id);
     if (std::string why = c.cannot_run(p); !why.empty())
       GT_THROW("cutedsl: softmax config " + id + " cannot run " + p.str() + ": " + why);
-    return std::make_unique<CutedslSoftmaxCandidate>(compiler_, dev_.index, p, c, digest_);
+    return std::make_unique<CutedslSoftmaxCandidate>(compiler(), dev_.index, p, c, digest_);
   }
 
  private:
+  const std::shared_ptr<Compiler>& compiler() const { return link_.get(); }  // null when unusable
   // The ranked configs for p; in load-only mode only those whose artifact is in the store.
   std::vector<SoftmaxConfig> configs(const SoftmaxProblem& p) const {
     std::vector<SoftmaxConfig> out;
-    const bool load_only = compiler_->load_only();
+    const bool load_only = compiler()->load_only();
     for (const SoftmaxConfig& c : softmax_configs(p, default_softmax_max_configs()))
-      if (!load_only || compiler_->cached(softmax_params(c, p, digest_))) out.push_back(c);
+      if (!load_only || compiler()->cached(softmax_params(c, p, digest_))) out.push_back(c);
     return out;
   }
 
@@ -602,12 +577,9 @@ class CutedslSoftmaxBackend final : public SoftmaxBackend {
   }
 
   DeviceInfo dev_;
-  int log_id_;
-  std::shared_ptr<Compiler> compiler_;  // null when unusable
-  std::string digest_;
-  std::string broken_;
-  std::shared_future<Verdict> warm_;
-};
+  std::string digest_;  // set by link_'s start-up (declared first: constructed before it)
+  BackendCompiler link_;
+  };
 
 }  // namespace
 }  // namespace cutedsl

@@ -1,0 +1,52 @@
+// The CuTe DSL GEMM and softmax backends' start-up (BackendCompiler, cutedsl_backend.hpp) without a
+// GPU: a non-Hopper device is refused with the reason; with no device (index -1, as `gemmtune
+// precompile`) they come up and answer available() either way, logging through the engine's log.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "backends/backend.hpp"
+
+namespace gemmtune {
+namespace {
+
+BackendContext context(int index, int cc_major, int cc_minor) {
+  BackendContext ctx;
+  ctx.device.index = index;
+  ctx.device.name = "test device";
+  ctx.device.cc_major = cc_major, ctx.device.cc_minor = cc_minor;
+  ctx.device.sm_count = 132;
+  ctx.log = [](const std::string&) {};
+  return ctx;
+}
+
+TEST(CutedslBackends, RefuseANonHopperDeviceWithTheReason) {
+  const BackendContext ampere = context(0, 8, 0);
+  auto gemm = make_cutedsl_backend(ampere);
+  auto softmax = make_cutedsl_softmax_backend(ampere);
+  for (const Verdict& v : {gemm->available(), softmax->available()}) {
+    EXPECT_FALSE(v);
+    EXPECT_NE(v.reason.find("sm_90a"), std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("cc 8.0"), std::string::npos) << v.reason;
+  }
+  EXPECT_EQ(gemm->version(), "unavailable");
+  EXPECT_EQ(softmax->version(), "unavailable");
+}
+
+TEST(CutedslBackends, ComeUpWithoutADevice) {
+  const BackendContext none = context(-1, 0, 0);
+  auto gemm = make_cutedsl_backend(none);
+  auto softmax = make_cutedsl_softmax_backend(none);
+  EXPECT_EQ(gemm->name(), "cutedsl");
+  EXPECT_EQ(softmax->name(), "cutedsl");
+  // Available where .venv has the DSL (or a pack makes it load-only), else with a reason.
+  for (const Verdict& v : {gemm->available(), softmax->available()}) {
+    std::printf("  cutedsl: %s\n", v ? "available" : ("not available: " + v.reason).c_str());
+    if (!v) EXPECT_FALSE(v.reason.empty());
+  }
+  if (softmax->available()) EXPECT_NE(softmax->version().find(" softmax="), std::string::npos) << softmax->version();
+}
+
+}  // namespace
+}  // namespace gemmtune
