@@ -1,10 +1,13 @@
 // Host test support shared by several tests/host/*.cpp: the sample GEMM problems of the config
-// tests (test_cutedsl_configs.cpp, test_cutlass_configs.cpp) and the validation-message helper of
-// the problem tests (test_problem.cpp, test_softmax_problem.cpp). Header-only.
+// tests (test_cutedsl_configs.cpp, test_cutlass_configs.cpp), the validation-message helper of
+// the problem tests (test_problem.cpp, test_softmax_problem.cpp) and a temporary directory (the
+// CuTe DSL compile tests' artifact stores). Header-only.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -43,5 +46,22 @@ std::string why(const Problem& p) {
   }
   return "";
 }
+
+// A fresh directory /tmp/<prefix>XXXXXX, removed with everything in it at destruction.
+class TempDir {
+ public:
+  explicit TempDir(std::string prefix) {
+    std::string tmpl = "/tmp/" + prefix + "XXXXXX";
+    GT_CHECK(mkdtemp(tmpl.data()), "mkdtemp");
+    root = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::filesystem::path root;
+};
 
 }  // namespace gemmtune::host_test

@@ -153,18 +153,9 @@ TEST(CutedslConfigs, ParamsCarryEverythingTheArtifactBakesIn) {
 
 // ---- the compile path, for real, when .venv has the DSL ------------------------------------------
 
-class TempStore {
- public:
-  TempStore() {
-    char tmpl[] = "/tmp/gemmtune-cutedsl-test-XXXXXX";
-    GT_CHECK(mkdtemp(tmpl), "mkdtemp");
-    root = tmpl;
-  }
-  ~TempStore() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  fs::path root;
+// An artifact store in a fresh temporary directory.
+struct TempStore : host_test::TempDir {
+  TempStore() : TempDir("gemmtune-cutedsl-test-") {}
 };
 
 CompilerOptions options(const fs::path& store) {

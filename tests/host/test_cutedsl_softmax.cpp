@@ -18,6 +18,7 @@
 #include "backends/cutedsl/softmax.hpp"
 #include "core/parallel.hpp"
 #include "gemmtune/error.hpp"
+#include "host/problems.hpp"
 #include "gpu/cutedsl_softmax_problems.hpp"
 
 namespace gemmtune::cutedsl {
@@ -366,18 +367,9 @@ TEST(CutedslSoftmaxProblems, EveryEntryIsValidAndSupported) {
 
 // ---- the compile path, for real, when .venv has the DSL ------------------------------------------
 
-class TempStore {
- public:
-  TempStore() {
-    char tmpl[] = "/tmp/gemmtune-cutedsl-softmax-test-XXXXXX";
-    GT_CHECK(mkdtemp(tmpl), "mkdtemp");
-    root = tmpl;
-  }
-  ~TempStore() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  fs::path root;
+// An artifact store in a fresh temporary directory.
+struct TempStore : host_test::TempDir {
+  TempStore() : TempDir("gemmtune-cutedsl-softmax-test-") {}
 };
 
 CompilerOptions options(const fs::path& store) {
