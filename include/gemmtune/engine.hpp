@@ -49,10 +49,6 @@ struct TuneOptions {
   int duel_rounds = 24;
   double duel_window = 0.05;
   int duels = 3;
-  // Duel rounds time one isolated launch per sample (as bench/h200.py's head-to-head does)
-  // instead of the median of several; $GEMMTUNE_RACE_DUEL_SINGLE=1 sets it. An experiment
-  // (docs/status.md, issue 2): off until measured on the H200.
-  bool duel_single_launch = false;
   uint64_t seed = 0x9e3779b97f4a7c15ull;  // random inputs
 };
 

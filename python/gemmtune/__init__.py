@@ -135,7 +135,7 @@ class Engine:
     cache_path: the tuning-cache file (None: $GEMMTUNE_CACHE or ~/.cache/gemmtune/tuning.sqlite);
     use_cache=False never reads or writes it; backends: names to enable (None: all);
     tune: dict of TuneOptions (warmup_ms, min_rounds, max_rounds, round_budget_ms, prune_ratio,
-    tie_tolerance, tie_rounds, prefer_margin, duel_rounds, duel_window, duels, duel_single_launch, seed); log_to_stderr prints progress lines.
+    tie_tolerance, tie_rounds, prefer_margin, duel_rounds, duel_window, duels, seed); log_to_stderr prints progress lines.
     """
 
     def __init__(self, cache_path: Optional[str] = None, backends: Optional[Iterable[str]] = None,

@@ -274,7 +274,6 @@ EngineOptions engine_options_from_json(const std::string& text) {
     to.duel_rounds = int(g.integer("duel_rounds", to.duel_rounds));
     to.duel_window = g.number("duel_window", to.duel_window);
     to.duels = int(g.integer("duels", to.duels));
-    to.duel_single_launch = g.boolean("duel_single_launch", to.duel_single_launch);
     to.seed = g.unsigned_integer("seed", to.seed);
     g.finish();
     if (!(to.warmup_ms >= 0)) GT_THROW("options.tune.warmup_ms: must be >= 0");

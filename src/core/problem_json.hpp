@@ -20,7 +20,7 @@
 //   {"cache_path": "...", "use_cache": true, "backends": ["cublaslt"], "device": 0,
 //    "log_to_stderr": false,
 //    "tune": {"warmup_ms", "min_rounds", "max_rounds", "round_budget_ms", "prune_ratio",
-//             "tie_tolerance", "tie_rounds", "prefer_margin", "duel_rounds", "duel_window", "duels", "duel_single_launch", "seed"}}
+//             "tie_tolerance", "tie_rounds", "prefer_margin", "duel_rounds", "duel_window", "duels", "seed"}}
 #pragma once
 
 #include <string>

@@ -394,10 +394,7 @@ KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::strin
     std::vector<detail::CandidateFor<Op>*> cands;
     for (size_t i : racing) cands.push_back(entries[i].cand.get());
     GpuBench<Op> bench(p, cands, opt.tune, dev, stream);
-    const bool single = opt.tune.duel_single_launch || env_or_empty("GEMMTUNE_RACE_DUEL_SINGLE") == "1";
-    Sampler duel_sample;
-    if (single) duel_sample = [&](size_t i) { return bench.sample_single(i); };
-    RaceResult race_result = race(cands.size(), [&](size_t i) { return bench.sample(i); }, opt.tune, duel_sample);
+    RaceResult race_result = race(cands.size(), [&](size_t i) { return bench.sample(i); }, opt.tune);
     for (size_t j = 0; j < racing.size(); ++j) {
       auto& res = entries[racing[j]].result;
       const Stats& st = race_result.stats[j];

@@ -75,17 +75,6 @@ double GpuBench<Op>::sample(size_t i) {
   return us[reps_ / 2];
 }
 
-template <class Op>
-double GpuBench<Op>::sample_single(size_t i) {
-  GT_CUDA(cudaMemsetAsync(flush_.get(), 0x5a, flush_.bytes(), stream_.get()));
-  gpu_spin(spin_us_, stream_.get());
-  start_[0].record(stream_.get());
-  run_once(i);
-  stop_[0].record(stream_.get());
-  GT_CUDA(cudaGetLastError());
-  return 1000.0 * stop_[0].since(start_[0]);
-}
-
 template class GpuBench<GemmOp>;
 template class GpuBench<SoftmaxOp>;
 

@@ -42,9 +42,6 @@ class GpuBench {
   // Microseconds of one launch of candidate i (median of launches_per_sample() isolated,
   // cold-L2 launches). Throws Error if the candidate fails.
   double sample(size_t i);
-  // One isolated cold-L2 launch of candidate i (flush, spin, events), as the bench's
-  // head-to-head times a contender. Throws Error if the candidate fails.
-  double sample_single(size_t i);
   int launches_per_sample() const { return reps_; }
 
  private:

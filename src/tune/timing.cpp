@@ -31,16 +31,13 @@ namespace {
 
 class Race {
  public:
-  Race(size_t n, const Sampler& sample) : sample_(&sample), times_(n) {
+  Race(size_t n, const Sampler& sample) : sample_(sample), times_(n) {
     res.stats.resize(n);
     res.pruned.assign(n, false);
     res.failure.resize(n);
   }
 
   RaceResult res;
-
-  // The sampler of the rounds from now on (the duels may use their own).
-  void use(const Sampler& sample) { sample_ = &sample; }
 
   // One interleaved round: every member of `group` (ascending indices) sampled once, starting
   // at position round mod size, so no candidate is always first (drift hits all alike). The
@@ -52,7 +49,7 @@ class Race {
     for (size_t j = 0; j < k; ++j) {
       size_t i = group[(start + j) % k];
       try {
-        double t = (*sample_)(i);
+        double t = sample_(i);
         // A NaN or negative time would poison the sort and the medians: treat it as a failure.
         if (!std::isfinite(t) || t < 0) GT_THROW("sampler returned an invalid time: " + std::to_string(t));
         times_[i].push_back(t);
@@ -99,14 +96,14 @@ class Race {
   }
 
  private:
-  const Sampler* sample_;
+  const Sampler& sample_;
   std::vector<std::vector<double>> times_;  // every sample of every candidate, in µs
   long rounds_ = 0;
 };
 
 }  // namespace
 
-RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt, const Sampler& duel_sample) {
+RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt) {
   GT_CHECK(opt.min_rounds >= 1, "tune.min_rounds: must be >= 1");
   GT_CHECK(opt.max_rounds >= opt.min_rounds, "tune.max_rounds: must be >= tune.min_rounds");
   GT_CHECK(opt.prune_ratio >= 1, "tune.prune_ratio: must be >= 1");
@@ -176,7 +173,6 @@ RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt, const S
   // tune's duel picked a kernel 2.9% slower than the one the other tune's duel picked, which
   // the first never met; bench/results/2026-11-30-h200-cublaslt-*.md, stability).
   if (opt.duel_rounds > 0) {
-    if (duel_sample) r.use(duel_sample);
     const double reach = fastest * std::max(opt.duel_window, opt.tie_tolerance);
     for (size_t i : alive)
       if (r.res.stats[i].median - fastest <= reach) w = std::min(w, i);

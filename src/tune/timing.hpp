@@ -71,8 +71,6 @@ struct RaceResult {
 // Throws Error for invalid options (min_rounds < 1, max_rounds < min_rounds, prune_ratio < 1,
 // tie_tolerance < 0, tie_rounds < 0, prefer_margin < 0, duel_rounds < 0, duel_window < 0,
 // duels < 0).
-// `duel_sample`, when set, times the duels' rounds instead of `sample` (e.g. single launches
-// where `sample` takes the median of several).
-RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt, const Sampler& duel_sample = {});
+RaceResult race(size_t n, const Sampler& sample, const TuneOptions& opt);
 
 }  // namespace gemmtune

@@ -477,22 +477,6 @@ TEST(RaceDuelTest, ChampionMeetsTheNextChallengers) {
   }
 }
 
-// A duel sampler, when given, times exactly the duels' rounds (and decides them).
-TEST(RaceDuelTest, DuelSamplerTimesTheDuels) {
-  TuneOptions o;
-  int main_calls = 0, duel_calls = 0;
-  Sampler main = [&](size_t i) { ++main_calls; return i == 0 ? 100.0 : 99.0; };   // 1 looks 1% faster
-  Sampler duel = [&](size_t i) { ++duel_calls; return i == 0 ? 100.0 : 101.0; };  // but is 1% slower
-  RaceResult r = race(2, main, o, duel);
-  EXPECT_EQ(duel_calls, 2 * o.duel_rounds);
-  EXPECT_EQ(main_calls, 2 * (o.min_rounds + o.tie_rounds));
-  ASSERT_EQ(r.duels.size(), 1u);
-  EXPECT_NEAR(r.duels[0].ratio, 100.0 / 101.0, 1e-12);
-  EXPECT_EQ(r.winner, 0);
-  RaceResult plain = race(2, main, o);  // without it, the main sampler decides
-  EXPECT_EQ(plain.winner, 1);
-}
-
 // A duellist that fails during the duel loses it; both failing leaves no winner.
 TEST(RaceDuelTest, FailingDuellistLoses) {
   TuneOptions o;
