@@ -11,7 +11,8 @@ times. One process, one script.
 Writes $OUT/<YYYY-MM-DD>-h200.json and .md (bench/README.md documents the JSON), plus
 h200-rows.partial.jsonl while the suite runs. The summary table is printed LAST on stdout.
 
-Method: random inputs (never zeros); an L2 flush (a 256 MB fill)
+Method: random inputs (never zeros), several input sets that each contender's calls rotate over
+(as the engine's race); an L2 flush (a 256 MB fill)
 before every timed sample, outside the timed region; warm-up; CUDA events; medians with p20 /
 p80; everything compared INTERLEAVED in rounds in one process (the H200's clocks drift by up to
 22% minutes apart); correctness against a float32 reference of the same inputs, and against
@@ -161,6 +162,9 @@ def parse_args(argv=None):
     ap.add_argument("--warmup-ms", type=float, default=30.0, help="warm-up per problem before timing (default %(default)s)")
     ap.add_argument("--ceiling-rounds", type=int, default=20, help="interleaved rounds for the ceilings")
     ap.add_argument("--flush-mb", type=int, default=256, help="L2 flush buffer, MiB (default %(default)s)")
+    ap.add_argument("--input-sets", type=int, default=0,
+                    help="at most N input sets per problem, which every contender's timed calls rotate over "
+                         "(default 0: as the engine's race, enough to exceed 3x L2, at least 3; 1 = one set)")
     ap.add_argument("--tol", type=float, default=1e-2, help="max relative error (Frobenius) vs the fp32 reference and "
                     "vs torch's output (default %(default)s)")
     ap.add_argument("--seed", type=int, default=1234, help="inputs and problem order")
@@ -231,6 +235,8 @@ def parse_args(argv=None):
     args.backend_list = [b.strip() for b in args.backends.split(",") if b.strip()] or None
     if args.rounds < 3:
         ap.error("--rounds: at least 3")
+    if args.input_sets < 0:
+        ap.error("--input-sets: 0 (automatic) or a positive count")
     args.shard_index, args.shard_count = 0, 1
     if args.shard:
         i, _, n = args.shard.partition("/")
@@ -283,6 +289,37 @@ def geomean(xs):
     if not xs:
         return None
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def input_set_count(in_bytes, out_bytes, l2_bytes, mem_bytes, cap=0):
+    """How many input sets a problem's timed calls rotate over: like the engine's race (GpuBench),
+    enough to exceed 3x L2, and at least 3 so that no single buffer placement decides a timing
+    (a suite run once timed a pair 4-6% apart one way on one set; a fresh process, the other way);
+    within 1/4 of device memory; cap > 0 caps it (1 = the bench of sessions 1-4)."""
+    n = max(3, -(-3 * l2_bytes // max(in_bytes, 1)))
+    n = min(n, 64, max(1, (mem_bytes // 4) // max(in_bytes + out_bytes, 1)))
+    return max(1, min(n, cap) if cap > 0 else n)
+
+
+class Rotation:
+    """One contender over several input sets: each call runs the next set's function (set 0's
+    is `first`, which the correctness check calls)."""
+
+    def __init__(self, fns):
+        self.fns, self.i = list(fns), 0
+
+    @property
+    def first(self):
+        return self.fns[0]
+
+    def __call__(self):
+        f = self.fns[self.i]
+        self.i = (self.i + 1) % len(self.fns)
+        return f()
+
+
+def first_fn(fn):
+    return fn.first if isinstance(fn, Rotation) else fn
 
 
 def tflops(flops, us):
@@ -505,6 +542,8 @@ class TorchGpu:
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
         self.dev = torch.device("cuda")
+        props = torch.cuda.get_device_properties(self.dev)
+        self.l2_bytes, self.mem_bytes = props.L2_cache_size, props.total_memory
         self.flush_buf = torch.empty(args.flush_mb << 20, dtype=torch.int8, device=self.dev)
         self.flush_count = 0
         self.stream_ptr = torch.cuda.current_stream().cuda_stream
@@ -557,7 +596,16 @@ class TorchGpu:
             else:  # rowwise: sa[m] (as [m,1]) and sb[n] (as [1,n]), contiguous
                 x["sa"] = (t.rand(p.m, 1, device=self.dev, generator=g) + 0.5).float()
                 x["sb"] = (t.rand(1, p.n, device=self.dev, generator=g) + 0.5).float()
+        # gemmtune's output for this set, shared by its contenders (as the race's sets are);
+        # the correctness check poisons it before each contender's call.
+        x["d"] = t.empty(p.m, p.n, device=self.dev, dtype=t.bfloat16)
         return x
+
+    def input_sets(self, p: Problem, seed: int, cap: int):
+        """[x, ...]: input_set_count() sets; set 0 is make_inputs(p, seed), set j seed + j*1000003."""
+        in_bytes = (p.m * p.k + p.n * p.k) * p.in_size
+        n = input_set_count(in_bytes, p.m * p.n * 2, self.l2_bytes, self.mem_bytes, cap)
+        return [self.make_inputs(p, seed + j * 1000003) for j in range(n)]
 
     def baseline_fn(self, p: Problem, x):
         t = self.torch
@@ -567,7 +615,8 @@ class TorchGpu:
         return lambda: t._scaled_mm(a, wt, scale_a=sa, scale_b=sb, out_dtype=t.bfloat16)
 
     def gemmtune_fn(self, kernel, p: Problem, x):
-        d = self.torch.empty(p.m, p.n, device=self.dev, dtype=self.torch.bfloat16)
+        """(fn, D): one call of the kernel on set x, into the set's D."""
+        d = x["d"]
         a_ptr, w_ptr, d_ptr = x["a"].data_ptr(), x["w"].data_ptr(), d.data_ptr()
         sa_ptr = x["sa"].data_ptr() if x["sa"] is not None else 0
         sb_ptr = x["sb"].data_ptr() if x["sb"] is not None else 0
@@ -656,9 +705,11 @@ class TorchGpu:
         except Exception as e:
             warn(f"inductor: clearing its in-memory caches failed ({type(e).__name__}: {e})")
 
-    def inductor_fn(self, p: Problem, x, mode, backends=None, extra_options=None, fresh_dir=None, code_path=None):
+    def inductor_fn(self, p: Problem, xs, mode, backends=None, extra_options=None, fresh_dir=None, code_path=None):
         """(fn, compile_s, info): torch.compile of a @ w.t() (fp8: torch._scaled_mm with the problem's
-        scales, bf16 out), compiled now from a cold cache (fresh_dir). backends=None: the mode as is
+        scales, bf16 out), compiled now from a cold cache (fresh_dir) on input set xs[0]. fn rotates
+        over the sets xs (a Rotation) unless the mode uses CUDA graphs, whose static input
+        addresses would re-record per set: then it runs on xs[0]. backends=None: the mode as is
         (Inductor's default gemm backends); else the mode's options plus max_autotune_gemm_backends
         = backends (e.g. "TRITON") and extra_options. info: options, the generated code's kernels and
         whether it calls an ATen/extern GEMM (kind 'triton', 'aten', 'mixed' or 'unknown')."""
@@ -669,7 +720,8 @@ class TorchGpu:
         if fresh_dir is not None:
             self._fresh_inductor_cache(fresh_dir)
         fn = self._gemm_fn(p, backends or "default")
-        args = (x["a"], x["w"]) if p.dtype == "bf16" else (x["a"], x["w"], x["sa"], x["sb"])
+        args_of = (lambda x: (x["a"], x["w"])) if p.dtype == "bf16" else (lambda x: (x["a"], x["w"], x["sa"], x["sb"]))
+        args = args_of(xs[0])
         if backends is None and not extra_options:
             options = dict(torch._inductor.list_mode_options(mode))
             f = t.compile(fn, mode=mode, dynamic=False)
@@ -701,7 +753,9 @@ class TorchGpu:
                 info["code_file"] = str(Path(code_path).name)
             except OSError as e:
                 info["code_file_error"] = str(e)
-        return (lambda: f(*args)), compile_s, info
+        if options.get("triton.cudagraphs"):
+            return (lambda: f(*args)), compile_s, info
+        return Rotation([(lambda xa=args_of(x): f(*xa)) for x in xs]), compile_s, info
 
     # -- correctness -------------------------------------------------------------------------------
     def reference(self, p: Problem, x):
@@ -910,6 +964,11 @@ class MockGpu:
     def make_inputs(self, p, seed):
         return {"problem": p}
 
+    def input_sets(self, p, seed, cap):
+        in_bytes = (p.m * p.k + p.n * p.k) * p.in_size
+        n = input_set_count(in_bytes, p.m * p.n * 2, 50 << 20, 140 << 30, cap)
+        return [self.make_inputs(p, seed + j) for j in range(n)]
+
     def baseline_fn(self, p, x):
         base = self._base_us(p) * 1.06
         return lambda: ("out", base)
@@ -932,7 +991,7 @@ class MockGpu:
     def inductor_defaults(self):
         return {"max_autotune_gemm_backends": "ATEN,TRITON", "enable_persistent_tma_matmul": False}
 
-    def inductor_fn(self, p, x, mode, backends=None, extra_options=None, fresh_dir=None, code_path=None):
+    def inductor_fn(self, p, xs, mode, backends=None, extra_options=None, fresh_dir=None, code_path=None):
         time.sleep(0.01)
         base = self._base_us(p) * (1.02 if backends is None else 1.04)
         name = "triton_tem_fused__scaled_mm_0" if p.dtype != "bf16" else "triton_tem_fused_mm_0"
@@ -947,7 +1006,8 @@ class MockGpu:
             Path(code_path).parent.mkdir(parents=True, exist_ok=True)
             Path(code_path).write_text(code)
             info["code_file"] = Path(code_path).name
-        return (lambda: ("out", base)), 0.01, info
+        call = lambda: ("out", base)  # noqa: E731
+        return (call if mode == "max-autotune" else Rotation([call] * len(xs))), 0.01, info
 
     def reference(self, p, x):
         return "ref"
@@ -1214,6 +1274,7 @@ class Run:
             "GEMMTUNE_ARTIFACTS", "GEMMTUNE_PYTHON", "GEMMTUNE_PYTHON_DIR", "GEMMTUNE_COMPILE_WORKERS",
             "GEMMTUNE_COMPILE_TIMEOUT")}
         self.env["cpu_count"] = os.cpu_count()
+        self.env["input_sets_cap"] = args.input_sets  # 0: automatic (input_set_count)
         # The options build_summary() reads from the doc (so that --merge rebuilds the same summary).
         self.env["bench_options"] = {"inductor_triton_mode": args.inductor_triton_mode,
                                      "inductor_triton_options": args.itriton_options,
@@ -1368,7 +1429,7 @@ class Run:
             x = gpu.make_inputs(p, a.seed + 104729)
             gpu.inductor_init()
             gpu.inductor_reset()
-            fn, compile_s, info = gpu.inductor_fn(p, x, a.inductor_mode, fresh_dir=self.inductor_dir("coldtune"),
+            fn, compile_s, info = gpu.inductor_fn(p, [x], a.inductor_mode, fresh_dir=self.inductor_dir("coldtune"),
                                                   code_path=self.out / "inductor-code" / f"coldtune-inductor-{p.slug}.py")
             ref = gpu.reference(p, x)
             rel, finite = gpu.check(fn(), ref)
@@ -1469,7 +1530,7 @@ class Run:
              "status": "ok", "errors": [], "notes": []}
         kernel = dkernel = tkernel = None
         bests = {}  # backend -> (its best result, its kernel): CUTLASS's and cuBLASLt's best when CUTLASS raced
-        x = ref = None
+        x = xs = ref = None
         try:
             gpu.empty_cache()
             t0 = time.monotonic()
@@ -1529,35 +1590,43 @@ class Run:
                     elif any(r.get("backend") == b for r in results):
                         s["errors"].append(f"{b} has candidates but none is correct and timed")
 
-            x = gpu.make_inputs(p, a.seed + 7919 * p.index)
+            # Every contender rotates over the input sets (as the race does), except Inductor in
+            # a mode with CUDA graphs (set 0 only: see inductor_fn). Correctness: on set 0.
+            xs = gpu.input_sets(p, a.seed + 7919 * p.index, a.input_sets)
+            x = xs[0]
+            s["input_sets"] = len(xs)
+
+            def rotation(kern):  # (fn over every set, set 0's output)
+                pairs = [gpu.gemmtune_fn(kern, p, xj) for xj in xs]
+                return Rotation([f for f, _ in pairs]), pairs[0][1]
+
             fns, meta = {}, {}
-            fn, d_pick = gpu.gemmtune_fn(kernel, p, x)
+            fn, d_pick = rotation(kernel)
             fns["pick"] = fn
             meta["pick"] = {"backend": win["backend"], "candidate": win["name"], "candidate_id": win["id"],
                             "role": "pick", "winner": True, "default": bool(win.get("is_default")), "out": d_pick,
                             "compile_s": win.get("compile_s")}
             if dkernel is not None:
-                fn, d_def = gpu.gemmtune_fn(dkernel, p, x)
+                fn, d_def = rotation(dkernel)
                 fns["default"] = fn
                 meta["default"] = {"backend": dflt["backend"], "candidate": dflt["name"], "candidate_id": dflt["id"],
                                    "role": "default", "winner": bool(dflt.get("winner")), "default": True,
                                    "out": d_def, "compile_s": dflt.get("compile_s")}
             if tkernel is not None:
-                fn, d_tri = gpu.gemmtune_fn(tkernel, p, x)
+                fn, d_tri = rotation(tkernel)
                 fns["triton_best"] = fn
                 meta["triton_best"] = {"backend": "triton", "candidate": tri["name"], "candidate_id": tri["id"],
                                        "role": "backend_best", "winner": bool(tri.get("winner")),
                                        "default": bool(tri.get("is_default")), "out": d_tri,
                                        "compile_s": tri.get("compile_s"), "backend_best": True}
             for b, (bb, bk) in bests.items():
-                fn, d_b = gpu.gemmtune_fn(bk, p, x)
+                fn, d_b = rotation(bk)
                 fns[f"{b}_best"] = fn
                 meta[f"{b}_best"] = {"backend": b, "candidate": bb["name"], "candidate_id": bb["id"],
                                      "role": "backend_best", "winner": bool(bb.get("winner")),
                                      "default": bool(bb.get("is_default")), "out": d_b,
                                      "compile_s": bb.get("compile_s"), "backend_best": True}
-            base = gpu.baseline_fn(p, x)
-            fns["torch"] = base
+            fns["torch"] = Rotation([gpu.baseline_fn(p, xj) for xj in xs])
             meta["torch"] = {"backend": p.baseline, "candidate": p.baseline, "candidate_id": "", "role": "baseline",
                              "winner": False, "default": False, "out": None, "compile_s": None}
             if p.inductor or p.inductor_triton:
@@ -1565,7 +1634,7 @@ class Run:
             if p.inductor:
                 try:
                     ifn, compile_s, info = gpu.inductor_fn(
-                        p, x, a.inductor_mode, fresh_dir=self.inductor_dir("max-autotune"),
+                        p, xs, a.inductor_mode, fresh_dir=self.inductor_dir("max-autotune"),
                         code_path=self.out / "inductor-code" / f"inductor-{p.slug}.py")
                     fns["inductor"] = ifn
                     meta["inductor"] = {"backend": "inductor", "candidate": a.inductor_mode, "candidate_id": "",
@@ -1577,7 +1646,7 @@ class Run:
             if p.inductor_triton:
                 try:
                     ifn, compile_s, info = gpu.inductor_fn(
-                        p, x, a.inductor_triton_mode, backends="TRITON", extra_options=a.itriton_options,
+                        p, xs, a.inductor_triton_mode, backends="TRITON", extra_options=a.itriton_options,
                         fresh_dir=self.inductor_dir("triton"),
                         code_path=self.out / "inductor-code" / f"inductor-triton-{p.slug}.py")
                     fns["inductor_triton"] = ifn
@@ -1598,7 +1667,7 @@ class Run:
             # Correctness: every contender vs the fp32 reference; gemmtune's also vs torch's output.
             ref = gpu.reference(p, x)
             try:
-                torch_out = fns["torch"]()
+                torch_out = first_fn(fns["torch"])()
             except Exception as e:
                 s["errors"].append(f"{p.baseline}: {type(e).__name__}: {str(e)[:300]}")
                 del fns["torch"]
@@ -1609,7 +1678,7 @@ class Run:
                 try:
                     if m["out"] is not None:
                         gpu.poison(m["out"])
-                    out = torch_out if nm == "torch" else fns[nm]()
+                    out = torch_out if nm == "torch" else first_fn(fns[nm])()
                     rel, finite = gpu.check(out, ref)
                     vs = gpu.rel_diff(out, torch_out) if (torch_out is not None and nm != "torch") else None
                     del out
@@ -1651,7 +1720,8 @@ class Run:
                             "rel_err": c.get("rel_err"), "rel_err_vs_torch": c.get("rel_err_vs_torch"),
                             "compile_s": m["compile_s"], "correct": c.get("correct"), "status": "ok",
                             "reason": "", "winner": m["winner"], "default": m["default"], "spread": st["spread"],
-                            "backend_best": bool(m.get("backend_best")), "host_us": host_us.get(nm)})
+                            "backend_best": bool(m.get("backend_best")), "host_us": host_us.get(nm),
+                            "input_sets": len(xs) if isinstance(fns.get(nm), Rotation) else 1})
                 if m.get("inductor"):
                     row["inductor"] = {k: m["inductor"].get(k) for k in ("kind", "kernels", "extern", "config", "code_file")}
                 rows.append(row)
@@ -1691,7 +1761,7 @@ class Run:
                         k.close()
                     except Exception:
                         pass
-            x = ref = None
+            x = xs = ref = None
         return s
 
     def ratios(self, s):
@@ -1787,9 +1857,10 @@ class Run:
                         e["duel_first_tune"] = [n for n in rep1.get("notes", []) if n.startswith("duel:")]
                         e["duel_second_tune"] = [n for n in rep2.get("notes", []) if n.startswith("duel:")]
                         k1 = eng.load(p.gt(), backend1, id1)
-                        x = gpu.make_inputs(p, a.seed + 7919 * p.index)
-                        f1, _ = gpu.gemmtune_fn(k1, p, x)
-                        f2, _ = gpu.gemmtune_fn(k2, p, x)
+                        xs = gpu.input_sets(p, a.seed + 7919 * p.index, a.input_sets)
+                        e["input_sets"] = len(xs)
+                        f1 = Rotation([gpu.gemmtune_fn(k1, p, xj)[0] for xj in xs])
+                        f2 = Rotation([gpu.gemmtune_fn(k2, p, xj)[0] for xj in xs])
                         smp = gpu.time_interleaved({"first": f1, "second": f2}, a.rounds, a.warmup_ms)
                         s1, s2 = summarize(smp["first"]), summarize(smp["second"])
                         e["first"], e["second"] = s1, s2
@@ -1806,10 +1877,10 @@ class Run:
                                         "samples": st["samples"], "tflops": tflops(p.flops, st["median_us"]),
                                         "rel_err": None, "rel_err_vs_torch": None, "compile_s": None, "correct": None,
                                         "status": "ok", "reason": "", "winner": tag == "first", "default": False,
-                                        "spread": st["spread"]})
+                                        "spread": st["spread"], "input_sets": len(xs)})
                             rows.append(row)
                         self.add_rows(rows)
-                        x = None
+                        xs = f1 = f2 = None
                     e["status"] = "ok"
                 except Exception as ex:
                     e["status"] = "error"
@@ -2326,7 +2397,8 @@ def render_markdown(doc):
              + ", ".join(f"{k} {v:.0f}" for k, v in s.get("part_seconds", {}).items()))
     L.append("")
     L.append("Method: random inputs; 256 MB L2 flush before every timed sample (outside the timed region); warm-up; "
-             "CUDA events around one call; contenders interleaved in rounds with a rotating order in one process; "
+             "CUDA events around one call; gemmtune's contenders and torch rotate over several input sets "
+             "(as the engine's race: over 3x L2, at least 3; Inductor on set 0); contenders interleaved in rounds with a rotating order in one process; "
              "medians with p20/p80; speedup = other's median / gemmtune pick's median (> 1: gemmtune faster); "
              "spread = (p80 - p20) / median. Correctness: relative Frobenius error vs a float32 reference of the same "
              "inputs and vs torch's output.")

@@ -123,3 +123,24 @@ def test_merge_matches_one_run(tmp_path):
     assert any("shard 1 of 2: no result" in e for e in half["summary"]["part_errors"]) and not half["final"]
     # Not the shards of one run: refused.
     h200(["--merge", shard_files[0], shard_files[0], "--out", str(tmp_path / "bad")], rc=2)
+
+
+def test_input_sets_rotate_like_the_race(tmp_path):
+    h = load_h200()
+    l2, mem = 60 << 20, 140 << 30
+    # the llama3-70b qkv m=512 fp8 pair: 88 MB of inputs -> 3 sets (over 3x L2), never fewer than 3
+    assert h.input_set_count(88 << 20, 10 << 20, l2, mem) == 3
+    assert h.input_set_count(1 << 20, 1 << 20, l2, mem) == 64 and h.input_set_count(40 << 20, 0, l2, mem) == 5
+    # within 1/4 of device memory, at least one; --input-sets caps it
+    assert h.input_set_count(20 << 30, 10 << 30, l2, mem) == 1
+    assert h.input_set_count(88 << 20, 0, l2, mem, cap=1) == 1 and h.input_set_count(1 << 20, 0, l2, mem, cap=5) == 5
+    calls = []
+    r = h.Rotation([lambda j=j: calls.append(j) or j for j in range(3)])
+    assert [r() for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0] and calls == [0, 1, 2, 0, 1, 2, 0]
+    assert h.first_fn(r)() == 0 and h.first_fn(len) is len
+    # the suite rows say how many sets each contender rotated over
+    h200(MOCK + ["--part", "suite", "--limit", "3", "--out", str(tmp_path)])
+    side = [r for r in read_doc(tmp_path, "*-h200-t.json")["rows"] if r.get("timing") == "side_by_side"]
+    # (Inductor's max-autotune mode uses CUDA graphs: set 0 only; max-autotune-no-cudagraphs rotates)
+    assert {r["backend"] for r in side} >= {"cublaslt", "torch.mm", "inductor", "inductor-triton"}
+    assert all(r["input_sets"] == (1 if r["backend"] == "inductor" else 3) for r in side)
