@@ -62,6 +62,8 @@ from pathlib import Path
 
 T_START = time.monotonic()
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+from benchlib import geomean, quantile, summarize, time_interleaved  # noqa: E402
 
 PARTS = ("ceilings", "coldtune", "suite", "stability", "cachehit")
 DTYPES = {
@@ -259,36 +261,6 @@ def parse_problem_ref(item, flag, ap):
     if dname not in DTYPES:
         ap.error(f"{flag}: '{item}': unknown dtype '{dname}' (known: {', '.join(DTYPES)})")
     return (int(parts[0]), parts[1], parts[2], dname)
-
-
-# ---------------------------------------------------------------------------------------------
-# statistics
-
-def quantile(sorted_vals, q):
-    """Linear interpolation between closest ranks (numpy's default)."""
-    if not sorted_vals:
-        return 0.0
-    pos = (len(sorted_vals) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_vals) - 1)
-    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (pos - lo)
-
-
-def summarize(samples):
-    s = sorted(x for x in samples if x is not None and math.isfinite(x))
-    if not s:
-        return {"median_us": None, "p20_us": None, "p80_us": None, "min_us": None, "samples": 0, "spread": None}
-    med = quantile(s, 0.5)
-    p20, p80 = quantile(s, 0.2), quantile(s, 0.8)
-    return {"median_us": med, "p20_us": p20, "p80_us": p80, "min_us": s[0], "samples": len(s),
-            "spread": (p80 - p20) / med if med > 0 else None}
-
-
-def geomean(xs):
-    xs = [x for x in xs if x is not None and x > 0 and math.isfinite(x)]
-    if not xs:
-        return None
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def input_set_count(in_bytes, out_bytes, l2_bytes, mem_bytes, cap=0):
@@ -790,43 +762,12 @@ class TorchGpu:
             self.torch.cuda._sleep(self.sleep_cycles * spin_scale)
 
     def time_interleaved(self, fns, rounds, warmup_ms, spin_scale=1):
-        """{name: [us, ...]}: `rounds` rounds, each one sample of every fn in a rotated order;
-        each sample = L2 flush, then CUDA events around one call. spin_scale lengthens the GPU spin
-        queued before each sample (contenders with a heavy host side: Inductor's wrapper). The
-        host time of each call is kept in last_host_us (median per name) with the spin's length
-        (last_spin_us, at most; at 2 GHz): a call whose host side outlasts the spin would have its
-        launch overhead inside the timed region."""
-        t = self.torch
-        names = list(fns)
+        """{name: [us, ...]}: benchlib.time_interleaved with an L2 flush and a GPU spin before each
+        sample. spin_scale lengthens the spin (contenders with a heavy host side: Inductor's
+        wrapper). The host time of each call is kept in last_host_us (median per name) with the
+        spin's length (last_spin_us, at most; at 2 GHz)."""
         self.last_spin_us = (self.sleep_cycles * spin_scale / 2000.0) if self.can_sleep else 0.0
-        t0 = time.perf_counter()
-        n = 0
-        while True:
-            for nm in names:
-                fns[nm]()
-            n += 1
-            self.sync()
-            if n >= 2 and (time.perf_counter() - t0) * 1e3 >= warmup_ms:
-                break
-        starts = [t.cuda.Event(enable_timing=True) for _ in names]
-        ends = [t.cuda.Event(enable_timing=True) for _ in names]
-        out = {nm: [] for nm in names}
-        host = {nm: [] for nm in names}
-        clock = time.perf_counter
-        for r in range(rounds):
-            shift = r % len(names)
-            order = names[shift:] + names[:shift]
-            for j, nm in enumerate(order):
-                self._flush(spin_scale)
-                starts[j].record()
-                h0 = clock()
-                fns[nm]()
-                host[nm].append((clock() - h0) * 1e6)
-                ends[j].record()
-            ends[len(order) - 1].synchronize()
-            for j, nm in enumerate(order):
-                out[nm].append(starts[j].elapsed_time(ends[j]) * 1e3)
-        self.last_host_us = {nm: quantile(sorted(v), 0.5) for nm, v in host.items()}
+        out, self.last_host_us = time_interleaved(self.torch, fns, rounds, warmup_ms, lambda: self._flush(spin_scale))
         return out
 
     def ceilings(self, rounds):

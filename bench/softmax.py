@@ -43,6 +43,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+from benchlib import geomean, summarize, time_interleaved  # noqa: E402
+
 T_START = time.monotonic()
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # Elementwise bound |y - ref| <= rel * |ref| + abs, by output dtype (ref: torch's fp32 softmax).
@@ -97,27 +100,6 @@ def read_suite(path):
         f = ln.split(",")
         rows.append((int(f[ri]), int(f[ci])))
     return rows
-
-
-def quantile(v, q):
-    if not v:
-        return 0.0
-    pos = (len(v) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
-def summarize(samples):
-    s = sorted(samples)
-    med = quantile(s, 0.5)
-    return {"median_us": med, "p20_us": quantile(s, 0.2), "p80_us": quantile(s, 0.8), "min_us": s[0] if s else 0.0,
-            "spread": (quantile(s, 0.8) - quantile(s, 0.2)) / med if med else 0.0, "samples": len(s)}
-
-
-def geomean(xs):
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,35 +261,9 @@ class TorchGpu:
             self.torch.cuda._sleep(self.sleep_cycles)
 
     def time_interleaved(self, fns, rounds, warmup_ms):
-        """{name: [us, ...]}: `rounds` rounds, each one sample of every fn in a rotated order;
-        each sample = L2 flush + GPU spin, then CUDA events around one call."""
-        t = self.torch
-        names = list(fns)
-        t0 = time.perf_counter()
-        n = 0
-        while True:
-            for nm in names:
-                self._flush()
-                fns[nm]()
-            n += 1
-            self.sync()
-            if n >= 2 and (time.perf_counter() - t0) * 1e3 >= warmup_ms:
-                break
-        starts = [t.cuda.Event(enable_timing=True) for _ in names]
-        ends = [t.cuda.Event(enable_timing=True) for _ in names]
-        out = {nm: [] for nm in names}
-        for r in range(rounds):
-            shift = r % len(names)
-            order = names[shift:] + names[:shift]
-            for j, nm in enumerate(order):
-                self._flush()
-                starts[j].record()
-                fns[nm]()
-                ends[j].record()
-            ends[len(order) - 1].synchronize()
-            for j, nm in enumerate(order):
-                out[nm].append(starts[j].elapsed_time(ends[j]) * 1e3)
-        return out
+        """{name: [us, ...]}: benchlib.time_interleaved, L2 flush + GPU spin before every call
+        (warm-up included)."""
+        return time_interleaved(self.torch, fns, rounds, warmup_ms, self._flush, warm_up_with_it=True)[0]
 
     def copy_bandwidth(self, rounds):
         t = self.torch

@@ -62,8 +62,36 @@ def _ptr(x: Any) -> Optional[int]:
     return int(x)
 
 
-class Kernel:
+class _Owned:
+    """Owns one C API handle (self._h), released by close(), `with`, or garbage collection
+    through the C function named by _destroy (e.g. "gt_kernel_destroy")."""
+
+    _destroy = ""
+
+    def close(self) -> None:
+        h, self._h = getattr(self, "_h", None), None
+        if h and h.value:
+            _capi.check(getattr(_capi.lib(), self._destroy)(h))
+
+    def __del__(self):
+        # At interpreter shutdown the CUDA runtime may already be gone: leak rather than crash.
+        if getattr(self, "_h", None) and not sys.is_finalizing():
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Kernel(_Owned):
     """A selected, loaded kernel. run() enqueues one GEMM; describe() says what it is."""
+
+    _destroy = "gt_kernel_destroy"
 
     def __init__(self, handle: ctypes.c_void_p, problem: Any):
         self._h = handle
@@ -102,25 +130,6 @@ class Kernel:
         if st:
             _capi.check(st)
 
-    def close(self) -> None:
-        h, self._h = self._h, None
-        if h and h.value:
-            _capi.check(_capi.lib().gt_kernel_destroy(h))
-
-    def __del__(self):
-        # At interpreter shutdown the CUDA runtime may already be gone: leak rather than crash.
-        if getattr(self, "_h", None) and not sys.is_finalizing():
-            try:
-                self.close()
-            except Exception:
-                pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def __repr__(self) -> str:
         try:
             d = self.describe()
@@ -129,7 +138,7 @@ class Kernel:
             return "<gemmtune.Kernel>"
 
 
-class Engine:
+class Engine(_Owned):
     """Selects, tunes and remembers kernels (one gemmtune::Engine).
 
     cache_path: the tuning-cache file (None: $GEMMTUNE_CACHE or ~/.cache/gemmtune/tuning.sqlite);
@@ -137,6 +146,8 @@ class Engine:
     tune: dict of TuneOptions (warmup_ms, min_rounds, max_rounds, round_budget_ms, prune_ratio,
     tie_tolerance, tie_rounds, prefer_margin, duel_rounds, duel_window, duels, seed); log_to_stderr prints progress lines.
     """
+
+    _destroy = "gt_engine_destroy"
 
     def __init__(self, cache_path: Optional[str] = None, backends: Optional[Iterable[str]] = None,
                  device: int = 0, use_cache: bool = True, log_to_stderr: bool = False,
@@ -175,19 +186,4 @@ class Engine:
 
     def close(self) -> None:
         """Releases the engine (kernels it made stay usable until closed)."""
-        h, self._h = self._h, None
-        if h and h.value:
-            _capi.check(_capi.lib().gt_engine_destroy(h))
-
-    def __del__(self):
-        if getattr(self, "_h", None) and not sys.is_finalizing():
-            try:
-                self.close()
-            except Exception:
-                pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        super().close()

@@ -144,3 +144,42 @@ def test_input_sets_rotate_like_the_race(tmp_path):
     # (Inductor's max-autotune mode uses CUDA graphs: set 0 only; max-autotune-no-cudagraphs rotates)
     assert {r["backend"] for r in side} >= {"cublaslt", "torch.mm", "inductor", "inductor-triton"}
     assert all(r["input_sets"] == (1 if r["backend"] == "inductor" else 3) for r in side)
+
+
+def test_time_interleaved_rotates_the_order_and_flushes_before_every_sample():
+    spec = importlib.util.spec_from_file_location("benchlib", REPO / "bench" / "benchlib.py")
+    bl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bl)
+    log = []
+
+    class FakeEvent:  # a fake CUDA event: its time is the position of its record() in the log
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self):
+            self.at = len(log)
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):  # ms, as torch: start.elapsed_time(end)
+            return (end.at - self.at) / 1000.0
+
+    class Cuda:
+        Event = FakeEvent
+
+        @staticmethod
+        def synchronize():
+            log.append("sync")
+
+    class FakeTorch:
+        cuda = Cuda
+
+    fns = {"a": lambda: log.append("a"), "b": lambda: log.append("b") or log.append("b2")}
+    samples, host = bl.time_interleaved(FakeTorch, fns, rounds=4, warmup_ms=0, before_sample=lambda: log.append("F"))
+    timed = log[log.index("sync", log.index("sync") + 1) + 1:]  # after two warm-up rounds
+    assert timed == ["F", "a", "F", "b", "b2", "F", "b", "b2", "F", "a"] * 2
+    assert samples == {"a": [1.0] * 4, "b": [2.0] * 4} and set(host) == {"a", "b"}
+    st = bl.summarize([3.0, float("nan"), 1.0, 2.0, None])
+    assert st["median_us"] == 2.0 and st["samples"] == 3 and st["min_us"] == 1.0
+    assert bl.summarize([])["median_us"] is None and bl.geomean([4.0, 1.0, 0, None]) == 2.0
