@@ -447,13 +447,25 @@ def _shim_source(p: dict, prefix: str, header: str) -> str:
 
 # ---- compile --------------------------------------------------------------------------------------
 
-def export_and_link(compiled, out_dir: str, name: str, make_shim, exports: list[str], times: dict):
-    """The ahead-of-time step every CuTe DSL kernel shares: export `compiled` to C (name.o +
-    name.h), write its C ABI shim (make_shim(header text) -> C++ source), link name.so against
-    the shared runtime library, exporting `exports` only. Fills times["export"] and
-    times["link"]; returns (path of the .so, the runtime's record)."""
+def build_instance(kernel, fake_args, out_dir: str, name: str, make_shim, exports: list[str]) -> dict:
+    """The ahead-of-time build every CuTe DSL kernel shares: cute.compile(kernel, *fake_args) for
+    ARCH, export it to C (name.o + name.h), write its C ABI shim (make_shim(header text) -> C++
+    source), link name.so against the shared runtime library, exporting `exports` only.
+    Returns the compile result's common part: {artifact, name, compile_s, times{trace_compile,
+    export, link}, runtime}. Raises CompileFailure("compile" | "link", ...)."""
+    import cutlass.cute as cute
+    _check_dsl_arch()
     tc = toolchain()
+    times = {}
+    t0 = time.perf_counter()
+    try:
+        # The arch also as an option: CUTE_DSL_ARCH is read when cutlass is first imported, which
+        # may have happened before this module set it.
+        compiled = cute.compile(kernel, *fake_args, options=f"--gpu-arch {ARCH}")
+    except Exception as exc:  # noqa: BLE001 - the DSL raises many types
+        raise CompileFailure("compile", f"{type(exc).__name__}: {exc}")
     t1 = time.perf_counter()
+    times["trace_compile"] = round(t1 - t0, 3)
     compiled.export_to_c(out_dir, name, function_prefix=name)
     t2 = time.perf_counter()
     times["export"] = round(t2 - t1, 3)
@@ -476,8 +488,9 @@ def export_and_link(compiled, out_dir: str, name: str, make_shim, exports: list[
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise CompileFailure("link", f"{' '.join(cmd)}\n{r.stderr[-4000:]}")
-    times["link"] = round(time.perf_counter() - t2, 3)
-    return so, rt
+    t3 = time.perf_counter()
+    times["link"] = round(t3 - t2, 3)
+    return {"artifact": so, "name": name, "compile_s": round(t3 - t0, 3), "times": times, "runtime": dict(rt)}
 
 
 def compile_gemm(params: Any, out_dir: str) -> dict:
@@ -497,27 +510,14 @@ def compile_gemm(params: Any, out_dir: str) -> dict:
     except ValueError as exc:
         raise CompileFailure("resource", str(exc))
 
-    import cutlass.cute as cute
     from .gemm_sm90 import HopperGemm
-    _check_dsl_arch()
     name = instance_name(p)
-    times = {}
-    t0 = time.perf_counter()
-    try:
-        # The arch also as an option: CUTE_DSL_ARCH is read when cutlass is first imported, which
-        # may have happened before this module set it.
-        compiled = cute.compile(HopperGemm(cfg), *_fake_args(p), options=f"--gpu-arch {ARCH}")
-    except Exception as exc:  # noqa: BLE001 - the DSL raises many types
-        raise CompileFailure("compile", f"{type(exc).__name__}: {exc}")
-    times["trace_compile"] = round(time.perf_counter() - t0, 3)
-    so, rt = export_and_link(compiled, out_dir, name, lambda header: _shim_source(p, name, header),
-                             ["gt_cutedsl_abi_version", "gt_cutedsl_config", "gt_cutedsl_can_implement",
-                              "gt_cutedsl_run", "gt_cutedsl_status_text"], times)
-    t3 = time.perf_counter()
-    return {"artifact": so, "name": name, "compile_s": round(t3 - t0, 3), "times": times,
-            "runtime": dict(rt),
-            "meta": {"config": config_text(p), "toolchain": toolchain_text(),
-                     "stages": plan_smem(cfg, DTYPE_BYTES[p["a_dtype"]], DTYPE_BYTES[p["d_dtype"]])[1]}}
+    out = build_instance(HopperGemm(cfg), _fake_args(p), out_dir, name, lambda header: _shim_source(p, name, header),
+                         ["gt_cutedsl_abi_version", "gt_cutedsl_config", "gt_cutedsl_can_implement",
+                          "gt_cutedsl_run", "gt_cutedsl_status_text"])
+    out["meta"] = {"config": config_text(p), "toolchain": toolchain_text(),
+                   "stages": plan_smem(cfg, DTYPE_BYTES[p["a_dtype"]], DTYPE_BYTES[p["d_dtype"]])[1]}
+    return out
 
 
 def main(argv: list[str]) -> int:

@@ -23,11 +23,10 @@ import hashlib
 import json
 import os
 import sys
-import time
 from typing import Any
 
 from . import compile as base
-from .compile import ARCH, CompileFailure
+from .compile import CompileFailure
 
 HERE = base.HERE
 DTYPES = ("bf16", "fp16", "fp32")
@@ -144,26 +143,15 @@ def compile_softmax(params: Any, out_dir: str) -> dict:
                                             "(the C++ side hashed other files: GEMMTUNE_PYTHON_DIR?)")
     os.makedirs(out_dir, exist_ok=True)
     base.toolchain()  # the DSL's availability and versions, before any work
-    import cutlass.cute as cute
     from .softmax_sm90 import HopperSoftmax
-    base._check_dsl_arch()
     cfg = kernel_config(p)
     name = instance_name(p)
-    times = {}
-    t0 = time.perf_counter()
-    try:
-        compiled = cute.compile(HopperSoftmax(cfg), *_fake_args(p), options=f"--gpu-arch {ARCH}")
-    except Exception as exc:  # noqa: BLE001 - the DSL raises many types
-        raise CompileFailure("compile", f"{type(exc).__name__}: {exc}")
-    times["trace_compile"] = round(time.perf_counter() - t0, 3)
-    so, rt = base.export_and_link(
-        compiled, out_dir, name, lambda header: _shim_source(p, name, header),
+    out = base.build_instance(
+        HopperSoftmax(cfg), _fake_args(p), out_dir, name, lambda header: _shim_source(p, name, header),
         ["gt_cutedsl_softmax_abi_version", "gt_cutedsl_softmax_config", "gt_cutedsl_softmax_max_cols",
-         "gt_cutedsl_softmax_can_implement", "gt_cutedsl_softmax_run", "gt_cutedsl_softmax_status_text"], times)
-    t3 = time.perf_counter()
-    return {"artifact": so, "name": name, "compile_s": round(t3 - t0, 3), "times": times,
-            "runtime": dict(rt),
-            "meta": {"config": config_text(p), "toolchain": base.toolchain_text(), "max_cols": cfg.max_cols}}
+         "gt_cutedsl_softmax_can_implement", "gt_cutedsl_softmax_run", "gt_cutedsl_softmax_status_text"])
+    out["meta"] = {"config": config_text(p), "toolchain": base.toolchain_text(), "max_cols": cfg.max_cols}
+    return out
 
 
 def main(argv: list[str]) -> int:

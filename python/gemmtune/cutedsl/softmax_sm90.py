@@ -117,12 +117,18 @@ class SoftmaxConfig:
             raise ValueError("packed: one pass, a 16-bit input and vec >= 2 only")
 
 
+def _asm(ret, operands, asm: str, constraints: str, loc, ip):
+    """One side-effect-free PTX statement: `ret` (T.f32() / T.i32()) from the operands (DSL
+    values), as an MLIR inline_asm; the helpers below give its typed uses."""
+    return llvm.inline_asm(ret, [v.ir_value(loc=loc, ip=ip) for v in operands], asm, constraints,
+                           has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
+                           loc=loc, ip=ip)
+
+
 @dsl_user_op
 def ex2(x, *, loc=None, ip=None) -> Float32:
     """2^x by ex2.approx.f32 (no .ftz: subnormal results are kept; -Inf -> 0, NaN -> NaN)."""
-    return Float32(llvm.inline_asm(T.f32(), [Float32(x).ir_value(loc=loc, ip=ip)], "ex2.approx.f32 $0, $1;",
-                                   "=f,f", has_side_effects=False, is_align_stack=False,
-                                   asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+    return Float32(_asm(T.f32(), [Float32(x)], "ex2.approx.f32 $0, $1;", "=f,f", loc, ip))
 
 
 @dsl_user_op
@@ -134,17 +140,13 @@ def f32_bits(x, *, loc=None, ip=None) -> Int32:
 @dsl_user_op
 def ex2_ftz(x, *, loc=None, ip=None) -> Float32:
     """2^x by ex2.approx.ftz.f32 (one MUFU.EX2; results below 2^-126 flush to 0)."""
-    return Float32(llvm.inline_asm(T.f32(), [Float32(x).ir_value(loc=loc, ip=ip)], "ex2.approx.ftz.f32 $0, $1;",
-                                   "=f,f", has_side_effects=False, is_align_stack=False,
-                                   asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+    return Float32(_asm(T.f32(), [Float32(x)], "ex2.approx.ftz.f32 $0, $1;", "=f,f", loc, ip))
 
 
 @dsl_user_op
 def pair_op(a, b, op: str, *, loc=None, ip=None) -> Int32:
     """`op` (e.g. "max.bf16x2") of two packed pairs of 16-bit values."""
-    return Int32(llvm.inline_asm(T.i32(), [Int32(a).ir_value(loc=loc, ip=ip), Int32(b).ir_value(loc=loc, ip=ip)],
-                                 f"{op} $0, $1, $2;", "=r,r,r", has_side_effects=False, is_align_stack=False,
-                                 asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+    return Int32(_asm(T.i32(), [Int32(a), Int32(b)], f"{op} $0, $1, $2;", "=r,r,r", loc, ip))
 
 
 @dsl_user_op
@@ -155,18 +157,14 @@ def half_f32(w, hi: bool, bf16: bool, *, loc=None, ip=None) -> Float32:
                else "{ .reg .b32 t; shl.b32 t, $1, 16; mov.b32 $0, t; }")
     else:
         asm = "{ .reg .b16 l, h; mov.b32 {l, h}, $1; cvt.f32.f16 $0, %s; }" % ("h" if hi else "l")
-    return Float32(llvm.inline_asm(T.f32(), [Int32(w).ir_value(loc=loc, ip=ip)], asm, "=f,r",
-                                   has_side_effects=False, is_align_stack=False,
-                                   asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+    return Float32(_asm(T.f32(), [Int32(w)], asm, "=f,r", loc, ip))
 
 
 @dsl_user_op
 def pack_pair(lo, hi, bf16: bool, *, loc=None, ip=None) -> Int32:
     """(lo, hi) rounded to nearest into one packed bf16x2 / f16x2 word (lo at the lower address)."""
     op = "cvt.rn.bf16x2.f32" if bf16 else "cvt.rn.f16x2.f32"
-    return Int32(llvm.inline_asm(T.i32(), [Float32(hi).ir_value(loc=loc, ip=ip), Float32(lo).ir_value(loc=loc, ip=ip)],
-                                 f"{op} $0, $1, $2;", "=r,f,f", has_side_effects=False, is_align_stack=False,
-                                 asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+    return Int32(_asm(T.i32(), [Float32(hi), Float32(lo)], f"{op} $0, $1, $2;", "=r,f,f", loc, ip))
 
 
 def _i32(bits: int) -> Int32:
