@@ -26,6 +26,7 @@
 #include <set>
 #include <thread>
 
+#include "backends/kernel_library.hpp"
 #include "core/parallel.hpp"
 #include "gemmtune/error.hpp"
 #include "store/shared_object.hpp"
@@ -61,8 +62,7 @@ std::shared_ptr<const Library> Library::open(const Compiled& compiled, const std
   std::lock_guard<std::mutex> lock(g_libs_mu);
   load_runtime(compiled);
   if (auto it = g_libs.find(artifact.key); it != g_libs.end()) {
-    if (std::string got = it->second->config(); got != expect_config)
-      GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " is '" + got + "', expected '" + expect_config + "'");
+    check_config("cutedsl: artifact", artifact.key, it->second->config(), expect_config);
     return it->second;
   }
   void* h = dlopen_bytes(kWho, artifact.key, *artifact.bytes);
@@ -73,11 +73,8 @@ std::shared_ptr<const Library> Library::open(const Compiled& compiled, const std
   lib->can_implement = dlsym_as<gt_cutedsl_can_implement_fn>(h, "gt_cutedsl_can_implement", kWho, artifact.key);
   lib->run = dlsym_as<gt_cutedsl_run_fn>(h, "gt_cutedsl_run", kWho, artifact.key);
   lib->status_text = dlsym_as<gt_cutedsl_status_text_fn>(h, "gt_cutedsl_status_text", kWho, artifact.key);
-  if (int v = abi(); v != GT_CUTEDSL_ABI_VERSION)
-    GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " has ABI version " + std::to_string(v) +
-             ", this build expects " + std::to_string(GT_CUTEDSL_ABI_VERSION));
-  if (std::string got = lib->config(); got != expect_config)
-    GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " is '" + got + "', expected '" + expect_config + "'");
+  check_abi_version("cutedsl: artifact", artifact.key, abi(), GT_CUTEDSL_ABI_VERSION);
+  check_config("cutedsl: artifact", artifact.key, lib->config(), expect_config);
   g_libs[artifact.key] = lib;
   return lib;
 }
@@ -213,16 +210,7 @@ class CutedslCandidate final : public detail::Candidate {
 
  private:
   GtCutedslArgs args(const GemmArgs& g) const {
-    GtCutedslArgs a{};
-    a.abi_version = GT_CUTEDSL_ABI_VERSION;
-    a.device = dev_.index < 0 ? 0 : dev_.index;
-    a.sm_count = dev_.sm_count;
-    a.m = p_.m, a.n = p_.n, a.k = p_.k;
-    a.a = g.a, a.b = g.b, a.c = p_.uses_c() ? g.c : nullptr, a.d = g.d, a.bias = g.bias;
-    a.scale_a = g.scale_a, a.scale_b = g.scale_b;
-    a.lda = p_.lda(), a.ldb = p_.ldb(), a.ldc = p_.uses_c() ? p_.ldc() : p_.ldd(), a.ldd = p_.ldd();
-    a.alpha = p_.alpha, a.beta = p_.beta;
-    return a;
+    return gemm_abi_args<GtCutedslArgs>(GT_CUTEDSL_ABI_VERSION, dev_, p_, g);
   }
 
   std::shared_ptr<Compiler> compiler_;

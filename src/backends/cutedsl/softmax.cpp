@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "backends/cutedsl/cutedsl_backend.hpp"
+#include "backends/kernel_library.hpp"
 #include "core/parallel.hpp"
 #include "core/paths.hpp"
 #include "gemmtune/error.hpp"
@@ -390,13 +391,8 @@ std::shared_ptr<const SoftmaxLibrary> SoftmaxLibrary::open(const Compiled& compi
   const Artifact& artifact = compiled.artifact;
   std::lock_guard<std::mutex> lock(mu);
   load_runtime(compiled);
-  auto check_config = [&](const SoftmaxLibrary& lib) {
-    if (std::string got = lib.config(); got != expect_config)
-      GT_THROW("cutedsl: artifact " + artifact.key.substr(0, 16) + " is '" + got + "', expected '" + expect_config +
-               "'");
-  };
   if (auto it = libs.find(artifact.key); it != libs.end()) {
-    check_config(*it->second);
+    check_config("cutedsl: artifact", artifact.key, it->second->config(), expect_config);
     return it->second;
   }
   GT_CHECK(artifact.bytes, "cutedsl: artifact " + artifact.key.substr(0, 16) + " has no bytes");
@@ -411,10 +407,8 @@ std::shared_ptr<const SoftmaxLibrary> SoftmaxLibrary::open(const Compiled& compi
   lib->run = dlsym_as<gt_cutedsl_softmax_run_fn>(h, "gt_cutedsl_softmax_run", kWho, artifact.key);
   lib->status_text =
       dlsym_as<gt_cutedsl_softmax_status_text_fn>(h, "gt_cutedsl_softmax_status_text", kWho, artifact.key);
-  if (int v = abi(); v != GT_CUTEDSL_SOFTMAX_ABI_VERSION)
-    GT_THROW("cutedsl: softmax artifact " + artifact.key.substr(0, 16) + " has ABI version " + std::to_string(v) +
-             ", this build expects " + std::to_string(GT_CUTEDSL_SOFTMAX_ABI_VERSION));
-  check_config(*lib);
+  check_abi_version("cutedsl: softmax artifact", artifact.key, abi(), GT_CUTEDSL_SOFTMAX_ABI_VERSION);
+  check_config("cutedsl: artifact", artifact.key, lib->config(), expect_config);
   libs[artifact.key] = lib;
   return lib;
 }

@@ -26,6 +26,7 @@
 #include <set>
 #include <thread>
 
+#include "backends/kernel_library.hpp"
 #include "core/cuda.hpp"
 #include "gemmtune/error.hpp"
 #include "core/parallel.hpp"
@@ -57,11 +58,8 @@ std::shared_ptr<const Library> Library::open(const Artifact& artifact, const std
   lib->workspace = dlsym_as<gt_cutlass_workspace_fn>(h, "gt_cutlass_workspace", kWho, artifact.key);
   lib->run = dlsym_as<gt_cutlass_run_fn>(h, "gt_cutlass_run", kWho, artifact.key);
   lib->status_text = dlsym_as<gt_cutlass_status_text_fn>(h, "gt_cutlass_status_text", kWho, artifact.key);
-  if (int v = abi(); v != GT_CUTLASS_ABI_VERSION)
-    GT_THROW("cutlass: artifact " + artifact.key.substr(0, 16) + " has ABI version " + std::to_string(v) +
-             ", this build expects " + std::to_string(GT_CUTLASS_ABI_VERSION));
-  if (std::string got = lib->config(); got != expect_config)
-    GT_THROW("cutlass: artifact " + artifact.key.substr(0, 16) + " is '" + got + "', expected '" + expect_config + "'");
+  check_abi_version("cutlass: artifact", artifact.key, abi(), GT_CUTLASS_ABI_VERSION);
+  check_config("cutlass: artifact", artifact.key, lib->config(), expect_config);
   g_libs[artifact.key] = lib;
   return lib;
 }
@@ -170,16 +168,7 @@ class CutlassCandidate final : public detail::Candidate {
 
  private:
   GtCutlassArgs args(const GemmArgs& g) const {
-    GtCutlassArgs a{};
-    a.abi_version = GT_CUTLASS_ABI_VERSION;
-    a.device = dev_.index < 0 ? 0 : dev_.index;
-    a.sm_count = dev_.sm_count;
-    a.m = p_.m, a.n = p_.n, a.k = p_.k;
-    a.a = g.a, a.b = g.b, a.c = p_.uses_c() ? g.c : nullptr, a.d = g.d, a.bias = g.bias;
-    a.scale_a = g.scale_a, a.scale_b = g.scale_b;
-    a.lda = p_.lda(), a.ldb = p_.ldb(), a.ldc = p_.uses_c() ? p_.ldc() : p_.ldd(), a.ldd = p_.ldd();
-    a.alpha = p_.alpha, a.beta = p_.beta;
-    return a;
+    return gemm_abi_args<GtCutlassArgs>(GT_CUTLASS_ABI_VERSION, dev_, p_, g);
   }
 
   std::shared_ptr<Builder> builder_;
