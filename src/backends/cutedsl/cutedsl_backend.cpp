@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "backends/kernel_library.hpp"
+#include "backends/lazy_candidate.hpp"
 #include "core/parallel.hpp"
 #include "gemmtune/error.hpp"
 #include "store/shared_object.hpp"
@@ -180,7 +181,7 @@ namespace {
 constexpr const char* kName = "cutedsl";
 constexpr int kDefaultSms = 132;  // H100 / H200 SXM, when the device reports none
 
-class CutedslCandidate final : public detail::Candidate {
+class CutedslCandidate final : public LazyCandidate<GemmOp> {
  public:
   CutedslCandidate(std::shared_ptr<Compiler> compiler, const DeviceInfo& dev, const GemmProblem& p, const Config& c)
       : compiler_(std::move(compiler)), dev_(dev), p_(p), c_(c), params_(params(c, p)) {}
@@ -188,10 +189,15 @@ class CutedslCandidate final : public detail::Candidate {
   std::string backend() const override { return kName; }
   std::string id() const override { return c_.id(); }
   std::string name() const override { return c_.name(); }
-  double compile_seconds() const override { return compile_s_; }
 
-  void prepare() override {
-    std::lock_guard<std::mutex> lock(mu_);
+  void run(const GemmArgs& g, cudaStream_t s) override {
+    if (!lib_) prepare();
+    GtCutedslArgs a = args(g);
+    if (int st = lib_->run(&a, s); st != GT_CUTEDSL_OK) GT_THROW("cutedsl: " + id() + ": " + lib_->status_text(st));
+  }
+
+ private:
+  void prepare_locked() override {
     if (lib_) return;
     Compiled built = compiler_->compile(params_);
     compile_s_ = built.compile_s;
@@ -202,13 +208,6 @@ class CutedslCandidate final : public detail::Candidate {
     lib_ = std::move(lib);
   }
 
-  void run(const GemmArgs& g, cudaStream_t s) override {
-    if (!lib_) prepare();
-    GtCutedslArgs a = args(g);
-    if (int st = lib_->run(&a, s); st != GT_CUTEDSL_OK) GT_THROW("cutedsl: " + id() + ": " + lib_->status_text(st));
-  }
-
- private:
   GtCutedslArgs args(const GemmArgs& g) const {
     return gemm_abi_args<GtCutedslArgs>(GT_CUTEDSL_ABI_VERSION, dev_, p_, g);
   }
@@ -218,9 +217,7 @@ class CutedslCandidate final : public detail::Candidate {
   GemmProblem p_;
   Config c_;
   json params_;
-  std::mutex mu_;
   std::shared_ptr<const Library> lib_;
-  double compile_s_ = 0;
 };
 
 class CutedslBackend final : public Backend {

@@ -23,6 +23,7 @@
 
 #include "backends/cutedsl/cutedsl_backend.hpp"
 #include "backends/kernel_library.hpp"
+#include "backends/lazy_candidate.hpp"
 #include "core/parallel.hpp"
 #include "core/paths.hpp"
 #include "gemmtune/error.hpp"
@@ -451,7 +452,7 @@ namespace {
 
 constexpr const char* kName = "cutedsl";
 
-class CutedslSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
+class CutedslSoftmaxCandidate final : public LazyCandidate<SoftmaxOp> {
  public:
   CutedslSoftmaxCandidate(std::shared_ptr<Compiler> compiler, int device, const SoftmaxProblem& p,
                           const SoftmaxConfig& c, const std::string& digest)
@@ -460,15 +461,6 @@ class CutedslSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
   std::string backend() const override { return kName; }
   std::string id() const override { return c_.id(); }
   std::string name() const override { return c_.name(); }
-  double compile_seconds() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return compile_s_;
-  }
-
-  void prepare() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    prepare_locked();
-  }
 
   void run(const SoftmaxArgs& a, cudaStream_t s) override {
     std::shared_ptr<const SoftmaxLibrary> lib;
@@ -483,7 +475,7 @@ class CutedslSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
   }
 
  private:
-  void prepare_locked() {
+  void prepare_locked() override {
     if (lib_) return;
     Compiled built = compiler_->compile(params_);
     compile_s_ = built.compile_s;
@@ -499,9 +491,7 @@ class CutedslSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
   SoftmaxProblem p_;
   SoftmaxConfig c_;
   json params_;
-  mutable std::mutex mu_;
   std::shared_ptr<const SoftmaxLibrary> lib_;
-  double compile_s_ = 0;
 };
 
 class CutedslSoftmaxBackend final : public SoftmaxBackend {

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "backends/kernel_library.hpp"
+#include "backends/lazy_candidate.hpp"
 #include "core/cuda.hpp"
 #include "gemmtune/error.hpp"
 #include "core/parallel.hpp"
@@ -136,7 +137,7 @@ namespace {
 
 constexpr const char* kName = "cutlass";
 
-class CutlassCandidate final : public detail::Candidate {
+class CutlassCandidate final : public LazyCandidate<GemmOp> {
  public:
   CutlassCandidate(std::shared_ptr<Builder> builder, const DeviceInfo& dev, const GemmProblem& p, const Config& c)
       : builder_(std::move(builder)), dev_(dev), p_(p), spec_(InstanceSpec::of(c, p)) {}
@@ -144,10 +145,16 @@ class CutlassCandidate final : public detail::Candidate {
   std::string backend() const override { return kName; }
   std::string id() const override { return spec_.config.id(); }
   std::string name() const override { return spec_.config.name(); }
-  double compile_seconds() const override { return compile_s_; }
 
-  void prepare() override {
-    std::lock_guard<std::mutex> lock(mu_);
+  void run(const GemmArgs& g, cudaStream_t s) override {
+    if (!lib_) prepare();
+    GtCutlassArgs a = args(g);
+    if (int st = lib_->run(&a, ws_.get(), s); st != GT_CUTLASS_OK)
+      GT_THROW("cutlass: " + id() + ": " + lib_->status_text(st));
+  }
+
+ private:
+  void prepare_locked() override {
     if (lib_) return;
     Built b = builder_->build(spec_);
     compile_s_ = b.compile_s;
@@ -159,14 +166,6 @@ class CutlassCandidate final : public detail::Candidate {
     lib_ = std::move(lib);
   }
 
-  void run(const GemmArgs& g, cudaStream_t s) override {
-    if (!lib_) prepare();
-    GtCutlassArgs a = args(g);
-    if (int st = lib_->run(&a, ws_.get(), s); st != GT_CUTLASS_OK)
-      GT_THROW("cutlass: " + id() + ": " + lib_->status_text(st));
-  }
-
- private:
   GtCutlassArgs args(const GemmArgs& g) const {
     return gemm_abi_args<GtCutlassArgs>(GT_CUTLASS_ABI_VERSION, dev_, p_, g);
   }
@@ -175,10 +174,8 @@ class CutlassCandidate final : public detail::Candidate {
   DeviceInfo dev_;
   GemmProblem p_;
   InstanceSpec spec_;
-  std::mutex mu_;
   std::shared_ptr<const Library> lib_;
   DeviceBuffer ws_;
-  double compile_s_ = 0;
 };
 
 class CutlassBackend final : public Backend {

@@ -33,6 +33,7 @@
 #include <mutex>
 
 #include "backends/backend.hpp"
+#include "backends/lazy_candidate.hpp"
 #include "backends/triton/compiler.hpp"
 #include "backends/triton/configs.hpp"
 #include "compile/log_hub.hpp"
@@ -146,7 +147,7 @@ CUdeviceptr dptr(const void* p) { return CUdeviceptr(reinterpret_cast<uintptr_t>
 
 // ---- the candidate ----------------------------------------------------------------------------
 
-class TritonCandidate final : public detail::Candidate {
+class TritonCandidate final : public LazyCandidate<GemmOp> {
  public:
   TritonCandidate(std::shared_ptr<triton::Compiler> compiler, const GemmProblem& p, const Config& c, int device,
                   int num_sms)
@@ -155,15 +156,6 @@ class TritonCandidate final : public detail::Candidate {
   std::string backend() const override { return kName; }
   std::string id() const override { return cfg_.id(); }
   std::string name() const override { return cfg_.name(); }
-  double compile_seconds() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return compile_s_;
-  }
-
-  void prepare() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    prepare_locked();
-  }
 
   void run(const GemmArgs& g, cudaStream_t s) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -184,7 +176,7 @@ class TritonCandidate final : public detail::Candidate {
   }
 
  private:
-  void prepare_locked() {
+  void prepare_locked() override {
     if (ready_) return;
     std::vector<CompiledArtifact> arts;
     arts.push_back(compiler_->compile(triton::gemm_params(cfg_, p_, sms_)));
@@ -222,9 +214,7 @@ class TritonCandidate final : public detail::Candidate {
   GemmProblem p_;
   Config cfg_;
   int device_, sms_;
-  mutable std::mutex mu_;
   bool ready_ = false;
-  double compile_s_ = 0;
   LoadedKernel gemm_, reduce_;
   Scratch workspace_;  // split-k partials [split_k, m, n] fp32
 };

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "backends/backend.hpp"
+#include "backends/lazy_candidate.hpp"
 #include "backends/triton/compiler.hpp"
 #include "compile/worker_pool.hpp"
 #include "core/cuda.hpp"
@@ -139,7 +140,7 @@ struct Scratch {
   }
 };
 
-class TritonSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
+class TritonSoftmaxCandidate final : public LazyCandidate<SoftmaxOp> {
  public:
   TritonSoftmaxCandidate(std::shared_ptr<triton::Compiler> compiler, const SoftmaxProblem& p,
                          const triton::SoftmaxConfig& c, std::string digest, int device)
@@ -148,14 +149,6 @@ class TritonSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
   std::string backend() const override { return kName; }
   std::string id() const override { return cfg_.id(); }
   std::string name() const override { return cfg_.id(); }
-  double compile_seconds() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return compile_s_;
-  }
-  void prepare() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    prepare_locked();
-  }
   void run(const SoftmaxArgs& a, cudaStream_t s) override {
     std::lock_guard<std::mutex> lock(mu_);
     prepare_locked();
@@ -172,7 +165,7 @@ class TritonSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
   }
 
  private:
-  void prepare_locked() {
+  void prepare_locked() override {
     if (fn_) return;
     triton::CompiledArtifact a = compiler_->compile(triton::softmax_params(cfg_, p_, digest_));
     compile_s_ = a.compile_s;
@@ -201,8 +194,6 @@ class TritonSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
   triton::SoftmaxConfig cfg_;
   std::string digest_;
   int device_;
-  mutable std::mutex mu_;
-  double compile_s_ = 0;
   driver::Module module_;
   CUfunction fn_ = nullptr;
   int64_t grid_ = 0;
