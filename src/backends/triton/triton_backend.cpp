@@ -36,6 +36,7 @@
 #include "backends/lazy_candidate.hpp"
 #include "backends/triton/compiler.hpp"
 #include "backends/triton/configs.hpp"
+#include "backends/triton/launch.hpp"
 #include "compile/log_hub.hpp"
 #include "core/cuda.hpp"
 #include "core/driver.hpp"
@@ -47,10 +48,11 @@ using nlohmann::json;
 using triton::CompiledArtifact;
 using triton::Config;
 using triton::Grid;
+using triton::LoadedKernel;
+using triton::Scratch;
 
 constexpr const char* kName = "triton";
 constexpr int kDefaultSms = 132;              // H100 / H200 SXM, when the device reports none
-constexpr unsigned kDefaultSharedLimit = 48 * 1024;  // above this a kernel must opt in
 
 // ---- one process-wide compiler --------------------------------------------------------------
 
@@ -70,73 +72,10 @@ std::shared_ptr<triton::Compiler> shared_compiler() {
   return compiler;
 }
 
-// ---- one loaded kernel ------------------------------------------------------------------------
-
-// A device buffer of at least `bytes`, `align`-aligned (cudaMalloc gives 256 bytes).
-struct Scratch {
-  DeviceBuffer buf;
-  CUdeviceptr ptr = 0;
-  void allocate(int64_t bytes, int64_t align) {
-    if (bytes <= 0) return;
-    align = std::max<int64_t>(align, 1);
-    buf = DeviceBuffer(size_t(bytes + align));
-    auto base = reinterpret_cast<uintptr_t>(buf.get());
-    ptr = CUdeviceptr((base + uintptr_t(align) - 1) / uintptr_t(align) * uintptr_t(align));
-  }
-};
-
-struct LoadedKernel {
-  driver::Module module;
-  CUfunction fn = nullptr;
-  Grid grid;
-  unsigned threads = 0, shared = 0;
-  Scratch global_scratch, profile_scratch;
-
-  // Enqueues the kernel with `args` (pointers to the runtime arguments, in order) followed by
-  // the two hidden scratch pointers.
-  void launch(std::vector<void*> args, cudaStream_t stream) {
-    args.push_back(&global_scratch.ptr);
-    args.push_back(&profile_scratch.ptr);
-    GT_CU(driver::api().launch(fn, grid.x, grid.y, grid.z, threads, 1, 1, shared, stream, args.data(), nullptr));
-  }
-};
-
-int64_t meta_int(const json& m, const char* key, int64_t fallback) {
-  auto it = m.find(key);
-  return it != m.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
-}
+// ---- the launch ABI --------------------------------------------------------------------------
 
 // Runtime arguments of each kernel before the two hidden scratch pointers.
 constexpr int64_t kGemmArgs = 17, kReduceArgs = 12;
-
-LoadedKernel load_kernel(const CompiledArtifact& a, Grid grid, int64_t runtime_args) {
-  const json& m = a.launch;
-  // Triton's count of kernel parameters (hidden ones included), when the worker reports it:
-  // a mismatch would make the launch read garbage.
-  int64_t params = meta_int(m, "num_params", runtime_args + 2);
-  GT_CHECK(params == runtime_args + 2, "triton: " + a.function + " takes " + std::to_string(params) +
-                                           " parameters; the launch ABI passes " + std::to_string(runtime_args + 2));
-  int64_t ctas = meta_int(m, "num_ctas", 1), warps = meta_int(m, "num_warps", 0), shared = meta_int(m, "shared", -1);
-  GT_CHECK(ctas == 1, "triton: " + a.function + " uses thread-block clusters (num_ctas " + std::to_string(ctas) +
-                          "), which this backend does not launch");
-  GT_CHECK(warps >= 1 && warps <= 32, "triton: " + a.function + ": bad num_warps " + std::to_string(warps));
-  GT_CHECK(shared >= 0 && shared <= triton::kMaxSharedBytes,
-           "triton: " + a.function + " needs " + std::to_string(shared) + " bytes of shared memory (sm_90: " +
-               std::to_string(triton::kMaxSharedBytes) + ")");
-  LoadedKernel k;
-  k.module = driver::Module(a.artifact.bytes->data());
-  k.fn = k.module.function(a.function);
-  k.grid = grid;
-  k.threads = unsigned(warps * 32);
-  k.shared = unsigned(shared);
-  if (k.shared > kDefaultSharedLimit)
-    GT_CU(driver::api().set_attribute(k.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(k.shared)));
-  k.global_scratch.allocate(meta_int(m, "global_scratch_size", 0) * grid.programs(),
-                            meta_int(m, "global_scratch_align", 1));
-  k.profile_scratch.allocate(meta_int(m, "profile_scratch_size", 0) * grid.programs(),
-                             meta_int(m, "profile_scratch_align", 1));
-  return k;
-}
 
 void check_aligned(const void* ptr, const char* what) {
   if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
@@ -160,7 +99,7 @@ class TritonCandidate final : public LazyCandidate<GemmOp> {
   void run(const GemmArgs& g, cudaStream_t s) override {
     std::lock_guard<std::mutex> lock(mu_);
     prepare_locked();
-    ensure_context();
+    triton::ensure_context(device_);
     check_args(g);
     CUdeviceptr a = dptr(g.a), b = dptr(g.b), c = p_.uses_c() ? dptr(g.c) : 0, d = dptr(g.d);
     CUdeviceptr bias = p_.bias ? dptr(g.bias) : 0;
@@ -184,18 +123,12 @@ class TritonCandidate final : public LazyCandidate<GemmOp> {
     compile_s_ = 0;
     for (auto& a : arts) compile_s_ += a.compile_s;
     GT_CUDA(cudaSetDevice(device_));  // makes the device's primary context current on this thread
-    gemm_ = load_kernel(arts[0], triton::gemm_grid(cfg_, p_, sms_), kGemmArgs);
+    gemm_ = triton::load_kernel(arts[0], triton::gemm_grid(cfg_, p_, sms_), kGemmArgs, kName, triton::kMaxSharedBytes);
     if (cfg_.split_k > 1) {
-      reduce_ = load_kernel(arts[1], triton::reduce_grid(p_), kReduceArgs);
+      reduce_ = triton::load_kernel(arts[1], triton::reduce_grid(p_), kReduceArgs, kName, triton::kMaxSharedBytes);
       workspace_.allocate(triton::workspace_bytes(cfg_, p_), 16);
     }
     ready_ = true;
-  }
-
-  // A thread that never used the runtime has no current context: bind the device's.
-  void ensure_context() const {
-    CUcontext ctx = nullptr;
-    if (driver::api().current_context(&ctx) != CUDA_SUCCESS || !ctx) GT_CUDA(cudaSetDevice(device_));
   }
 
   void check_args(const GemmArgs& g) const {
@@ -253,11 +186,7 @@ class TritonBackend final : public Backend {
   }
 
   Verdict available() const override {
-    if (dev_.cc_major != 9 || dev_.cc_minor != 0)
-      return Verdict::no("the Triton kernels are compiled for sm_90a; this device is sm_" +
-                         std::to_string(dev_.cc_major) + std::to_string(dev_.cc_minor));
-    std::string why;
-    if (!driver::available(&why)) return Verdict::no(why);
+    if (Verdict v = triton::device_verdict(dev_); !v) return v;
     if (!compiler_) return Verdict::no(broken_);
     return warm_.get();
   }

@@ -17,6 +17,7 @@
 #include "backends/backend.hpp"
 #include "backends/lazy_candidate.hpp"
 #include "backends/triton/compiler.hpp"
+#include "backends/triton/launch.hpp"
 #include "compile/worker_pool.hpp"
 #include "core/cuda.hpp"
 #include "core/driver.hpp"
@@ -122,24 +123,6 @@ namespace {
 using nlohmann::json;
 constexpr const char* kName = "triton";
 
-int64_t meta_int(const json& m, const char* key, int64_t fallback) {
-  auto it = m.find(key);
-  return it != m.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
-}
-
-// A device buffer of at least `bytes`, `align`-aligned.
-struct Scratch {
-  DeviceBuffer buf;
-  CUdeviceptr ptr = 0;
-  void allocate(int64_t bytes, int64_t align) {
-    if (bytes <= 0) return;
-    align = std::max<int64_t>(align, 1);
-    buf = DeviceBuffer(size_t(bytes + align));
-    auto base = reinterpret_cast<uintptr_t>(buf.get());
-    ptr = CUdeviceptr((base + uintptr_t(align) - 1) / uintptr_t(align) * uintptr_t(align));
-  }
-};
-
 class TritonSoftmaxCandidate final : public LazyCandidate<SoftmaxOp> {
  public:
   TritonSoftmaxCandidate(std::shared_ptr<triton::Compiler> compiler, const SoftmaxProblem& p,
@@ -152,41 +135,27 @@ class TritonSoftmaxCandidate final : public LazyCandidate<SoftmaxOp> {
   void run(const SoftmaxArgs& a, cudaStream_t s) override {
     std::lock_guard<std::mutex> lock(mu_);
     prepare_locked();
-    CUcontext ctx = nullptr;
-    if (driver::api().current_context(&ctx) != CUDA_SUCCESS || !ctx) GT_CUDA(cudaSetDevice(device_));
+    triton::ensure_context(device_);
     for (const void* ptr : {static_cast<const void*>(a.x), static_cast<const void*>(a.y)})
       GT_CHECK(reinterpret_cast<uintptr_t>(ptr) % 16 == 0, "triton softmax: x and y must be 16-byte aligned");
     CUdeviceptr x = CUdeviceptr(reinterpret_cast<uintptr_t>(a.x)), y = CUdeviceptr(reinterpret_cast<uintptr_t>(a.y));
     int32_t rows = int32_t(p_.rows), cols = int32_t(p_.cols);
     int64_t ld = p_.row_stride();
     float scale = p_.scale;
-    void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &global_.ptr, &profile_.ptr};
-    GT_CU(driver::api().launch(fn_, unsigned(grid_), 1, 1, threads_, 1, 1, shared_, s, args, nullptr));
+    kernel_.launch({&x, &y, &rows, &cols, &ld, &scale}, s);
   }
 
  private:
   void prepare_locked() override {
-    if (fn_) return;
+    if (kernel_.fn) return;
     triton::CompiledArtifact a = compiler_->compile(triton::softmax_params(cfg_, p_, digest_));
     compile_s_ = a.compile_s;
-    const json& m = a.launch;
-    GT_CHECK(meta_int(m, "num_params", 8) == 8, "triton softmax: " + a.function + " takes " +
-                                                     std::to_string(meta_int(m, "num_params", 8)) +
-                                                     " parameters; the launch ABI passes 8");
-    GT_CHECK(meta_int(m, "num_ctas", 1) == 1, "triton softmax: " + a.function + " uses clusters");
-    const int64_t warps = meta_int(m, "num_warps", 0), shared = meta_int(m, "shared", -1);
-    GT_CHECK(warps >= 1 && warps <= 32, "triton softmax: " + a.function + ": bad num_warps " + std::to_string(warps));
-    GT_CHECK(shared >= 0 && shared <= 48 * 1024, "triton softmax: " + a.function + " needs " + std::to_string(shared) +
-                                                     " bytes of shared memory (at most 48 KiB expected)");
+    const int64_t grid = triton::softmax_grid(cfg_, p_);
+    GT_CHECK(grid <= 0x7fffffff, "triton softmax: grid too large");
     GT_CUDA(cudaSetDevice(device_));
-    module_ = driver::Module(a.artifact.bytes->data());
-    grid_ = triton::softmax_grid(cfg_, p_);
-    GT_CHECK(grid_ <= 0x7fffffff, "triton softmax: grid too large");
-    threads_ = unsigned(warps * 32);
-    shared_ = unsigned(shared);
-    global_.allocate(meta_int(m, "global_scratch_size", 0) * grid_, meta_int(m, "global_scratch_align", 1));
-    profile_.allocate(meta_int(m, "profile_scratch_size", 0) * grid_, meta_int(m, "profile_scratch_align", 1));
-    fn_ = module_.function(a.function);
+    // Launch ABI: x, y, rows, cols, ld, scale; the kernels need at most the default 48 KiB of
+    // shared memory.
+    kernel_ = triton::load_kernel(a, triton::Grid{unsigned(grid), 1, 1}, 6, "triton softmax", 48 * 1024);
   }
 
   std::shared_ptr<triton::Compiler> compiler_;
@@ -194,11 +163,7 @@ class TritonSoftmaxCandidate final : public LazyCandidate<SoftmaxOp> {
   triton::SoftmaxConfig cfg_;
   std::string digest_;
   int device_;
-  driver::Module module_;
-  CUfunction fn_ = nullptr;
-  int64_t grid_ = 0;
-  unsigned threads_ = 0, shared_ = 0;
-  Scratch global_, profile_;
+  triton::LoadedKernel kernel_;
 };
 
 class TritonSoftmaxBackend final : public SoftmaxBackend {
@@ -226,11 +191,7 @@ class TritonSoftmaxBackend final : public SoftmaxBackend {
     return "triton " + compiler_->triton_version() + " (softmax template " + digest_ + ")";
   }
   Verdict available() const override {
-    if (dev_.cc_major != 9 || dev_.cc_minor != 0)
-      return Verdict::no("the Triton kernels are compiled for sm_90a; this device is sm_" +
-                         std::to_string(dev_.cc_major) + std::to_string(dev_.cc_minor));
-    std::string why;
-    if (!driver::available(&why)) return Verdict::no(why);
+    if (Verdict v = triton::device_verdict(dev_); !v) return v;
     if (!compiler_) return Verdict::no(broken_);
     return compiler_->available();
   }

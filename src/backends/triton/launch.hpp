@@ -1,0 +1,61 @@
+// Loading and launching one compiled Triton kernel with the driver API, shared by the Triton GEMM
+// (triton_backend.cpp) and softmax (triton_softmax.cpp) backends: the launch metadata's checks,
+// the module, the hidden scratch buffers, the launch itself.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "backends/triton/compiler.hpp"
+#include "backends/triton/configs.hpp"
+#include "core/cuda.hpp"
+#include "core/driver.hpp"
+
+namespace gemmtune::triton {
+
+// The integer `key` of launch metadata `m`, or `fallback` when absent or not an integer.
+int64_t meta_int(const nlohmann::json& m, const char* key, int64_t fallback);
+
+// A device buffer of at least `bytes`, `align`-aligned (cudaMalloc gives 256 bytes); ptr stays 0
+// when bytes <= 0.
+struct Scratch {
+  DeviceBuffer buf;
+  CUdeviceptr ptr = 0;
+  void allocate(int64_t bytes, int64_t align);
+};
+
+// One loaded kernel: its module, function, grid, block and dynamic shared memory, and Triton's
+// hidden global and profile scratch buffers (the metadata's per-program sizes times the grid).
+struct LoadedKernel {
+  driver::Module module;
+  CUfunction fn = nullptr;  // null until loaded
+  Grid grid;
+  unsigned threads = 0, shared = 0;
+  Scratch global_scratch, profile_scratch;
+
+  // Enqueues the kernel with `args` (pointers to the runtime arguments, in order, at most 30)
+  // followed by the two hidden scratch pointers.
+  void launch(std::initializer_list<void*> args, cudaStream_t stream);
+};
+
+// Loads `a` (on the current device) for `grid`, after checking its launch metadata: Triton's
+// parameter count (when reported) is `runtime_args` + the 2 hidden ones, no clusters, 1..32
+// warps, at most `max_shared` bytes of shared memory (above 48 KiB the kernel opts in). Throws
+// Error prefixed "<who>: " ("triton", "triton softmax").
+LoadedKernel load_kernel(const CompiledArtifact& a, Grid grid, int64_t runtime_args, const std::string& who,
+                         int64_t max_shared);
+
+// The device's availability for Triton kernels: sm_90 (what they are compiled for) and a usable
+// driver API.
+Verdict device_verdict(const DeviceInfo& dev);
+
+// A thread that never used the runtime has no current context: binds `device`'s primary one.
+void ensure_context(int device);
+
+}  // namespace gemmtune::triton
