@@ -1,20 +1,9 @@
 // The hash of a compile backend's Python sources (source_hash.hpp).
 #include "compile/source_hash.hpp"
 
-#include <fstream>
-#include <sstream>
-
 #include "store/sha256.hpp"
 
 namespace gemmtune {
-
-std::optional<std::string> slurp(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 SourcesHash hash_sources(const std::filesystem::path& dir, std::span<const char* const> sources,
                          const std::function<bool(std::string_view rel)>& required) {

@@ -9,10 +9,9 @@
 #include <string>
 #include <string_view>
 
-namespace gemmtune {
+#include "compile/compile_util.hpp"  // slurp
 
-// The bytes of the file at `path`; nullopt when it cannot be opened.
-std::optional<std::string> slurp(const std::filesystem::path& path);
+namespace gemmtune {
 
 struct SourcesHash {
   std::string hex;                             // SHA-256, 64 lowercase hex digits ("" when missing is set)

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "compile/compile_util.hpp"
 #include "compile/source_hash.hpp"
 #include "core/paths.hpp"
 #include "gemmtune/error.hpp"
@@ -25,55 +26,6 @@ constexpr const char* kSources[] = {"gemmtune/cutedsl/gemm_sm90.py", "gemmtune/c
                                     "gemmtune/cutedsl/shim_template.cpp", "gemmtune/cutedsl/runtime.cpp",
                                     "gemmtune/cutedsl/gt_cutedsl_abi.h"};
 
-std::string first_line(const std::string& text, size_t max = 300) {
-  std::string line = text.substr(0, text.find('\n'));
-  return line.size() > max ? line.substr(0, max) + "..." : line;
-}
-
-// The compiler's message on one line: its first line and, when different, its last non-empty
-// one (the DSL's errors end with the useful part).
-std::string error_summary(const std::string& text) {
-  std::string first = first_line(text);
-  size_t end = text.find_last_not_of(" \t\r\n");
-  if (end == std::string::npos) return first;
-  size_t start = text.rfind('\n', end);
-  size_t from = start == std::string::npos ? 0 : start + 1;
-  std::string last = first_line(text.substr(from, end + 1 - from));
-  return last == first ? first : first + " ... " + last;
-}
-
-void write_atomically(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  fs::path tmp = path;
-  tmp += ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) GT_THROW("cutedsl: cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
-}
-
-class TempDir {
- public:
-  explicit TempDir(const fs::path& parent) {
-    fs::create_directories(parent);
-    std::string tmpl = (parent / "compile-XXXXXX").string();
-    GT_CHECK(mkdtemp(tmpl.data()), "cutedsl: cannot create a temporary directory in " + parent.string());
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 }  // namespace
 
 CompilerOptions CompilerOptions::defaults(std::function<void(const std::string&)> log) {
@@ -82,7 +34,7 @@ CompilerOptions CompilerOptions::defaults(std::function<void(const std::string&)
   o.pool.env["GEMMTUNE_WORKER_BACKENDS"] = "cutedsl";
   o.pool.log = log;
   o.python_dir = gemmtune::python_dir();
-  if (const char* t = std::getenv("GEMMTUNE_COMPILE_TIMEOUT"); t && std::atof(t) > 0) o.timeout_s = std::atof(t);
+  o.timeout_s = compile_timeout_s(o.timeout_s);
   o.load_only = env_or_empty("GEMMTUNE_CUTEDSL_LOAD_ONLY") == "1";
   o.log = std::move(log);
   return o;
@@ -125,7 +77,7 @@ Verdict Compiler::available() {
         toolchain_ = versions["cutedsl_toolchain"].get<std::string>();
         try {  // record the toolchain next to the artifacts it keys, for load-only machines
           std::string text = json{{"toolchain", toolchain_}}.dump(2) + "\n";
-          if (slurp(record).value_or("") != text) write_atomically(record, text);
+          if (slurp(record).value_or("") != text) write_atomically(record, text, "cutedsl");
         } catch (const std::exception& e) {
           if (opt_.log) opt_.log(std::string("cutedsl: warning: cannot record the toolchain: ") + e.what());
         }
@@ -233,18 +185,15 @@ Compiled Compiler::compile(const json& params) {
 }
 
 Compiled Compiler::compile_miss(const std::string& key, const json& params) {
-  TempDir dir(store_->root() / "cutedsl" / "tmp");
+  const fs::path tmp = store_->root() / "cutedsl" / "tmp";
+  fs::create_directories(tmp);
+  TempDir dir(tmp, "compile-", "cutedsl");
   json request = {{"op", "compile"}, {"backend", "cutedsl"}, {"params", params}, {"out_dir", dir.path().string()}};
   auto t0 = std::chrono::steady_clock::now();
   json r = pool_->request(std::move(request), opt_.timeout_s);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   try {
-    if (!r.value("ok", false)) {
-      std::string kind = r.value("kind", std::string("compile"));
-      std::string error = r.value("error", std::string("(no error text)"));
-      if (opt_.log) opt_.log("cutedsl: " + params.dump() + ": " + kind + " error:\n" + error.substr(0, 2000));
-      GT_THROW("cutedsl: compile failed (" + kind + "): " + error_summary(error));
-    }
+    check_worker_answer(r, "cutedsl", params.dump(), opt_.log);
     GT_CHECK(r.contains("artifact") && r["artifact"].is_string() && r.contains("meta") && r["meta"].is_object(),
              "cutedsl: the compile worker's answer lacks artifact or meta: " + first_line(r.dump()));
     const fs::path file = r["artifact"].get<std::string>();

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "compile/compile_util.hpp"
 #include "core/paths.hpp"
 #include "gemmtune/error.hpp"
 #include "store/sha256.hpp"
@@ -31,14 +32,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string env(const char* name) { return env_or_empty(name); }
-
-std::optional<std::string> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // This file is src/backends/cutlass/builder.cpp (CMake passes absolute paths): the kernel
 // headers sit next to it and the repository root is three levels up.
@@ -93,7 +86,7 @@ fs::path find_nvcc() {
 }
 
 std::string cutlass_version_of(const fs::path& include) {
-  auto text = read_file(include / "cutlass" / "version.h");
+  auto text = slurp(include / "cutlass" / "version.h");
   if (!text) return "";
   auto num = [&](const char* name) {
     std::smatch m;
@@ -119,18 +112,6 @@ std::string nvcc_message(const std::string& log) {
   std::string msg = errors.empty() ? log.substr(log.size() > 3000 ? log.size() - 3000 : 0) : errors;
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
   return msg;
-}
-
-void write_atomically(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  fs::path tmp = path;
-  tmp += ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) GT_THROW("cutlass: cannot write " + tmp.string());
-  }
-  fs::rename(tmp, path);
 }
 
 }  // namespace
@@ -200,8 +181,8 @@ Builder::Builder(BuilderOptions options) : opt_(std::move(options)) {
   fs::path nvcc = find_nvcc();
   fs::path kernel_dir = env("GEMMTUNE_CUTLASS_KERNEL_DIR").empty() ? source_dir() / "kernel"
                                                                    : fs::path(env("GEMMTUNE_CUTLASS_KERNEL_DIR"));
-  auto header = read_file(kernel_dir / "sm90_gemm.cuh");
-  auto abi = read_file(kernel_dir / "gt_cutlass_abi.h");
+  auto header = slurp(kernel_dir / "sm90_gemm.cuh");
+  auto abi = slurp(kernel_dir / "gt_cutlass_abi.h");
   std::string why;
   if (nvcc.empty()) why = "no nvcc (set GEMMTUNE_NVCC or CUDA_HOME)";
   else if (include.empty()) why = why_cutlass;
@@ -224,7 +205,7 @@ Builder::Builder(BuilderOptions options) : opt_(std::move(options)) {
       fs::path log = dir / ("nvcc-version-" + std::to_string(getpid()) + ".txt");
       bool timed_out = false;
       int rc = run_process({nvcc.string(), "--version"}, log, 30, &timed_out);
-      t.nvcc_version_text = read_file(log).value_or("");
+      t.nvcc_version_text = slurp(log).value_or("");
       fs::remove(log);
       if (rc != 0) why = nvcc.string() + " --version failed (exit " + std::to_string(rc) + ")";
     } catch (const std::exception& e) {
@@ -235,7 +216,7 @@ Builder::Builder(BuilderOptions options) : opt_(std::move(options)) {
       // Record the toolchain next to the artifacts it keys (for load-only machines).
       try {
         std::string text = t.to_json().dump(2) + "\n";
-        if (read_file(record).value_or("") != text) write_atomically(record, text);
+        if (slurp(record).value_or("") != text) write_atomically(record, text, "cutlass");
       } catch (const std::exception& e) {
         if (opt_.log) opt_.log(std::string("cutlass: warning: cannot record the toolchain: ") + e.what());
       }
@@ -245,7 +226,7 @@ Builder::Builder(BuilderOptions options) : opt_(std::move(options)) {
   }
 
   // Load-only mode: a store made on another machine (a kernel pack) with its toolchain record.
-  if (auto text = read_file(record)) {
+  if (auto text = slurp(record)) {
     try {
       toolchain_ = Toolchain::from_json(nlohmann::json::parse(*text));
       available_ = Verdict::yes();
@@ -309,7 +290,7 @@ Built Builder::compile_miss(const std::string& key, const InstanceSpec& spec) {
     }
   } cleanup{dir};
 
-  write_atomically(dir / "kernel.cu", spec.source());
+  write_atomically(dir / "kernel.cu", spec.source(), "cutlass");
   std::vector<std::string> argv{t.nvcc.string()};
   argv.insert(argv.end(), t.flags.begin(), t.flags.end());
   for (const fs::path& inc : {t.kernel_dir, t.cutlass_include, t.cutlass_util_include}) argv.push_back("-I" + inc.string());
@@ -334,8 +315,8 @@ Built Builder::compile_miss(const std::string& key, const InstanceSpec& spec) {
     GT_THROW(what + ": nvcc timed out after " + std::to_string(int(opt_.timeout_s)) + " s (GEMMTUNE_NVCC_TIMEOUT)");
   if (rc != 0)
     GT_THROW(what + ": nvcc failed (exit " + std::to_string(rc) + "): " +
-             nvcc_message(read_file(dir / "nvcc.log").value_or("")));
-  auto bytes = read_file(dir / "kernel.so");
+             nvcc_message(slurp(dir / "nvcc.log").value_or("")));
+  auto bytes = slurp(dir / "kernel.so");
   GT_CHECK(bytes && !bytes->empty(), what + ": nvcc succeeded but wrote no shared object");
 
   nlohmann::json meta{{"backend", "cutlass"},

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "compile/compile_util.hpp"
 #include "compile/source_hash.hpp"
 #include "gemmtune/error.hpp"
 
@@ -21,43 +22,6 @@ namespace {
 constexpr const char* kTemplate = "gemmtune/kernels/triton_gemm.py";
 constexpr const char* kSources[] = {kTemplate, "gemmtune/triton_compile.py", "gemmtune/worker.py"};
 
-std::string first_line(const std::string& text, size_t max = 300) {
-  std::string line = text.substr(0, text.find('\n'));
-  return line.size() > max ? line.substr(0, max) + "..." : line;
-}
-
-// A compiler error on one line: its first line and, when different, its last non-empty one
-// (Triton's first line is often only "at 45:8:").
-std::string error_summary(const std::string& text) {
-  std::string first = first_line(text);
-  size_t end = text.find_last_not_of(" \t\r\n");
-  if (end == std::string::npos) return first;
-  size_t start = text.rfind('\n', end);
-  std::string last = first_line(text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1)));
-  return last == first ? first : first + " ... " + last;
-}
-
-// A fresh private directory for one compile's output; removed with the object.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gemmtune-compile-XXXXXX").string();
-    GT_CHECK(mkdtemp(tmpl.data()), "triton: cannot create a temporary directory in " +
-                                       fs::temp_directory_path().string());
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 }  // namespace
 
 CompilerOptions CompilerOptions::defaults(std::function<void(const std::string&)> log) {
@@ -69,7 +33,7 @@ CompilerOptions CompilerOptions::defaults(std::function<void(const std::string&)
   const char* fs_env = std::getenv("GEMMTUNE_COMPILE_FORK_SERVER");
   o.pool.fork_server = !(fs_env && std::string(fs_env) == "0");
   o.python_dir = gemmtune::python_dir();
-  if (const char* t = std::getenv("GEMMTUNE_COMPILE_TIMEOUT"); t && std::atof(t) > 0) o.timeout_s = std::atof(t);
+  o.timeout_s = compile_timeout_s(o.timeout_s);
   o.log = std::move(log);
   return o;
 }
@@ -182,7 +146,7 @@ CompiledArtifact Compiler::compile(const json& params) {
 }
 
 CompiledArtifact Compiler::compile_miss(const std::string& key, const json& params) {
-  TempDir dir;
+  TempDir dir(fs::temp_directory_path(), "gemmtune-compile-", "triton");
   const std::string kernel = params.value("kernel", std::string());
   json request = {{"op", "compile"}, {"backend", "triton"}, {"kernel", kernel},
                   {"params", params},  {"out_dir", dir.path().string()}};
@@ -198,12 +162,7 @@ CompiledArtifact Compiler::compile_miss(const std::string& key, const json& para
 
 CompiledArtifact Compiler::accept_answer(const std::string& key, const json& params, const json& r, double wall) {
   const std::string kernel = params.value("kernel", std::string());
-  if (!r.value("ok", false)) {
-    std::string kind = r.value("kind", std::string("compile"));
-    std::string error = r.value("error", std::string("(no error text)"));
-    if (opt_.log) opt_.log("triton: " + kernel + " " + params.dump() + ": " + kind + " error:\n" + error.substr(0, 2000));
-    GT_THROW("triton: compile failed (" + kind + "): " + error_summary(error));
-  }
+  check_worker_answer(r, "triton", kernel + " " + params.dump(), opt_.log);
   bool ok = r.contains("artifact") && r["artifact"].is_string() && r.contains("name") && r["name"].is_string() &&
             r.contains("meta") && r["meta"].is_object();
   GT_CHECK(ok, "triton: the compile worker's answer lacks artifact, name or meta: " + first_line(r.dump()));
