@@ -24,6 +24,7 @@
 #include "backends/cutedsl/cutedsl_backend.hpp"
 #include "backends/kernel_library.hpp"
 #include "backends/lazy_candidate.hpp"
+#include "compile/source_hash.hpp"
 #include "core/parallel.hpp"
 #include "core/paths.hpp"
 #include "gemmtune/error.hpp"
@@ -73,14 +74,6 @@ int kind_of(const SoftmaxConfig& c) {
   if (c.online) return c.cluster > 1 ? 4 : 3;
   if (c.cluster > 1) return 2;
   return c.rows_per_cta() > 1 ? 0 : 1;
-}
-
-std::optional<std::string> slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -356,14 +349,10 @@ const char* const kSoftmaxSources[6] = {"gemmtune/cutedsl/softmax_sm90.py",  "ge
                                         "gemmtune/cutedsl/compile.py",       "gemmtune/cutedsl/runtime.cpp"};
 
 std::string softmax_sources_digest(const fs::path& python_dir) {
-  Sha256 h;
-  for (const char* rel : kSoftmaxSources) {
-    auto bytes = slurp(python_dir / rel);
-    GT_CHECK(bytes,
-             "cutedsl: softmax sources not found: " + (python_dir / rel).string() + " (set GEMMTUNE_PYTHON_DIR)");
-    h.update(std::string(rel) + "\n" + std::to_string(bytes->size()) + "\n" + *bytes + "\n");
-  }
-  return h.hex().substr(0, 16);
+  SourcesHash sources = hash_sources(python_dir, kSoftmaxSources);  // every one required
+  GT_CHECK(!sources.missing,
+           "cutedsl: softmax sources not found: " + sources.missing->string() + " (set GEMMTUNE_PYTHON_DIR)");
+  return sources.hex.substr(0, 16);
 }
 
 json softmax_params(const SoftmaxConfig& c, const SoftmaxProblem& p, const std::string& digest) {

@@ -18,6 +18,7 @@
 #include "backends/lazy_candidate.hpp"
 #include "backends/triton/compiler.hpp"
 #include "backends/triton/launch.hpp"
+#include "compile/compile_util.hpp"
 #include "compile/worker_pool.hpp"
 #include "core/cuda.hpp"
 #include "core/driver.hpp"
@@ -170,14 +171,12 @@ class TritonSoftmaxBackend final : public SoftmaxBackend {
  public:
   explicit TritonSoftmaxBackend(const BackendContext& ctx) : dev_(ctx.device) {
     const auto path = python_dir() / triton::kTemplate;
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
+    auto text = slurp(path);
+    if (!text) {
       broken_ = "Triton softmax template not found at " + path.string() + " (set GEMMTUNE_PYTHON_DIR)";
       return;
     }
-    std::stringstream ss;
-    ss << f.rdbuf();
-    digest_ = sha256_hex(ss.str()).substr(0, 16);
+    digest_ = sha256_hex(*text).substr(0, 16);
     try {
       compiler_ = triton::process_compiler();
     } catch (const Error& e) {
