@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "compile/precompile_items.hpp"
 #include "compile/single_flight.hpp"
-#include "core/parallel.hpp"
 #include "gemmtune/error.hpp"
 #include "compile/worker_pool.hpp"
 #include "store/artifact_store.hpp"
@@ -116,26 +116,13 @@ class Compiler {
 template <class Item>
 void compile_items(Compiler& compiler, std::vector<Item>& items, const std::vector<nlohmann::json>& params,
                    int threads, const std::function<void(const Item&)>& progress) {
-  std::vector<size_t> todo;
-  for (size_t i = 0; i < items.size(); ++i)
-    if (!items[i].key.empty()) todo.push_back(i);
-    else if (progress) progress(items[i]);
-  GT_CHECK(todo.size() == params.size(), "cutedsl precompile: one params object per keyed item");
+  GT_CHECK(size_t(std::count_if(items.begin(), items.end(), [](const Item& it) { return !it.key.empty(); })) ==
+               params.size(),
+           "cutedsl precompile: one params object per keyed item");
   compiler.prestart(params);
-  std::mutex progress_mu;
-  parallel_for(todo.size(), size_t(std::max(1, threads)), [&](size_t j) {
-    Item& it = items[todo[j]];
-    try {
-      Compiled c = compiler.compile(params[j]);
-      it.store_hit = c.store_hit, it.seconds = c.compile_s;
-    } catch (const std::exception& e) {
-      auto* ge = dynamic_cast<const Error*>(&e);
-      it.error = ge ? ge->message() : e.what();
-    }
-    if (progress) {
-      std::lock_guard<std::mutex> lock(progress_mu);
-      progress(it);
-    }
+  build_keyed_items(items, threads, progress, [&](size_t j, Item& it) {
+    Compiled c = compiler.compile(params[j]);
+    it.store_hit = c.store_hit, it.seconds = c.compile_s;
   });
 }
 

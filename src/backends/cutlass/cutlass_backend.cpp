@@ -30,7 +30,7 @@
 #include "backends/lazy_candidate.hpp"
 #include "core/cuda.hpp"
 #include "gemmtune/error.hpp"
-#include "core/parallel.hpp"
+#include "compile/precompile_items.hpp"
 #include "store/shared_object.hpp"
 
 namespace gemmtune {
@@ -107,26 +107,10 @@ std::vector<PrecompileItem> precompile(Builder& builder, const std::vector<GemmP
     }
   }
   // items without a key (unsupported problems, configs that cannot run) are done; the rest map 1:1 onto specs in order.
-  std::vector<size_t> todo;
-  for (size_t i = 0; i < items.size(); ++i)
-    if (!items[i].key.empty()) todo.push_back(i);
-    else if (progress) progress(items[i]);
-
-  std::mutex progress_mu;
-  parallel_for(todo.size(), size_t(std::max(1, threads)), [&](size_t j) {
-    PrecompileItem& it = items[todo[j]];
-    try {
-      Built b = builder.build(specs[j]);
-      it.store_hit = b.store_hit;
-      it.seconds = b.compile_s;
-    } catch (const std::exception& e) {
-      auto* ge = dynamic_cast<const Error*>(&e);
-      it.error = ge ? ge->message() : e.what();
-    }
-    if (progress) {
-      std::lock_guard<std::mutex> lock(progress_mu);
-      progress(it);
-    }
+  build_keyed_items(items, threads, progress, [&](size_t j, PrecompileItem& it) {
+    Built b = builder.build(specs[j]);
+    it.store_hit = b.store_hit;
+    it.seconds = b.compile_s;
   });
   return items;
 }
