@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
-#include <set>
 
 #include "core/config_util.hpp"
 #include "gemmtune/error.hpp"
@@ -160,22 +159,8 @@ std::vector<Config> valid_configs(const GemmProblem& p) {
 }
 
 double cost_estimate(const Config& c, const GemmProblem& p, int sm_count) {
-  const int64_t M = kernel_m(c, p), N = kernel_n(c, p);
-  const int64_t tiles_m = ceil_div(M, c.tile_m), tiles_n = ceil_div(N, c.tile_n);
-  // The persistent grid runs min(clusters, SMs / cluster size) clusters; each takes its share of
-  // cluster tiles in turn, so the time goes with the most tiles any cluster gets (the waves).
-  const int64_t clusters = ceil_div(tiles_m, c.cluster_m) * ceil_div(tiles_n, c.cluster_n);
-  const int64_t per_wave = std::max<int64_t>(1, sm_count / (c.cluster_m * c.cluster_n));
-  const double waves = double(ceil_div(clusters, per_wave));
-  // One tile ~ its (padded) MMA work over an efficiency that grows with the tile's arithmetic
-  // intensity; one consumer warpgroup (tile M 64) issues half the wgmma of two.
-  const double tile_work = double(c.tile_m) * c.tile_n * double(p.k);
-  double efficiency = 1.0 / (1.0 + 64.0 / c.tile_m + 64.0 / c.tile_n);
-  if (c.tile_m == 64) efficiency *= 0.9;
-  double cost = waves * double(c.cluster_m * c.cluster_n) * tile_work / efficiency;
-  // Multicast halves one operand's L2 -> SM traffic: a small bonus when a wave shares it.
-  if (c.cluster_m * c.cluster_n > 1 && clusters >= per_wave / 2) cost *= 0.97;
-  return cost;
+  // One consumer warpgroup (tile M 64) issues half the wgmma of two: 0.9 of the efficiency.
+  return persistent_cost(c, kernel_m(c, p), kernel_n(c, p), p.k, sm_count, c.tile_m == 64 ? 0.9 : 1.0);
 }
 
 std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs) {
@@ -197,17 +182,10 @@ std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_conf
   };
   std::stable_sort(keep.begin(), keep.end(), by_cost);
   if (max_configs <= 0 || int(keep.size()) <= max_configs) return keep;
-  // The best max_configs, with the best of each (swap-AB, clustered) class kept in: the cost
-  // model is crude and the race is the judge.
-  std::vector<Config> out;
-  std::set<std::pair<bool, bool>> classes;
-  for (const Config& c : keep)
-    if (int(out.size()) < max_configs && classes.insert({c.swap_ab, c.cluster_m * c.cluster_n > 1}).second)
-      out.push_back(c);
-  for (const Config& c : keep) {
-    if (int(out.size()) >= max_configs) break;
-    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
-  }
+  // The best max_configs, with the best of each (swap-AB, clustered) class kept in.
+  std::vector<Config> out = best_with_each_class(keep, max_configs, [](const Config& c) {
+    return std::pair<bool, bool>(c.swap_ab, c.cluster_m * c.cluster_n > 1);
+  });
   std::stable_sort(out.begin(), out.end(), by_cost);
   return out;
 }

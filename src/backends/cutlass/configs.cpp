@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <set>
 
 #include "core/config_util.hpp"
 #include "gemmtune/error.hpp"
@@ -186,19 +185,7 @@ std::vector<Config> valid_configs(const GemmProblem& p) {
 }
 
 double cost_estimate(const Config& c, const GemmProblem& p, int sm_count) {
-  const int64_t M = kernel_m(c, p), N = kernel_n(c, p);
-  const int64_t tiles_m = ceil_div(M, c.tile_m), tiles_n = ceil_div(N, c.tile_n);
-  // A cluster occupies cluster_m x cluster_n tiles together; partial clusters still run.
-  const int64_t clusters = ceil_div(tiles_m, c.cluster_m) * ceil_div(tiles_n, c.cluster_n);
-  const int64_t per_wave = std::max<int64_t>(1, sm_count / (c.cluster_m * c.cluster_n));
-  const double waves = double(ceil_div(clusters, per_wave));
-  // Time of one tile ~ its MMA work (padded) over an efficiency that grows with the tile's
-  // arithmetic intensity: 1 / (1 + 64/tm + 64/tn) rewards larger tiles and square-ish ones.
-  const double tile_work = double(c.tile_m) * c.tile_n * double(p.k);
-  const double efficiency = 1.0 / (1.0 + 64.0 / c.tile_m + 64.0 / c.tile_n);
-  double cost = waves * double(c.cluster_m * c.cluster_n) * tile_work / efficiency;
-  // Multicast clusters halve one operand's L2 traffic: a small bonus when there is a wave to share.
-  if (c.cluster_m * c.cluster_n > 1 && clusters >= per_wave / 2) cost *= 0.97;
+  double cost = persistent_cost(c, kernel_m(c, p), kernel_n(c, p), p.k, sm_count);
   // Ping-pong overlaps one warp group's epilogue with the other's MMA: better for short K.
   if (c.schedule == Schedule::pingpong && p.k <= 2048) cost *= 0.98;
   return cost;
@@ -228,16 +215,9 @@ std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_conf
   });
   if (max_configs <= 0 || int(keep.size()) <= max_configs) return keep;
 
-  // The best `max_configs`, with the best of each (schedule, swap) class kept in even when the
-  // cost model ranks it lower: the model is crude and the race is the judge.
-  std::vector<Config> out;
-  std::set<std::pair<int, bool>> classes;
-  for (const Config& c : keep)
-    if (int(out.size()) < max_configs && classes.insert({int(c.schedule), c.swap_ab}).second) out.push_back(c);
-  for (const Config& c : keep) {
-    if (int(out.size()) >= max_configs) break;
-    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
-  }
+  // The best `max_configs`, with the best of each (schedule, swap) class kept in.
+  std::vector<Config> out = best_with_each_class(
+      keep, max_configs, [](const Config& c) { return std::pair<int, bool>(int(c.schedule), c.swap_ab); });
   // In `keep`'s (cost) order, so that ties are ordered as in the uncapped list: the result is
   // then a function of the chosen set alone (what `admit` relies on).
   std::vector<Config> ranked;
