@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <set>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
@@ -46,6 +47,15 @@ inline int64_t next_pow2(int64_t x) {
 }
 
 inline bool is_16bit(DType t) { return t == DType::bf16 || t == DType::fp16; }
+
+// Whether `ld` elements of `t` span a multiple of 16 bytes, TMA's rule for every non-unit stride;
+// when not, sets `why` ("TMA needs 16-byte-aligned rows: lda = ..."), `name` naming the operand.
+inline bool tma_ld_ok(const char* name, DType t, int64_t ld, std::string& why) {
+  if ((ld * int64_t(size_of(t))) % 16 == 0) return true;
+  why = std::string("TMA needs 16-byte-aligned rows: ld") + name + " = " + std::to_string(ld) + " " + to_string(t) +
+        " elements is " + std::to_string(ld * int64_t(size_of(t))) + " bytes";
+  return false;
+}
 
 // ---- ranking the persistent GEMM configs (cutlass, cutedsl) -----------------------------------
 

@@ -110,15 +110,9 @@ Verdict problem_verdict(const GemmProblem& p) {
   if (p.m > kMax || p.n > kMax || p.k > kMax) return Verdict::no("m, n and k must fit in int32");
   // TMA (A, B loads and D stores): every non-unit stride a multiple of 16 bytes. C is read
   // element by element, any leading dimension works.
-  auto ld_ok = [](const char* name, DType t, int64_t ld, std::string& why) {
-    if ((ld * int64_t(size_of(t))) % 16 == 0) return true;
-    why = std::string("TMA needs 16-byte-aligned rows: ld") + name + " = " + std::to_string(ld) + " " +
-          to_string(t) + " elements is " + std::to_string(ld * int64_t(size_of(t))) + " bytes";
-    return false;
-  };
   std::string why;
-  if (!ld_ok("a", p.a.dtype, p.lda(), why) || !ld_ok("b", p.b.dtype, p.ldb(), why) ||
-      !ld_ok("d", p.d.dtype, p.ldd(), why))
+  if (!tma_ld_ok("a", p.a.dtype, p.lda(), why) || !tma_ld_ok("b", p.b.dtype, p.ldb(), why) ||
+      !tma_ld_ok("d", p.d.dtype, p.ldd(), why))
     return Verdict::no(why);
   return Verdict::yes();
 }

@@ -113,15 +113,9 @@ Verdict problem_verdict(const GemmProblem& p) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   if (p.m > kMax || p.n > kMax || p.k > kMax) return Verdict::no("m, n and k must fit in int32");
   // TMA: the stride of every non-contiguous dimension must be a multiple of 16 bytes.
-  auto ld_ok = [](const char* name, DType t, int64_t ld, std::string& why) {
-    if ((ld * int64_t(size_of(t))) % 16 == 0) return true;
-    why = std::string("TMA needs 16-byte-aligned rows: ld") + name + " = " + std::to_string(ld) + " " +
-          to_string(t) + " elements is " + std::to_string(ld * int64_t(size_of(t))) + " bytes";
-    return false;
-  };
   std::string why;
-  if (!ld_ok("a", p.a.dtype, p.lda(), why) || !ld_ok("b", p.b.dtype, p.ldb(), why) ||
-      !ld_ok("d", p.d.dtype, p.ldd(), why) || (p.uses_c() && !ld_ok("c", p.c.dtype, p.ldc(), why)))
+  if (!tma_ld_ok("a", p.a.dtype, p.lda(), why) || !tma_ld_ok("b", p.b.dtype, p.ldb(), why) ||
+      !tma_ld_ok("d", p.d.dtype, p.ldd(), why) || (p.uses_c() && !tma_ld_ok("c", p.c.dtype, p.ldc(), why)))
     return Verdict::no(why);
   return Verdict::yes();
 }
