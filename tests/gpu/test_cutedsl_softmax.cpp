@@ -10,69 +10,21 @@
 // precompile-cutedsl.sh builds them). Skips without a CUDA device.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <deque>
 #include <future>
-#include <limits>
-#include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backends/backend.hpp"
 #include "backends/cutedsl/softmax.hpp"
 #include "core/cuda.hpp"
 #include "gpu/cutedsl_softmax_problems.hpp"
+#include "gpu/helpers.hpp"
 #include "support/gpu.hpp"
-#include "support/host_softmax.hpp"
 
 using namespace gemmtune;
 
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Row r of `v` (packed [rows, cols] doubles) becomes special by r % 6:
-//   0 finite   1 one NaN   2 one +Inf   3 all -Inf   4 -Inf at every other column (column 0
-//   stays finite)   5 one -Inf and one 1e4 (every other entry underflows to 0)
-void make_special(std::vector<double>& v, int64_t cols, int64_t r, std::mt19937_64& rng) {
-  double* row = &v[size_t(r * cols)];
-  const int64_t at = int64_t(rng() % uint64_t(cols));
-  switch (r % 6) {
-    case 1:
-      row[at] = kNaN;
-      break;
-    case 2:
-      row[at] = kInf;
-      break;
-    case 3:
-      for (int64_t c = 0; c < cols; ++c) row[c] = -kInf;
-      break;
-    case 4:
-      for (int64_t c = 1; c < cols; c += 2) row[c] = -kInf;
-      break;
-    case 5:
-      row[at] = -kInf;
-      row[(at + 1) % cols] = 1e4;
-      break;
-    default:
-      break;
-  }
-}
-
-DeviceInfo this_device() {
-  DeviceInfo dev;
-  int device = 0;
-  GT_CUDA(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  GT_CUDA(cudaGetDeviceProperties(&prop, device));
-  dev.index = device, dev.name = prop.name, dev.sm_count = prop.multiProcessorCount;
-  dev.cc_major = prop.major, dev.cc_minor = prop.minor;
-  return dev;
-}
 
 struct Tally {
   int problems = 0, unsupported = 0, runs = 0, failed = 0;
@@ -90,20 +42,9 @@ void check_problem(SoftmaxBackend& backend, const SoftmaxProblem& p, bool specia
     ++tally.unsupported;
     return;
   }
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(-8.0, 8.0);
-  std::vector<double> values(size_t(p.rows * p.cols));
-  for (double& v : values) v = dist(rng);
-  if (specials)
-    for (int64_t r = 0; r < p.rows; ++r) make_special(values, p.cols, r, rng);
-  const int64_t ld = p.row_stride();
-  std::vector<uint8_t> x(size_t(p.elems()) * size_of(p.in));
-  for (int64_t r = 0; r < p.rows; ++r)
-    for (int64_t c = 0; c < ld; ++c)
-      host::store(p.in, x.data(), r * ld + c, c < p.cols ? values[size_t(r * p.cols + c)] : kNaN);
-  const host::SoftmaxRef ref = host::host_softmax(p, x.data());
-  DeviceBuffer dx(x.size()), dy(size_t(p.elems()) * size_of(p.out));
-  GT_CUDA(cudaMemcpy(dx.get(), x.data(), x.size(), cudaMemcpyHostToDevice));
+  const gpu_test::SoftmaxHostInput in = gpu_test::softmax_host_input(p, specials, seed);
+  DeviceBuffer dx(in.x.size()), dy(size_t(p.elems()) * size_of(p.out));
+  GT_CUDA(cudaMemcpy(dx.get(), in.x.data(), in.x.size(), cudaMemcpyHostToDevice));
   Stream stream;
 
   auto cands = backend.candidates(p);
@@ -111,33 +52,8 @@ void check_problem(SoftmaxBackend& backend, const SoftmaxProblem& p, bool specia
   // Prepare (compile or load) all at once: the compile workers run in parallel.
   int device = 0;
   GT_CUDA(cudaGetDevice(&device));
-  std::vector<std::future<std::string>> prepared;
-  for (auto& c : cands)
-    prepared.push_back(std::async(std::launch::async, [&c, device]() -> std::string {
-      try {
-        GT_CUDA(cudaSetDevice(device));
-        c->prepare();
-        return {};
-      } catch (const Error& e) {
-        return e.message();
-      }
-    }));
-  struct Outcome {
-    std::string name;
-    host::SoftmaxCheck res;
-    bool pad_ok = true;
-  };
-  std::deque<std::future<Outcome>> pending;
-  const size_t max_pending = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 16);
-  auto drain = [&](size_t keep) {
-    while (pending.size() > keep) {
-      const Outcome o = pending.front().get();
-      pending.pop_front();
-      EXPECT_TRUE(o.res.ok) << o.name << ": " << o.res.reason;
-      EXPECT_TRUE(o.pad_ok) << o.name << ": wrote into the padding between cols and ld";
-      tally.failed += !(o.res.ok && o.pad_ok);
-    }
-  };
+  std::vector<std::future<std::string>> prepared = gpu_test::prepare_async(cands, device);
+  gpu_test::SoftmaxOutputChecks checks(p, in);
   for (size_t i = 0; i < cands.size(); ++i) {
     auto& c = cands[i];
     if (std::string why = prepared[i].get(); !why.empty()) {
@@ -163,25 +79,14 @@ void check_problem(SoftmaxBackend& backend, const SoftmaxProblem& p, bool specia
     }
     std::vector<uint8_t> y(dy.bytes());
     GT_CUDA(cudaMemcpy(y.data(), dy.get(), y.size(), cudaMemcpyDeviceToHost));
-    pending.push_back(std::async(std::launch::async, [&p, &x, &ref, ld, y = std::move(y), name = c->name()] {
-      Outcome o{name, host::softmax_compare(p, x.data(), y.data(), ref), true};
-      const size_t es = size_of(p.out);
-      for (int64_t r = 0; r < p.rows && o.pad_ok; ++r)
-        for (size_t b = size_t(r * ld + p.cols) * es; b < size_t((r + 1) * ld) * es; ++b)
-          if (y[b] != 0xff) {
-            o.pad_ok = false;
-            break;
-          }
-      return o;
-    }));
-    drain(max_pending - 1);
+    checks.add(c->name(), std::move(y));
   }
-  drain(0);
+  tally.failed += checks.finish();
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 std::unique_ptr<SoftmaxBackend> backend_or_skip() {
-  BackendContext ctx{this_device(), [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); }};
+  BackendContext ctx{gpu_test::current_device(), [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); }};
   auto b = make_cutedsl_softmax_backend(ctx);
   if (Verdict v = b->available(); !v) {
     ADD_FAILURE() << "cutedsl not available: " << v.reason

@@ -14,6 +14,7 @@
 #include "backends/backend.hpp"
 #include "gemmtune/gemmtune.hpp"
 #include "gemmtune/softmax.hpp"
+#include "gpu/helpers.hpp"
 #include "support/gpu.hpp"
 #include "support/host_softmax.hpp"
 #include "tune/softmax_check.hpp"
@@ -62,10 +63,8 @@ std::string check(const SoftmaxProblem& p, const Input& in, cudaStream_t s) {
   GT_CUDA(cudaStreamSynchronize(s));
   const host::SoftmaxCheck c = host::softmax_compare(p, in.x.data(), y.data(), in.ref);
   if (!c.ok) return c.reason;
-  const size_t es = size_of(p.out);
-  for (int64_t r = 0; r < p.rows; ++r)
-    for (size_t b = size_t(r * p.row_stride() + p.cols) * es; b < size_t((r + 1) * p.row_stride()) * es; ++b)
-      if (y[b] != 0xff) return "wrote into the padding of row " + std::to_string(r);
+  if (const int64_t r = gpu_test::written_padding_row(p, y); r >= 0)
+    return "wrote into the padding of row " + std::to_string(r);
   return {};
 }
 
@@ -92,13 +91,7 @@ std::vector<SoftmaxProblem> shapes() {
 // Every candidate of every softmax backend, prepared and run outside the engine.
 TEST(SoftmaxCandidates, EveryBackendEveryCandidateMatchesTheHostReference) {
   REQUIRE_GPU();
-  DeviceInfo dev;
-  int device = 0;
-  GT_CUDA(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  GT_CUDA(cudaGetDeviceProperties(&prop, device));
-  dev.index = device, dev.name = prop.name, dev.sm_count = prop.multiProcessorCount;
-  dev.cc_major = prop.major, dev.cc_minor = prop.minor;
+  const DeviceInfo dev = gpu_test::current_device();
   BackendContext ctx{dev, [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); }};
   std::vector<std::unique_ptr<SoftmaxBackend>> backends;
   backends.push_back(make_native_softmax_backend(ctx));
@@ -121,17 +114,7 @@ TEST(SoftmaxCandidates, EveryBackendEveryCandidateMatchesTheHostReference) {
       // later launch's cudaGetLastError would report it as its own).
       EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << b->name() << " candidates()";
       // Prepare (Triton: compile) all at once; the compile workers run in parallel.
-      std::vector<std::future<std::string>> prepared;
-      for (auto& c : cands)
-        prepared.push_back(std::async(std::launch::async, [&c, device]() -> std::string {
-          try {
-            GT_CUDA(cudaSetDevice(device));
-            c->prepare();
-            return {};
-          } catch (const Error& e) {
-            return e.message();
-          }
-        }));
+      std::vector<std::future<std::string>> prepared = gpu_test::prepare_async(cands, dev.index);
       for (size_t i = 0; i < cands.size(); ++i) {
         auto& c = cands[i];
         if (std::string why = prepared[i].get(); !why.empty()) {

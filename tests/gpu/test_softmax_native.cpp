@@ -14,31 +14,23 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
-#include <deque>
 #include <functional>
-#include <future>
-#include <limits>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backends/native/softmax.hpp"
 #include "core/cuda.hpp"
-#include "support/host_softmax.hpp"
+#include "gpu/helpers.hpp"
 #include "support/gpu.hpp"
+#include "support/host_softmax.hpp"
 
 using namespace gemmtune;
 using namespace gemmtune::native;
 
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 const int64_t kRows[] = {1, 7, 1000};
 const int64_t kCols[] = {1, 31, 32, 33, 1024, 4097, 65536, 262144, 262147};
@@ -49,69 +41,20 @@ struct Dtypes {
 const Dtypes kSame[] = {{DType::bf16, DType::bf16}, {DType::fp16, DType::fp16}, {DType::fp32, DType::fp32}};
 const Dtypes kMixed[] = {{DType::bf16, DType::fp32}, {DType::fp32, DType::bf16}, {DType::fp16, DType::fp32}};
 
-// Overwrites row r of `v` (packed [rows, cols] doubles) with special values, by r % 6:
-//   0 finite (left alone)   1 one NaN      2 one +Inf        3 all -Inf
-//   4 -Inf at every other column, finite elsewhere (column 0 stays finite)
-//   5 one -Inf and one large finite value (1e4: every other entry underflows to 0)
-void make_special(std::vector<double>& v, int64_t cols, int64_t r, std::mt19937_64& rng) {
-  double* row = &v[size_t(r * cols)];
-  const int64_t at = int64_t(rng() % uint64_t(cols));
-  switch (r % 6) {
-    case 1: row[at] = kNaN; break;
-    case 2: row[at] = kInf; break;
-    case 3: for (int64_t c = 0; c < cols; ++c) row[c] = -kInf; break;
-    case 4: for (int64_t c = 1; c < cols; c += 2) row[c] = -kInf; break;
-    case 5:
-      row[at] = -kInf;
-      row[(at + 1) % cols] = 1e4;
-      break;
-    default: break;
-  }
-}
-
 // Runs every native config on one problem (those `only` accepts, when given); returns the number
 // of failing configs.
 int check_problem(const SoftmaxProblem& p, bool specials, uint64_t seed,
                   const std::function<bool(const NativeSoftmaxConfig&)>& only = {}) {
   SCOPED_TRACE(p.str() + (specials ? " (special rows)" : ""));
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(-8.0, 8.0);
-  std::vector<double> values(size_t(p.rows * p.cols));
-  for (double& v : values) v = dist(rng);
-  if (specials)
-    for (int64_t r = 0; r < p.rows; ++r) make_special(values, p.cols, r, rng);
-
   // x on the host, padding NaN: a kernel that reads it makes its row NaN.
-  const int64_t ld = p.row_stride();
-  std::vector<uint8_t> x(size_t(p.elems()) * size_of(p.in));
-  for (int64_t r = 0; r < p.rows; ++r)
-    for (int64_t c = 0; c < ld; ++c)
-      host::store(p.in, x.data(), r * ld + c, c < p.cols ? values[size_t(r * p.cols + c)] : kNaN);
-  const host::SoftmaxRef ref = host::host_softmax(p, x.data());
-
-  DeviceBuffer dx(x.size()), dy(size_t(p.elems()) * size_of(p.out));
-  GT_CUDA(cudaMemcpy(dx.get(), x.data(), x.size(), cudaMemcpyHostToDevice));
+  const gpu_test::SoftmaxHostInput in = gpu_test::softmax_host_input(p, specials, seed);
+  DeviceBuffer dx(in.x.size()), dy(size_t(p.elems()) * size_of(p.out));
+  GT_CUDA(cudaMemcpy(dx.get(), in.x.data(), in.x.size(), cudaMemcpyHostToDevice));
   Stream stream;
   // The float64 comparison (~60 ns an element on one core) dominates this test: each config's
   // output is compared on its own thread while the next configs run; results are reported here,
   // on the test's thread (SCOPED_TRACE is per thread).
-  struct Outcome {
-    std::string name;
-    host::SoftmaxCheck res;
-    bool pad_ok = true;
-  };
-  std::deque<std::future<Outcome>> pending;
-  int failed = 0;
-  const size_t max_pending = std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 16);
-  auto drain = [&](size_t keep) {
-    while (pending.size() > keep) {
-      const Outcome o = pending.front().get();
-      pending.pop_front();
-      EXPECT_TRUE(o.res.ok) << o.name << ": " << o.res.reason;
-      EXPECT_TRUE(o.pad_ok) << o.name << ": wrote into the padding between cols and ld";
-      failed += !(o.res.ok && o.pad_ok);
-    }
-  };
+  gpu_test::SoftmaxOutputChecks checks(p, in);
   for (const NativeSoftmaxConfig& cfg : native_softmax_configs(p)) {
     if (only && !only(cfg)) continue;
     // Launches this device cannot make resident are not candidates (native_backend.cpp); any
@@ -126,21 +69,9 @@ int check_problem(const SoftmaxProblem& p, bool specials, uint64_t seed,
     stream.sync();
     std::vector<uint8_t> y(dy.bytes());
     GT_CUDA(cudaMemcpy(y.data(), dy.get(), y.size(), cudaMemcpyDeviceToHost));
-    pending.push_back(std::async(std::launch::async, [&p, &x, &ref, ld, y = std::move(y), name = cfg.name()] {
-      Outcome o{name, host::softmax_compare(p, x.data(), y.data(), ref), true};
-      const size_t es = size_of(p.out);
-      for (int64_t r = 0; r < p.rows && o.pad_ok; ++r)
-        for (size_t b = size_t(r * ld + p.cols) * es; b < size_t((r + 1) * ld) * es; ++b)
-          if (y[b] != 0xff) {
-            o.pad_ok = false;
-            break;
-          }
-      return o;
-    }));
-    drain(max_pending - 1);
+    checks.add(cfg.name(), std::move(y));
   }
-  drain(0);
-  return failed;
+  return checks.finish();
 }
 
 // Strided rows: ld past cols, a multiple of 8 (so vector configs run, with tails).
@@ -150,7 +81,7 @@ int64_t padded(int64_t cols) { return (cols + 1 + 7) / 8 * 8; }
 
 // At most this many elements per problem: the float64 host reference and the comparison run on
 // one host core for every config (~20), so 1000 x 262147 (262M elements) took minutes. Long rows
-// keep at least 7 rows (every special-row kind of make_special appears).
+// keep at least 7 rows (every special-row kind of gpu_test::softmax_host_input appears).
 constexpr int64_t kMaxElems = int64_t(1) << 22;
 int64_t capped_rows(int64_t rows, int64_t cols) { return std::max<int64_t>(std::min(rows, kMaxElems / cols), 7); }
 

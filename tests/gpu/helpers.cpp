@@ -1,0 +1,105 @@
+// Shared GPU test helpers (helpers.hpp).
+#include "gpu/helpers.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+#include <thread>
+
+namespace gemmtune::gpu_test {
+
+DeviceInfo current_device() {
+  DeviceInfo dev;
+  int device = 0;
+  GT_CUDA(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  GT_CUDA(cudaGetDeviceProperties(&prop, device));
+  dev.index = device, dev.name = prop.name, dev.sm_count = prop.multiProcessorCount;
+  dev.cc_major = prop.major, dev.cc_minor = prop.minor;
+  return dev;
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Row r of `v` (packed [rows, cols] doubles) becomes special by r % 6 (helpers.hpp).
+void make_special(std::vector<double>& v, int64_t cols, int64_t r, std::mt19937_64& rng) {
+  double* row = &v[size_t(r * cols)];
+  const int64_t at = int64_t(rng() % uint64_t(cols));
+  switch (r % 6) {
+    case 1:
+      row[at] = kNaN;
+      break;
+    case 2:
+      row[at] = kInf;
+      break;
+    case 3:
+      for (int64_t c = 0; c < cols; ++c) row[c] = -kInf;
+      break;
+    case 4:
+      for (int64_t c = 1; c < cols; c += 2) row[c] = -kInf;
+      break;
+    case 5:
+      row[at] = -kInf;
+      row[(at + 1) % cols] = 1e4;
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+SoftmaxHostInput softmax_host_input(const SoftmaxProblem& p, bool specials, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-8.0, 8.0);
+  std::vector<double> values(size_t(p.rows * p.cols));
+  for (double& v : values) v = dist(rng);
+  if (specials)
+    for (int64_t r = 0; r < p.rows; ++r) make_special(values, p.cols, r, rng);
+  const int64_t ld = p.row_stride();
+  SoftmaxHostInput in;
+  in.x.resize(size_t(p.elems()) * size_of(p.in));
+  for (int64_t r = 0; r < p.rows; ++r)
+    for (int64_t c = 0; c < ld; ++c)
+      host::store(p.in, in.x.data(), r * ld + c, c < p.cols ? values[size_t(r * p.cols + c)] : kNaN);
+  in.ref = host::host_softmax(p, in.x.data());
+  return in;
+}
+
+int64_t written_padding_row(const SoftmaxProblem& p, const std::vector<uint8_t>& y) {
+  const int64_t ld = p.row_stride();
+  const size_t es = size_of(p.out);
+  for (int64_t r = 0; r < p.rows; ++r)
+    for (size_t b = size_t(r * ld + p.cols) * es; b < size_t((r + 1) * ld) * es; ++b)
+      if (y[b] != 0xff) return r;
+  return -1;
+}
+
+void SoftmaxOutputChecks::add(std::string name, std::vector<uint8_t> y) {
+  pending_.push_back(std::async(std::launch::async, [&p = p_, &in = in_, y = std::move(y), name = std::move(name)] {
+    return Outcome{name, host::softmax_compare(p, in.x.data(), y.data(), in.ref), written_padding_row(p, y) < 0};
+  }));
+  drain(std::clamp<size_t>(std::thread::hardware_concurrency(), 2, 16) - 1);
+}
+
+int SoftmaxOutputChecks::finish() {
+  drain(0);
+  return failed_;
+}
+
+void SoftmaxOutputChecks::drain(size_t keep) {
+  while (pending_.size() > keep) {
+    const Outcome o = pending_.front().get();
+    pending_.pop_front();
+    EXPECT_TRUE(o.res.ok) << o.name << ": " << o.res.reason;
+    EXPECT_TRUE(o.pad_ok) << o.name << ": wrote into the padding between cols and ld";
+    failed_ += !(o.res.ok && o.pad_ok);
+  }
+}
+
+}  // namespace gemmtune::gpu_test

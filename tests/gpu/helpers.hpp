@@ -1,0 +1,94 @@
+// What several GPU tests (tests/gpu/*.cpp) share: the device, preparing candidates in
+// parallel, and the softmax checks (random inputs with torch's special rows and NaN padding,
+// outputs compared on other threads, padding left poisoned). Defined in helpers.cpp, but for
+// the templates.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cuda.hpp"
+#include "gemmtune/engine.hpp"
+#include "gemmtune/error.hpp"
+#include "gemmtune/softmax.hpp"
+#include "support/host_softmax.hpp"
+
+namespace gemmtune::gpu_test {
+
+// ---- devices, candidates -------------------------------------------------------------------
+
+// The current device: index, name, SM count and compute capability (nothing else filled in).
+DeviceInfo current_device();
+
+// Starts prepare() (compile / load) of every candidate at once on its own thread, as the engine
+// does, with `device` current there; each future holds "" when prepared, else the Error's
+// message. The candidates must outlive the futures.
+template <class Candidate>
+std::vector<std::future<std::string>> prepare_async(std::vector<std::unique_ptr<Candidate>>& cands, int device) {
+  std::vector<std::future<std::string>> out;
+  for (auto& c : cands)
+    out.push_back(std::async(std::launch::async, [&c, device]() -> std::string {
+      try {
+        GT_CUDA(cudaSetDevice(device));
+        c->prepare();
+        return {};
+      } catch (const Error& e) {
+        return e.message();
+      }
+    }));
+  return out;
+}
+
+// ---- softmax ---------------------------------------------------------------------------------
+
+// A softmax input made on the host: x (p.in, rows of p.row_stride() elements, NaN in the padding
+// between cols and ld, so that a kernel which reads it makes its row NaN) and the float64
+// reference of it. Values uniform in [-8, 8) from mt19937_64(seed); with `specials`, row r
+// becomes special by r % 6:
+//   0 finite   1 one NaN   2 one +Inf   3 all -Inf   4 -Inf at every other column (column 0
+//   stays finite)   5 one -Inf and one 1e4 (every other entry underflows to 0)
+struct SoftmaxHostInput {
+  std::vector<uint8_t> x;
+  host::SoftmaxRef ref;
+};
+SoftmaxHostInput softmax_host_input(const SoftmaxProblem& p, bool specials, uint64_t seed);
+
+// The first row of y (p's whole output, p.elems() elements of p.out, poisoned with 0xff bytes
+// before the run) whose padding between cols and ld was written; -1 when none was.
+int64_t written_padding_row(const SoftmaxProblem& p, const std::vector<uint8_t>& y);
+
+// Checks outputs of p against in.ref (host::softmax_compare, and the padding left poisoned) on
+// other threads while the caller runs the next kernels: the float64 comparison dominates these
+// tests. Failures are reported (EXPECT_TRUE, naming the kernel) on the caller's thread, in add()
+// and finish(), so that the caller's SCOPED_TRACE applies. p and in must outlive the checker.
+class SoftmaxOutputChecks {
+ public:
+  SoftmaxOutputChecks(const SoftmaxProblem& p, const SoftmaxHostInput& in) : p_(p), in_(in) {}
+
+  // Queues y (as written by the kernel `name` into an output poisoned with 0xff bytes: see
+  // written_padding_row); waits for the oldest checks while too many are pending.
+  void add(std::string name, std::vector<uint8_t> y);
+  // Waits for every pending check; the number of failed outputs so far.
+  int finish();
+
+ private:
+  struct Outcome {
+    std::string name;
+    host::SoftmaxCheck res;
+    bool pad_ok = true;
+  };
+  void drain(size_t keep);
+
+  const SoftmaxProblem& p_;
+  const SoftmaxHostInput& in_;
+  std::deque<std::future<Outcome>> pending_;
+  int failed_ = 0;
+};
+
+}  // namespace gemmtune::gpu_test
