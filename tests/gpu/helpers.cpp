@@ -2,6 +2,7 @@
 #include "gpu/helpers.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <limits>
@@ -9,6 +10,8 @@
 #include <thread>
 
 namespace gemmtune::gpu_test {
+
+namespace fs = std::filesystem;
 
 DeviceInfo current_device() {
   DeviceInfo dev;
@@ -19,6 +22,24 @@ DeviceInfo current_device() {
   dev.index = device, dev.name = prop.name, dev.sm_count = prop.multiProcessorCount;
   dev.cc_major = prop.major, dev.cc_minor = prop.minor;
   return dev;
+}
+
+fs::path temp_cache(const char* name) {
+  fs::path dir = fs::temp_directory_path() / ("gemmtune-gpu-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  fs::remove(p);
+  return p;
+}
+
+EngineOptions quick(const fs::path& cache) {
+  EngineOptions o;
+  o.cache_path = cache;
+  o.tune.warmup_ms = 10;
+  o.tune.min_rounds = 3;
+  o.tune.max_rounds = 5;
+  o.tune.tie_rounds = 3;
+  return o;
 }
 
 namespace {

@@ -1,13 +1,14 @@
-// What several GPU tests (tests/gpu/*.cpp) share: the device, preparing candidates in
-// parallel, and the softmax checks (random inputs with torch's special rows and NaN padding,
-// outputs compared on other threads, padding left poisoned). Defined in helpers.cpp, but for
-// the templates.
+// What several GPU tests (tests/gpu/*.cpp) share: the device, engine options for quick tuning,
+// preparing candidates in parallel, and the softmax checks (random inputs with torch's special
+// rows and NaN padding, outputs compared on other threads, padding left poisoned). Defined in
+// helpers.cpp, but for the templates.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <string>
@@ -21,10 +22,18 @@
 
 namespace gemmtune::gpu_test {
 
-// ---- devices, candidates -------------------------------------------------------------------
+// ---- devices, engines, candidates ------------------------------------------------------------
 
 // The current device: index, name, SM count and compute capability (nothing else filled in).
 DeviceInfo current_device();
+
+// A fresh path `name` in this process's temporary directory (gemmtune-gpu-test-<pid>), any old
+// file there removed.
+std::filesystem::path temp_cache(const char* name);
+
+// Engine options that tune quickly (10 ms warm-up, 3 to 5 rounds, 3 tie rounds) with the cache
+// at `cache`.
+EngineOptions quick(const std::filesystem::path& cache);
 
 // Starts prepare() (compile / load) of every candidate at once on its own thread, as the engine
 // does, with `device` current there; each future holds "" when prepared, else the Error's

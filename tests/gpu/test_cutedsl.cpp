@@ -18,6 +18,7 @@
 #include "core/device.hpp"
 #include "gemmtune/gemmtune.hpp"
 #include "gpu/cutedsl_problems.hpp"
+#include "gpu/helpers.hpp"
 #include "support/host_reference.hpp"
 #include "tune/operands.hpp"
 
@@ -127,10 +128,8 @@ TEST(Cutedsl, EngineTunesCachesAndReloads) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("gemmtune-cutedsl-gpu-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  EngineOptions o;
-  o.cache_path = dir / "cache.sqlite";
+  EngineOptions o = gpu_test::quick(dir / "cache.sqlite");
   o.backends = {"cutedsl"};
-  o.tune.warmup_ms = 10, o.tune.min_rounds = 3, o.tune.max_rounds = 5, o.tune.tie_rounds = 3;
   GemmProblem p = GemmProblem::linear(2048, 2048, 256);
   std::string id;
   {

@@ -4,31 +4,16 @@
 #include <filesystem>
 
 #include "gemmtune/gemmtune.hpp"
+#include "gpu/helpers.hpp"
 #include "support/host_reference.hpp"
 #include "tune/operands.hpp"
 
 using namespace gemmtune;
 namespace fs = std::filesystem;
+using gpu_test::quick;
+using gpu_test::temp_cache;
 
 namespace {
-
-fs::path temp_cache(const char* name) {
-  fs::path dir = fs::temp_directory_path() / ("gemmtune-gpu-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  fs::path p = dir / name;
-  fs::remove(p);
-  return p;
-}
-
-EngineOptions quick(const fs::path& cache) {
-  EngineOptions o;
-  o.cache_path = cache;
-  o.tune.warmup_ms = 10;
-  o.tune.min_rounds = 3;
-  o.tune.max_rounds = 5;
-  o.tune.tie_rounds = 3;
-  return o;
-}
 
 // Runs `k` on fresh random operands and checks D against the float64 host reference.
 void expect_correct(const Kernel& k) {

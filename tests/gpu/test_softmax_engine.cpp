@@ -21,26 +21,10 @@
 
 using namespace gemmtune;
 namespace fs = std::filesystem;
+using gpu_test::quick;
+using gpu_test::temp_cache;
 
 namespace {
-
-fs::path temp_cache(const char* name) {
-  fs::path dir = fs::temp_directory_path() / ("gemmtune-gpu-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  fs::path p = dir / name;
-  fs::remove(p);
-  return p;
-}
-
-EngineOptions quick(const fs::path& cache) {
-  EngineOptions o;
-  o.cache_path = cache;
-  o.tune.warmup_ms = 10;
-  o.tune.min_rounds = 3;
-  o.tune.max_rounds = 5;
-  o.tune.tie_rounds = 3;
-  return o;
-}
 
 // Device input for p: random in [-8, 8) with torch's special rows (softmax_check.hpp) and NaN
 // padding; the host copy of its bytes and the float64 reference.
