@@ -16,13 +16,11 @@
 
 #include "gemmtune/error.hpp"
 #include "gemmtune/problem.hpp"
+#include "gpu/helpers.hpp"
 
 namespace gemmtune::cutedsl_test {
 
-struct Named {
-  std::string what;
-  GemmProblem p;
-};
+using gpu_test::Named;
 
 inline std::vector<Named> problem_matrix() {
   std::vector<Named> out;
@@ -50,13 +48,7 @@ inline std::vector<Named> problem_matrix() {
   for (auto [m, n, k] : shapes) add("bf16 linear", GemmProblem::linear(m, n, k));
 
   const GemmProblem base = GemmProblem::linear(136, 264, 520);  // m: a 16-byte multiple (col-major A, D)
-  for (Layout la : {Layout::row, Layout::col})
-    for (Layout lb : {Layout::row, Layout::col})
-      for (Layout ld : {Layout::row, Layout::col}) {
-        GemmProblem p = base;
-        p.a.layout = la, p.b.layout = lb, p.c.layout = ld, p.d.layout = ld;
-        add(std::string("layout A:") + to_string(la) + " B:" + to_string(lb) + " D:" + to_string(ld), p);
-      }
+  for (auto& [what, p] : gpu_test::layout_variants(base)) add(what, p);
   auto with = [&](std::string what, std::function<void(GemmProblem&)> f) {
     GemmProblem p = base;
     f(p);

@@ -9,6 +9,8 @@
 #include <random>
 #include <thread>
 
+#include "support/host_reference.hpp"
+
 namespace gemmtune::gpu_test {
 
 namespace fs = std::filesystem;
@@ -40,6 +42,11 @@ EngineOptions quick(const fs::path& cache) {
   o.tune.max_rounds = 5;
   o.tune.tie_rounds = 3;
   return o;
+}
+
+CheckResult check_d(const GemmProblem& p, const GemmArgs& args, const std::vector<double>& ref) {
+  const auto d = host::unpack_d(p, host::download_bytes(args.d, size_t(p.elems_d()) * size_of(p.d.dtype)));
+  return host::host_compare(p, d, ref);
 }
 
 namespace {

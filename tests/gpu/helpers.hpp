@@ -1,7 +1,9 @@
 // What several GPU tests (tests/gpu/*.cpp) share: the device, engine options for quick tuning,
-// preparing candidates in parallel, and the softmax checks (random inputs with torch's special
-// rows and NaN padding, outputs compared on other threads, padding left poisoned). Defined in
-// helpers.cpp, but for the templates.
+// preparing candidates in parallel, D against the float64 host reference, named layout
+// variants of a GEMM problem, and the softmax checks (random inputs with torch's special
+// rows and NaN padding, outputs compared on other threads, padding left poisoned).
+// Defined in helpers.cpp, but for the templates and layout_variants (cutedsl_problems.hpp uses
+// it, and host tests include that file: it must not need helpers.cpp).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -17,8 +19,11 @@
 #include "core/cuda.hpp"
 #include "gemmtune/engine.hpp"
 #include "gemmtune/error.hpp"
+#include "gemmtune/kernel.hpp"
+#include "gemmtune/problem.hpp"
 #include "gemmtune/softmax.hpp"
 #include "support/host_softmax.hpp"
+#include "tune/verify.hpp"
 
 namespace gemmtune::gpu_test {
 
@@ -51,6 +56,38 @@ std::vector<std::future<std::string>> prepare_async(std::vector<std::unique_ptr<
         return e.message();
       }
     }));
+  return out;
+}
+
+// prepare_async, waited for: "" or the error message per candidate.
+template <class Candidate>
+std::vector<std::string> prepare_all(std::vector<std::unique_ptr<Candidate>>& cands, int device) {
+  std::vector<std::string> out;
+  for (auto& f : prepare_async(cands, device)) out.push_back(f.get());
+  return out;
+}
+
+// ---- GEMM ----------------------------------------------------------------------------------
+
+// D of `args` (on the device) against `ref` (host::host_gemm's), with host::host_compare.
+CheckResult check_d(const GemmProblem& p, const GemmArgs& args, const std::vector<double>& ref);
+
+// An entry of a problem matrix: the problem and what it exercises.
+struct Named {
+  std::string what;
+  GemmProblem p;
+};
+
+// `base` in each of the eight layouts of A, B and D (C follows D), named "layout A:<a> B:<b> D:<d>".
+inline std::vector<Named> layout_variants(const GemmProblem& base) {
+  std::vector<Named> out;
+  for (Layout la : {Layout::row, Layout::col})
+    for (Layout lb : {Layout::row, Layout::col})
+      for (Layout ld : {Layout::row, Layout::col}) {
+        GemmProblem p = base;
+        p.a.layout = la, p.b.layout = lb, p.c.layout = ld, p.d.layout = ld;
+        out.push_back({std::string("layout A:") + to_string(la) + " B:" + to_string(lb) + " D:" + to_string(ld), p});
+      }
   return out;
 }
 

@@ -5,12 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <future>
 #include <set>
 #include <sstream>
 
 #include "backends/backend.hpp"
 #include "core/device.hpp"
+#include "gpu/helpers.hpp"
 #include "support/host_reference.hpp"
 #include "tune/operands.hpp"
 
@@ -18,10 +18,7 @@ using namespace gemmtune;
 
 namespace {
 
-struct Named {
-  std::string what;
-  GemmProblem p;
-};
+using gpu_test::Named;
 
 std::vector<Named> problem_matrix() {
   const int64_t cross[][3] = {{1, 7, 64},   {7, 64, 129},   {64, 129, 4096}, {129, 4096, 1},  {4096, 1, 7},
@@ -33,13 +30,7 @@ std::vector<Named> problem_matrix() {
   // Variations on two shapes: one tiny and odd, one with a long k.
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{7, 129, 64}, {129, 64, 4096}}) {
     const GemmProblem base = GemmProblem::linear(m, n, k);
-    for (Layout la : {Layout::row, Layout::col})
-      for (Layout lb : {Layout::row, Layout::col})
-        for (Layout ld : {Layout::row, Layout::col}) {
-          GemmProblem p = base;
-          p.a.layout = la, p.b.layout = lb, p.c.layout = ld, p.d.layout = ld;
-          add(std::string("layout A:") + to_string(la) + " B:" + to_string(lb) + " D:" + to_string(ld), p);
-        }
+    for (auto& [what, p] : gpu_test::layout_variants(base)) add(what, p);
     auto with = [&](std::string what, std::function<void(GemmProblem&)> f) {
       GemmProblem p = base;
       f(p);
@@ -81,25 +72,6 @@ std::vector<std::unique_ptr<Backend>> all_backends() {
   return out;
 }
 
-// Prepares (compiles) every candidate at once, as the engine does; returns the error
-// message per candidate ("" when prepared).
-std::vector<std::string> prepare_all(std::vector<std::unique_ptr<detail::Candidate>>& cands) {
-  std::vector<std::future<std::string>> jobs;
-  for (auto& c : cands)
-    jobs.push_back(std::async(std::launch::async, [&c] {
-      cudaSetDevice(0);
-      try {
-        c->prepare();
-        return std::string();
-      } catch (const Error& e) {
-        return e.message();
-      }
-    }));
-  std::vector<std::string> out;
-  for (auto& j : jobs) out.push_back(j.get());
-  return out;
-}
-
 }  // namespace
 
 TEST(Candidates, EveryCandidateIsCorrectOnTheProblemMatrix) {
@@ -127,7 +99,7 @@ TEST(Candidates, EveryCandidateIsCorrectOnTheProblemMatrix) {
       }
       auto cands = b->candidates(p);
       EXPECT_FALSE(cands.empty()) << b->name() << " supports but has no candidates";
-      std::vector<std::string> failed = prepare_all(cands);
+      std::vector<std::string> failed = gpu_test::prepare_all(cands, 0);
       for (size_t i = 0; i < cands.size(); ++i) {
         auto& c = cands[i];
         SCOPED_TRACE(b->name() + " " + c->name());
@@ -135,8 +107,7 @@ TEST(Candidates, EveryCandidateIsCorrectOnTheProblemMatrix) {
         ops.poison_d(s.get());
         ASSERT_NO_THROW(c->run(ops.args(), s.get()));
         s.sync();
-        auto d = host::unpack_d(p, host::download_bytes(ops.args().d, size_t(p.elems_d()) * size_of(p.d.dtype)));
-        CheckResult r = host::host_compare(p, d, ref);
+        CheckResult r = gpu_test::check_d(p, ops.args(), ref);
         EXPECT_TRUE(r.ok) << r.reason;
         ++checked;
         covered = true;

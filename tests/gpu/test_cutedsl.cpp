@@ -10,7 +10,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <future>
 #include <set>
 #include <sstream>
 
@@ -29,24 +28,6 @@ namespace {
 std::unique_ptr<Backend> cutedsl_backend() {
   BackendContext ctx{query_device(0), [](const std::string& m) { std::fprintf(stderr, "[cutedsl] %s\n", m.c_str()); }};
   return make_cutedsl_backend(ctx);
-}
-
-// Prepares every candidate at once, as the engine does; "" or the error per candidate.
-std::vector<std::string> prepare_all(std::vector<std::unique_ptr<detail::Candidate>>& cands) {
-  std::vector<std::future<std::string>> jobs;
-  for (auto& c : cands)
-    jobs.push_back(std::async(std::launch::async, [&c] {
-      cudaSetDevice(0);
-      try {
-        c->prepare();
-        return std::string();
-      } catch (const Error& e) {
-        return e.message();
-      }
-    }));
-  std::vector<std::string> out;
-  for (auto& j : jobs) out.push_back(j.get());
-  return out;
 }
 
 }  // namespace
@@ -72,7 +53,7 @@ TEST(Cutedsl, EveryCandidateIsCorrectOnTheProblemMatrix) {
     OperandSet ops(p, 0x5eed + uint64_t(p.m * 31 + p.n * 7 + p.k), s.get());
     s.sync();
     const auto ref = host::host_gemm(p, host::download(p, ops.args()));
-    std::vector<std::string> failed = prepare_all(cands);
+    std::vector<std::string> failed = gpu_test::prepare_all(cands, 0);
     for (size_t i = 0; i < cands.size(); ++i) {
       auto& c = cands[i];
       SCOPED_TRACE("cutedsl " + c->id());
@@ -81,8 +62,7 @@ TEST(Cutedsl, EveryCandidateIsCorrectOnTheProblemMatrix) {
       ops.poison_d(s.get());
       ASSERT_NO_THROW(c->run(ops.args(), s.get()));
       s.sync();
-      auto d = host::unpack_d(p, host::download_bytes(ops.args().d, size_t(p.elems_d()) * size_of(p.d.dtype)));
-      CheckResult r = host::host_compare(p, d, ref);
+      CheckResult r = gpu_test::check_d(p, ops.args(), ref);
       EXPECT_TRUE(r.ok) << r.reason;
       ++checked;
       configs_seen.insert(c->id());
@@ -146,8 +126,7 @@ TEST(Cutedsl, EngineTunesCachesAndReloads) {
     k.run(ops.args(), s.get());
     s.sync();
     auto ref = host::host_gemm(p, host::download(p, ops.args()));
-    auto d = host::unpack_d(p, host::download_bytes(ops.args().d, size_t(p.elems_d()) * size_of(p.d.dtype)));
-    CheckResult c = host::host_compare(p, d, ref);
+    CheckResult c = gpu_test::check_d(p, ops.args(), ref);
     EXPECT_TRUE(c.ok) << k.name() << ": " << c.reason;
     std::printf("cutedsl engine pick for %s: %s\n", p.str().c_str(), k.name().c_str());
   }

@@ -29,6 +29,7 @@
 #include "backends/cutlass/cutlass_backend.hpp"
 #include "core/device.hpp"
 #include "gemmtune/gemmtune.hpp"
+#include "gpu/helpers.hpp"
 #include "support/gpu.hpp"
 #include "support/host_reference.hpp"
 #include "tune/operands.hpp"
@@ -182,8 +183,7 @@ std::string run_and_check(Backend& backend, const GemmProblem& p, const std::str
   } catch (const Error& e) {
     return "failed to load or run: " + e.message();
   }
-  auto d = host::unpack_d(p, host::download_bytes(ops.args().d, size_t(p.elems_d()) * size_of(p.d.dtype)));
-  CheckResult r = host::host_compare(p, d, ref);
+  CheckResult r = gpu_test::check_d(p, ops.args(), ref);
   return r.ok ? "" : "wrong: " + r.reason;
 }
 
@@ -284,8 +284,7 @@ TEST(Cutlass, SeveralInstancesInOneProcess) {
       l.ops->poison_d(s.get());
       ASSERT_NO_THROW(l.cand->run(l.ops->args(), s.get()));
       s.sync();
-      auto d = host::unpack_d(l.p, host::download_bytes(l.ops->args().d, size_t(l.p.elems_d()) * size_of(l.p.d.dtype)));
-      CheckResult r = host::host_compare(l.p, d, l.ref);
+      CheckResult r = gpu_test::check_d(l.p, l.ops->args(), l.ref);
       EXPECT_TRUE(r.ok) << r.reason;
     }
   std::printf("cutlass: %zu instances interleaved over 3 rounds\n", loaded.size());
@@ -364,8 +363,7 @@ TEST(Cutlass, EngineSelectRacesCutlass) {
     k.run(ops.args(), s.get());
     s.sync();
     auto ref = host::host_gemm(p, host::download(p, ops.args()));
-    auto d = host::unpack_d(p, host::download_bytes(ops.args().d, size_t(p.elems_d()) * size_of(p.d.dtype)));
-    CheckResult cr = host::host_compare(p, d, ref);
+    CheckResult cr = gpu_test::check_d(p, ops.args(), ref);
     EXPECT_TRUE(cr.ok) << k.backend() << " " << k.name() << ": " << cr.reason;
     ++raced;
   }

@@ -23,8 +23,7 @@ void expect_correct(const Kernel& k) {
   k.run(ops.args(), s.get());
   s.sync();
   auto ref = host::host_gemm(p, host::download(p, ops.args()));
-  auto d = host::unpack_d(p, host::download_bytes(ops.args().d, size_t(p.elems_d()) * size_of(p.d.dtype)));
-  CheckResult r = host::host_compare(p, d, ref);
+  CheckResult r = gpu_test::check_d(p, ops.args(), ref);
   EXPECT_TRUE(r.ok) << k.backend() << " " << k.name() << ": " << r.reason;
 }
 
