@@ -1,13 +1,18 @@
 // Host test support shared by several tests/host/*.cpp: the sample GEMM problems of the config
 // tests (test_cutedsl_configs.cpp, test_cutlass_configs.cpp), the validation-message helper of
-// the problem tests (test_problem.cpp, test_softmax_problem.cpp) and a temporary directory (the
-// CuTe DSL compile tests' artifact stores). Header-only.
+// the problem tests (test_problem.cpp, test_softmax_problem.cpp), the Error message of a call,
+// a temporary directory (the CuTe DSL compile tests' artifact stores, the CLI tests) and the
+// built CLI run as a user would (test_cli.cpp, test_softmax_host.cpp). Header-only.
 #pragma once
+
+#include <sys/wait.h>
 
 #include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -47,6 +52,17 @@ std::string why(const Problem& p) {
   return "";
 }
 
+// The Error message of f(), or "(no error)".
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "(no error)";
+}
+
 // A fresh directory /tmp/<prefix>XXXXXX, removed with everything in it at destruction.
 class TempDir {
  public:
@@ -63,5 +79,29 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
   std::filesystem::path root;
 };
+
+// The whole text of the file at `p` ("" when it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Exec {
+  int code = -1;  // the exit code; -1 when the CLI did not exit normally
+  std::string out, err;
+};
+
+// Runs the built CLI (GEMMTUNE_CLI, the host test target's definition) with `args` (shell
+// words), stdin empty, stdout and stderr kept in `dir`, and its default cache pointed into `dir`
+// so that no test touches the user's cache.
+inline Exec run_cli(const std::filesystem::path& dir, const std::string& args) {
+  const std::filesystem::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string cmd = "GEMMTUNE_CACHE='" + (dir / "default.sqlite").string() + "' '" + GEMMTUNE_CLI + "' " + args +
+                          " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
 
 }  // namespace gemmtune::host_test

@@ -5,80 +5,27 @@
 // test is compiled in here.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "core/cuda.hpp"
 #include "gemmtune/npy.hpp"
 #include "gemmtune/options.hpp"
 #include "gemmtune/tuning_cache.hpp"
+#include "host/problems.hpp"
 
 using namespace gemmtune;
 using gemmtune::cli::problem_from_tune_args;
 namespace fs = std::filesystem;
+using host_test::error_of;
+using host_test::Exec;
+using host_test::run_cli;
+using host_test::slurp;
 
 namespace {
 
-// The Error message of f(), or "(no error)".
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
-}
-
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/gemmtune_cli_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct Exec {
-  int code = -1;
-  std::string out, err;
-};
-
-// Runs the CLI with `args` (shell words), its default cache pointed into `dir` so that no test
-// touches the user's cache.
-Exec run_cli(const TempDir& dir, const std::string& args) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = "GEMMTUNE_CACHE='" + (dir / "default.sqlite").string() + "' '" + GEMMTUNE_CLI + "' " +
-                          args + " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  Exec e;
-  e.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  e.out = slurp(out);
-  e.err = slurp(err);
-  return e;
-}
 
 }  // namespace
 
@@ -288,85 +235,86 @@ TEST(CliSuite, CsvEscape) {
 // ---- the built binary ------------------------------------------------------------------
 
 TEST(CliExec, HelpExitsZero) {
-  TempDir dir;
-  Exec e = run_cli(dir, "--help");
+  host_test::TempDir dir("gemmtune_cli_");
+  Exec e = run_cli(dir.root, "--help");
   EXPECT_EQ(e.code, 0) << e.err;
   EXPECT_NE(e.out.find("Exit codes"), std::string::npos) << e.out;
   for (const char* cmd : {"tune", "suite", "run", "cache", "info"}) {
-    e = run_cli(dir, std::string(cmd) + " --help");
+    e = run_cli(dir.root, std::string(cmd) + " --help");
     EXPECT_EQ(e.code, 0) << cmd << ": " << e.err;
     EXPECT_NE(e.out.find("Usage"), std::string::npos) << cmd;
   }
-  e = run_cli(dir, "tune --help");
+  e = run_cli(dir.root, "tune --help");
   EXPECT_NE(e.out.find("nominal H200"), std::string::npos) << "tune --help must say which roof is used";
-  e = run_cli(dir, "--version");
+  e = run_cli(dir.root, "--version");
   EXPECT_EQ(e.code, 0);
   EXPECT_NE(e.out.find(gemmtune::version()), std::string::npos) << e.out;
 }
 
 TEST(CliExec, BadArgsExitTwo) {
-  TempDir dir;
+  host_test::TempDir dir("gemmtune_cli_");
   for (const char* args : {"", "frobnicate", "tune", "tune 64x64x64 --nope", "tune 4096x4096", "tune 64x64x64 --dtype bf17",
                            "cache", "run --a x.npy"}) {
-    const Exec e = run_cli(dir, args);
+    const Exec e = run_cli(dir.root, args);
     EXPECT_EQ(e.code, 2) << "args: " << args << "\n" << e.err;
     EXPECT_FALSE(e.err.empty()) << args;
   }
-  const Exec e = run_cli(dir, "tune 4096x4096");
+  const Exec e = run_cli(dir.root, "tune 4096x4096");
   EXPECT_NE(e.err.find("shape"), std::string::npos) << e.err;
 }
 
 TEST(CliExec, TuneWithoutGpuExitsThree) {
-  TempDir dir;
+  host_test::TempDir dir("gemmtune_cli_");
   std::string why;
   if (cuda_device_present(&why)) {
-    const Exec e = run_cli(dir, "tune 64x64x64 --no-cache");
+    const Exec e = run_cli(dir.root, "tune 64x64x64 --no-cache");
     EXPECT_EQ(e.code, 0) << e.err;
     EXPECT_NE(e.out.find("winner"), std::string::npos) << e.out;
     return;
   }
-  Exec e = run_cli(dir, "tune 64x64x64");
+  Exec e = run_cli(dir.root, "tune 64x64x64");
   EXPECT_EQ(e.code, 3) << e.out << e.err;
   EXPECT_NE(e.err.find("gemmtune: no CUDA device ("), std::string::npos) << e.err;
   EXPECT_NE(e.err.find("tuning needs an NVIDIA GPU"), std::string::npos) << e.err;
   EXPECT_EQ(e.err.find(".cpp:"), std::string::npos) << "no source locations for users: " << e.err;
-  e = run_cli(dir, "info --no-measure");
+  e = run_cli(dir.root, "info --no-measure");
   EXPECT_EQ(e.code, 3);
   EXPECT_NE(e.err.find("no CUDA device: "), std::string::npos) << e.err;
   EXPECT_NE(e.out.find(gemmtune::version()), std::string::npos) << e.out;
 }
 
 TEST(CliExec, RunChecksShapesBeforeTheGpu) {
-  TempDir dir;
+  host_test::TempDir dir("gemmtune_cli_");
   const float a[6] = {1, 2, 3, 4, 5, 6};
-  npy::write(dir / "a.npy", a, npy::Elem::f4, {2, 3});
-  npy::write(dir / "w.npy", a, npy::Elem::f4, {3, 2});  // W[n,k] with k = 2: wrong
-  const Exec e = run_cli(dir, "run --a '" + (dir / "a.npy").string() + "' --b '" + (dir / "w.npy").string() +
-                                  "' --weight --out '" + (dir / "d.npy").string() + "'");
+  npy::write(dir.root / "a.npy", a, npy::Elem::f4, {2, 3});
+  npy::write(dir.root / "w.npy", a, npy::Elem::f4, {3, 2});  // W[n,k] with k = 2: wrong
+  const Exec e = run_cli(dir.root, "run --a '" + (dir.root / "a.npy").string() + "' --b '" +
+                                       (dir.root / "w.npy").string() + "' --weight --out '" +
+                                       (dir.root / "d.npy").string() + "'");
   EXPECT_EQ(e.code, 1) << e.err;
   EXPECT_NE(e.err.find("w.npy: dimension 1 (k)"), std::string::npos) << e.err;
 }
 
 TEST(CliExec, CacheListOnEmptyCache) {
-  TempDir dir;
-  const std::string cache = (dir / "c.sqlite").string();
-  Exec e = run_cli(dir, "cache list --cache '" + cache + "'");
+  host_test::TempDir dir("gemmtune_cli_");
+  const std::string cache = (dir.root / "c.sqlite").string();
+  Exec e = run_cli(dir.root, "cache list --cache '" + cache + "'");
   EXPECT_EQ(e.code, 0) << e.err;
   EXPECT_NE(e.out.find("no entries"), std::string::npos) << e.out;
   EXPECT_FALSE(fs::exists(cache)) << "listing must not create a cache";
   { TuningCache created(cache); }
-  e = run_cli(dir, "cache list --cache '" + cache + "'");
+  e = run_cli(dir.root, "cache list --cache '" + cache + "'");
   EXPECT_EQ(e.code, 0) << e.err;
   EXPECT_NE(e.out.find("no entries"), std::string::npos) << e.out;
-  e = run_cli(dir, "cache show 0123 --cache '" + cache + "'");
+  e = run_cli(dir.root, "cache show 0123 --cache '" + cache + "'");
   EXPECT_EQ(e.code, 1);
   EXPECT_NE(e.err.find("no entry"), std::string::npos) << e.err;
 }
 
 TEST(CliExec, CacheExportImportRoundTrip) {
-  TempDir dir;
-  const std::string src = (dir / "src.sqlite").string(), dst = (dir / "dst.sqlite").string();
-  const std::string json = (dir / "export.json").string();
+  host_test::TempDir dir("gemmtune_cli_");
+  const std::string src = (dir.root / "src.sqlite").string(), dst = (dir.root / "dst.sqlite").string();
+  const std::string json = (dir.root / "export.json").string();
 
   TuneReport report;
   report.problem = GemmProblem::linear(64, 128, 256);
@@ -391,19 +339,19 @@ TEST(CliExec, CacheExportImportRoundTrip) {
   report.results = {win, slow};
   { TuningCache(src).store(report.key, "test-environment", report); }
 
-  Exec e = run_cli(dir, "cache list --cache '" + src + "'");
+  Exec e = run_cli(dir.root, "cache list --cache '" + src + "'");
   EXPECT_EQ(e.code, 0) << e.err;
   EXPECT_NE(e.out.find("00000000cafef00d"), std::string::npos) << e.out;
-  e = run_cli(dir, "cache show cafe --cache '" + src + "'");  // not a prefix
+  e = run_cli(dir.root, "cache show cafe --cache '" + src + "'");  // not a prefix
   EXPECT_EQ(e.code, 1);
-  e = run_cli(dir, "cache show 00000000caf --cache '" + src + "'");
+  e = run_cli(dir.root, "cache show 00000000caf --cache '" + src + "'");
   EXPECT_EQ(e.code, 0) << e.err;
   EXPECT_NE(e.out.find("algo 2"), std::string::npos) << e.out;
 
-  e = run_cli(dir, "cache export '" + json + "' --cache '" + src + "'");
+  e = run_cli(dir.root, "cache export '" + json + "' --cache '" + src + "'");
   ASSERT_EQ(e.code, 0) << e.err;
   EXPECT_NE(slurp(json).find("gemmtune-cache"), std::string::npos);
-  e = run_cli(dir, "cache import '" + json + "' --cache '" + dst + "'");
+  e = run_cli(dir.root, "cache import '" + json + "' --cache '" + dst + "'");
   ASSERT_EQ(e.code, 0) << e.err;
   EXPECT_NE(e.out.find("imported 1 entry"), std::string::npos) << e.out;
 
@@ -416,14 +364,14 @@ TEST(CliExec, CacheExportImportRoundTrip) {
   EXPECT_DOUBLE_EQ(choice->median_us, 12.5);
   EXPECT_EQ(imported.results(report.key).size(), 2u);
 
-  e = run_cli(dir, "cache clear --cache '" + dst + "'");
+  e = run_cli(dir.root, "cache clear --cache '" + dst + "'");
   EXPECT_EQ(e.code, 0) << e.err;
   EXPECT_NE(e.out.find("removed 1 entry"), std::string::npos) << e.out;
   EXPECT_FALSE(TuningCache(dst).lookup(report.key).has_value());
 
   // A file that is not an export is an error (exit 1) with a message, not a crash.
-  { std::ofstream(dir / "bad.json") << "{\"format\": \"something else\"}"; }
-  e = run_cli(dir, "cache import '" + (dir / "bad.json").string() + "' --cache '" + dst + "'");
+  { std::ofstream(dir.root / "bad.json") << "{\"format\": \"something else\"}"; }
+  e = run_cli(dir.root, "cache import '" + (dir.root / "bad.json").string() + "' --cache '" + dst + "'");
   EXPECT_EQ(e.code, 1);
   EXPECT_TRUE(starts_with(e.err, "gemmtune: ")) << e.err;
 }

@@ -2,58 +2,27 @@
 // with the test reference's, the Triton softmax config space, the CLI's softmax problems and
 // suites, TuneReport's op-aware problem text, and the binary's exit codes without a device.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "backends/triton/triton_softmax.hpp"
 #include "core/cuda.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/report.hpp"
 #include "gemmtune/softmax_cli.hpp"
+#include "host/problems.hpp"
 #include "support/host_softmax.hpp"
 #include "tune/softmax_check.hpp"
 
 using namespace gemmtune;
 namespace fs = std::filesystem;
+using host_test::error_of;
+using host_test::Exec;
+using host_test::run_cli;
 
 namespace {
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
-}
-
-struct Exec {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Exec run_cli(const fs::path& dir, const std::string& args) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = "GEMMTUNE_CACHE='" + (dir / "default.sqlite").string() + "' '" + GEMMTUNE_CLI + "' " + args +
-                          " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
 
 // bench/suites/softmax.csv of this checkout (this file is tests/host/test_softmax_host.cpp).
 std::string suite_path() { return (fs::path(__FILE__).parent_path().parent_path().parent_path() / "bench/suites/softmax.csv").string(); }
@@ -168,20 +137,17 @@ TEST(SoftmaxReport, ProblemTextFollowsTheOp) {
 }
 
 TEST(SoftmaxCliExec, UsageErrorsAndNoDevice) {
-  char tmpl[] = "/tmp/gemmtune_smcli_XXXXXX";
-  const fs::path dir = mkdtemp(tmpl);
+  host_test::TempDir dir("gemmtune_smcli_");
   for (const char* args : {"tune softmax", "tune softmax 64", "tune softmax 64x64 --bias", "tune softmax 64x64 --dtype e4m3",
                            "tune 64x64x64 --stride 8", "tune 64x64x64 8x8"}) {
-    const Exec e = run_cli(dir, args);
+    const Exec e = run_cli(dir.root, args);
     EXPECT_EQ(e.code, 2) << args << "\n" << e.err;
   }
   const std::string suite = suite_path();
   std::string why;
   if (!cuda_device_present(&why)) {
-    EXPECT_EQ(run_cli(dir, "tune softmax 64x4096").code, 3);
-    EXPECT_EQ(run_cli(dir, "suite " + suite + " --dtype fp16").code, 3);
-    EXPECT_EQ(run_cli(dir, "suite " + suite + " --m-values x.csv").code, 2);
+    EXPECT_EQ(run_cli(dir.root, "tune softmax 64x4096").code, 3);
+    EXPECT_EQ(run_cli(dir.root, "suite " + suite + " --dtype fp16").code, 3);
+    EXPECT_EQ(run_cli(dir.root, "suite " + suite + " --m-values x.csv").code, 2);
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
