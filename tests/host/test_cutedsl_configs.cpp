@@ -14,6 +14,7 @@
 #include "backends/cutedsl/configs.hpp"
 #include "backends/cutedsl/cutedsl_backend.hpp"
 #include "gemmtune/error.hpp"
+#include "host/cutedsl_compile.hpp"
 #include "host/problems.hpp"
 
 namespace gemmtune::cutedsl {
@@ -153,21 +154,11 @@ TEST(CutedslConfigs, ParamsCarryEverythingTheArtifactBakesIn) {
 
 // ---- the compile path, for real, when .venv has the DSL ------------------------------------------
 
-// An artifact store in a fresh temporary directory.
-struct TempStore : host_test::TempDir {
-  TempStore() : TempDir("gemmtune-cutedsl-test-") {}
-};
-
-CompilerOptions options(const fs::path& store) {
-  CompilerOptions o = CompilerOptions::defaults();
-  o.artifacts = store;
-  o.pool.max_workers = 1;
-  o.load_only = false;
-  return o;
-}
+// The compile tests' compiler: one worker, the store in a host_test::TempDir.
+CompilerOptions options(const fs::path& store) { return host_test::compile_options(store, 1); }
 
 TEST(CutedslCompiler, UnavailableWithBothReasons) {
-  TempStore s;
+  host_test::TempDir s("gemmtune-cutedsl-test-");
   CompilerOptions o = options(s.root);
   o.pool.command = {"/nonexistent/python3", "-m", "gemmtune.worker"};
   Compiler c(o);
@@ -177,7 +168,7 @@ TEST(CutedslCompiler, UnavailableWithBothReasons) {
 }
 
 TEST(CutedslCompiler, CompilesLoadsAndServesLoadOnly) {
-  TempStore s;
+  host_test::TempDir s("gemmtune-cutedsl-test-");
   Compiler c(options(s.root));
   if (Verdict v = c.available(); !v) GTEST_SKIP() << "no CuTe DSL compile worker: " << v.reason;
   ASSERT_FALSE(c.load_only());
@@ -294,25 +285,12 @@ TEST(CutedslPrecompile, GpuTestMatrix) {
   ASSERT_FALSE(c.load_only()) << "no CuTe DSL here: cannot compile";
   std::vector<GemmProblem> problems;
   for (auto& [what, p] : cutedsl_test::problem_matrix()) problems.push_back(p);
-  int built = 0, hits = 0, failed = 0;
-  double seconds = 0;
-  std::vector<double> times;
-  auto items = precompile(c, problems, kSms, default_max_configs(), 2, [&](const PrecompileItem& it) {
-    if (!it.error.empty()) {
-      ++failed;
-      std::printf("FAILED %s %s: %s\n", it.problem.c_str(), it.config.id().c_str(), it.error.c_str());
-    } else if (it.store_hit) {
-      ++hits;
-    } else {
-      ++built, seconds += it.seconds, times.push_back(it.seconds);
-    }
-  });
-  std::sort(times.begin(), times.end());
+  host_test::PrecompileTally t;
+  auto items = precompile(c, problems, kSms, default_max_configs(), 2, [&](const PrecompileItem& it) { t.add(it); });
   std::printf("cutedsl precompile into %s: %zu artifacts, %d compiled (%.1f s of compile, median %.2f s), "
               "%d already there, %d failed\n",
-              c.store().root().c_str(), items.size(), built, seconds, times.empty() ? 0.0 : times[times.size() / 2],
-              hits, failed);
-  EXPECT_EQ(failed, 0);
+              c.store().root().c_str(), items.size(), t.built, t.seconds, t.median(), t.hits, t.failed);
+  EXPECT_EQ(t.failed, 0);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "backends/cutedsl/softmax.hpp"
 #include "core/parallel.hpp"
 #include "gemmtune/error.hpp"
+#include "host/cutedsl_compile.hpp"
 #include "host/problems.hpp"
 #include "gpu/cutedsl_softmax_problems.hpp"
 
@@ -367,18 +368,8 @@ TEST(CutedslSoftmaxProblems, EveryEntryIsValidAndSupported) {
 
 // ---- the compile path, for real, when .venv has the DSL ------------------------------------------
 
-// An artifact store in a fresh temporary directory.
-struct TempStore : host_test::TempDir {
-  TempStore() : TempDir("gemmtune-cutedsl-softmax-test-") {}
-};
-
-CompilerOptions options(const fs::path& store) {
-  CompilerOptions o = CompilerOptions::defaults();
-  o.artifacts = store;
-  o.pool.max_workers = 2;
-  o.load_only = false;
-  return o;
-}
+// The compile tests' compiler: two workers (the variants compile in parallel), the store in a host_test::TempDir.
+CompilerOptions options(const fs::path& store) { return host_test::compile_options(store, 2); }
 
 // Representative variants: several rows per CTA (bf16, 16-byte accesses), one CTA per row with
 // the shared-memory merge (fp32 -> bf16), a cluster of 4 (fp16 -> fp32), the online kernel,
@@ -400,7 +391,7 @@ std::vector<Variant> variants() {
 }
 
 TEST(CutedslSoftmaxCompiler, CompilesLoadsAndServesLoadOnly) {
-  TempStore s;
+  host_test::TempDir s("gemmtune-cutedsl-softmax-test-");
   Compiler c(options(s.root));
   if (Verdict v = c.available(); !v) GTEST_SKIP() << "no CuTe DSL compile worker: " << v.reason;
   ASSERT_FALSE(c.load_only());
@@ -554,26 +545,15 @@ TEST(CutedslSoftmaxPrecompile, SuiteAndGpuTestMatrix) {
   const size_t suite_problems = problems.size();
   for (auto& [what, p] : cutedsl_softmax_test::problem_matrix()) problems.push_back(p);
   for (const SoftmaxProblem& p : engine_test_problems()) problems.push_back(p);
-  int built = 0, hits = 0, failed = 0;
-  double seconds = 0;
-  std::vector<double> times;
-  auto items = precompile_softmax(c, problems, default_softmax_max_configs(), 2, [&](const SoftmaxPrecompileItem& it) {
-    if (!it.error.empty()) {
-      ++failed;
-      std::printf("FAILED %s %s: %s\n", it.problem.c_str(), it.config.id().c_str(), it.error.c_str());
-    } else if (it.store_hit) {
-      ++hits;
-    } else {
-      ++built, seconds += it.seconds, times.push_back(it.seconds);
-    }
-  });
-  std::sort(times.begin(), times.end());
+  host_test::PrecompileTally t;
+  auto items = precompile_softmax(c, problems, default_softmax_max_configs(), 2,
+                                  [&](const SoftmaxPrecompileItem& it) { t.add(it); });
   std::printf(
       "cutedsl softmax precompile into %s: %zu problems (%zu of the suite), %zu artifacts, %d compiled "
       "(%.1f s of compile, median %.2f s), %d already there, %d failed\n",
-      c.store().root().c_str(), problems.size(), suite_problems, items.size(), built, seconds,
-      times.empty() ? 0.0 : times[times.size() / 2], hits, failed);
-  EXPECT_EQ(failed, 0);
+      c.store().root().c_str(), problems.size(), suite_problems, items.size(), t.built, t.seconds, t.median(), t.hits,
+      t.failed);
+  EXPECT_EQ(t.failed, 0);
 }
 
 }  // namespace
