@@ -11,12 +11,6 @@ namespace gemmtune::cli {
 
 namespace {
 
-std::string status_text(const CandidateResult& r) {
-  std::string s = to_string(r.status);
-  if (!r.reason.empty()) s += ": " + r.reason;
-  return s;
-}
-
 // The one choice whose key is `key` or starts with it.
 CachedChoice find_choice(const TuningCache& cache, const std::string& key) {
   if (auto exact = cache.lookup(key)) return *exact;

@@ -205,11 +205,8 @@ int cmd_suite(const SuiteArgs& args) {
       const GemmProblem p = build_problem(e.m, e.n, e.k, args.problem);
       desc.from(p);
       TuneReport report;
-      const auto t0 = std::chrono::steady_clock::now();
-      const Kernel kernel = args.force ? engine->tune(p, &report) : engine->select(p, &report);
-      const double select_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (report.key.empty()) report.key = engine->cache_key(p);
+      double select_ms = 0;
+      const Kernel kernel = timed_select(*engine, p, args.force, report, select_ms);
       cached += report.from_cache;
       const auto results = report_results(*engine, report, kernel);
 

@@ -1,6 +1,5 @@
 // `gemmtune tune MxNxK [flags]`: select (or re-tune) one problem and print every candidate.
 // `gemmtune tune softmax ROWSxCOLS [flags]`: the same for a softmax (softmax_cli.cpp).
-#include <chrono>
 #include <iostream>
 #include <sstream>
 
@@ -22,27 +21,13 @@ std::string marks(const CandidateResult& r) {
   return m;
 }
 
-std::string status_text(const CandidateResult& r) {
-  std::string s = to_string(r.status);
-  if (!r.reason.empty()) s += ": " + r.reason;
-  return s;
-}
-
 }  // namespace
 
 void print_tune_report(std::ostream& os, const std::string& device, const TuneReport& report,
                        const std::vector<CandidateResult>& results, const std::string& cached_at, double select_ms,
                        double roof, const std::string& roof_text) {
   const GemmProblem& p = report.problem;
-  os << "problem  " << p.str() << "\n";
-  os << "key      " << report.key << "\n";
-  os << "device   " << device << "\n";
-  if (report.from_cache)
-    os << "answer   from cache (tuned " << (cached_at.empty() ? "at an unknown time" : cached_at) << "), in "
-       << fixed(select_ms, 3) << " ms; timings below are the cached ones\n";
-  else
-    os << "answer   tuned now in " << fixed(report.seconds, 2) << " s\n";
-  os << "\n";
+  print_report_head(os, p.str(), device, report, cached_at, select_ms);
 
   std::vector<std::vector<std::string>> rows{{"", "rank", "backend", "candidate", "median us", "p20-p80 us",
                                               "TFLOP/s", "% roof", "rel err", "compile s", "status"}};
@@ -77,10 +62,7 @@ void print_tune_report(std::ostream& os, const std::string& device, const TuneRe
       os << "default  the winner is the default pick\n";
   }
   os << "roof     " << fixed(roof, 1) << " TFLOP/s for this problem, from " << roof_text << "\n";
-  if (!report.notes.empty()) {
-    os << "notes\n";
-    for (const auto& n : report.notes) os << "  - " << n << "\n";
-  }
+  print_notes(os, report);
 }
 
 int cmd_tune(const TuneArgs& args) {
@@ -100,16 +82,11 @@ int cmd_tune(const TuneArgs& args) {
   if (!engine) return kNoDevice;
 
   TuneReport report;
-  const auto t0 = std::chrono::steady_clock::now();
-  Kernel kernel = args.force ? engine->tune(problem, &report) : engine->select(problem, &report);
-  const double select_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (report.key.empty()) report.key = engine->cache_key(problem);
+  double select_ms = 0;
+  Kernel kernel = timed_select(*engine, problem, args.force, report, select_ms);
   report.problem = problem;
   const auto results = report_results(*engine, report, kernel);
-
-  std::string cached_at;
-  if (report.from_cache && engine->cache())
-    if (auto choice = engine->cache()->lookup(report.key)) cached_at = format_time(choice->tuned_at);
+  const std::string tuned_at = cached_at(*engine, report);
 
   // "% of roof": nominal ceilings unless asked to measure (a few seconds of GPU time).
   Ceilings ceilings{kNominalCopyTBps, kNominalBf16Tflops, kNominalFp8Tflops};
@@ -125,13 +102,13 @@ int cmd_tune(const TuneArgs& args) {
 
   // With --json -, stdout carries the JSON alone and the table goes to stderr.
   std::ostream& table_out = args.json == "-" ? std::cerr : std::cout;
-  print_tune_report(table_out, engine->device().str(), report, results, cached_at, select_ms, roof, roof_text.str());
+  print_tune_report(table_out, engine->device().str(), report, results, tuned_at, select_ms, roof, roof_text.str());
 
   if (!args.json.empty()) {
     nlohmann::json j{{"problem", problem_json(problem)},
                      {"key", report.key},
                      {"from_cache", report.from_cache},
-                     {"tuned_at", cached_at},
+                     {"tuned_at", tuned_at},
                      {"seconds", report.seconds},
                      {"select_ms", select_ms},
                      {"spread", report.spread},

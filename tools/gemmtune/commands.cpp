@@ -110,6 +110,37 @@ std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& re
   return results;
 }
 
+std::string cached_at(Engine& engine, const TuneReport& report) {
+  if (report.from_cache && engine.cache())
+    if (auto choice = engine.cache()->lookup(report.key)) return format_time(choice->tuned_at);
+  return {};
+}
+
+void print_report_head(std::ostream& os, const std::string& problem_text, const std::string& device,
+                       const TuneReport& report, const std::string& cached_at, double select_ms) {
+  os << "problem  " << problem_text << "\n";
+  os << "key      " << report.key << "\n";
+  os << "device   " << device << "\n";
+  if (report.from_cache)
+    os << "answer   from cache (tuned " << (cached_at.empty() ? "at an unknown time" : cached_at) << "), in "
+       << fixed(select_ms, 3) << " ms; timings below are the cached ones\n";
+  else
+    os << "answer   tuned now in " << fixed(report.seconds, 2) << " s\n";
+  os << "\n";
+}
+
+void print_notes(std::ostream& os, const TuneReport& report) {
+  if (report.notes.empty()) return;
+  os << "notes\n";
+  for (const auto& n : report.notes) os << "  - " << n << "\n";
+}
+
+std::string status_text(const CandidateResult& r) {
+  std::string s = to_string(r.status);
+  if (!r.reason.empty()) s += ": " + r.reason;
+  return s;
+}
+
 double tflops(const GemmProblem& p, double median_us) { return median_us > 0 ? p.flops() / median_us * 1e-6 : 0; }
 
 nlohmann::json problem_json(const GemmProblem& p) {
@@ -135,22 +166,26 @@ nlohmann::json problem_json(const GemmProblem& p) {
           {"canonical", p.canonical()}};
 }
 
+nlohmann::json candidate_json(const CandidateResult& r) {
+  return {{"backend", r.backend},
+          {"id", r.id},
+          {"name", r.name},
+          {"status", to_string(r.status)},
+          {"reason", r.reason},
+          {"rel_err", r.rel_err < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.rel_err)},
+          {"median_us", r.median_us},
+          {"p20_us", r.p20_us},
+          {"p80_us", r.p80_us},
+          {"samples", r.samples},
+          {"compile_s", r.compile_s},
+          {"winner", r.winner}};
+}
+
 nlohmann::json result_json(const CandidateResult& r, const GemmProblem& p, double roof_tflops) {
   const double tf = tflops(p, r.median_us);
-  nlohmann::json j{{"backend", r.backend},
-                   {"id", r.id},
-                   {"name", r.name},
-                   {"status", to_string(r.status)},
-                   {"reason", r.reason},
-                   {"rel_err", r.rel_err < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.rel_err)},
-                   {"median_us", r.median_us},
-                   {"p20_us", r.p20_us},
-                   {"p80_us", r.p80_us},
-                   {"samples", r.samples},
-                   {"compile_s", r.compile_s},
-                   {"winner", r.winner},
-                   {"default", r.is_default},
-                   {"tflops", tf}};
+  nlohmann::json j = candidate_json(r);
+  j["default"] = r.is_default;
+  j["tflops"] = tf;
   if (roof_tflops > 0) j["pct_roof"] = tf > 0 ? 100.0 * tf / roof_tflops : 0.0;
   return j;
 }

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <functional>
 #include <iosfwd>
 #include <memory>
@@ -53,11 +54,42 @@ std::unique_ptr<Engine> make_engine(const EngineFlags& flags, std::function<void
 // Sorted: winner first, then correct candidates by median, pruned, wrong, failed.
 std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& report, const Kernel& kernel);
 
+// Selects (with `force`: re-tunes) `problem` (a GemmProblem or a SoftmaxProblem) and returns its
+// kernel; `report` gets the engine's report, with the key filled in when the engine left it
+// empty, and `select_ms` the wall time of the call.
+template <class Problem>
+auto timed_select(Engine& engine, const Problem& problem, bool force, TuneReport& report, double& select_ms) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto kernel = force ? engine.tune(problem, &report) : engine.select(problem, &report);
+  select_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (report.key.empty()) report.key = engine.cache_key(problem);
+  return kernel;
+}
+
+// When the cache entry behind `report` was tuned (format_time), if the report came from the
+// cache and the entry is there; else "".
+std::string cached_at(Engine& engine, const TuneReport& report);
+
+// The head of a tune report: problem (`problem_text`), key, device, the answer (from the cache,
+// with `cached_at` and `select_ms`, or tuned now, with the report's seconds) and a blank line.
+void print_report_head(std::ostream& os, const std::string& problem_text, const std::string& device,
+                       const TuneReport& report, const std::string& cached_at, double select_ms);
+// "notes" and a "  - <note>" line per note of the report; nothing when it has none.
+void print_notes(std::ostream& os, const TuneReport& report);
+
+// A candidate's status column: "<status>", or "<status>: <reason>" when it has a reason.
+std::string status_text(const CandidateResult& r);
+
 // TFLOP/s of `p` at `median_us` (0 when the median is 0).
 double tflops(const GemmProblem& p, double median_us);
 
 nlohmann::json problem_json(const GemmProblem& p);
-// Every CandidateResult field, plus tflops and (when roof_tflops > 0) pct_roof.
+// The CandidateResult fields every --json report carries (GEMM and softmax): backend, id, name,
+// status, reason, rel_err (null when not measured), median_us, p20_us, p80_us, samples,
+// compile_s, winner.
+nlohmann::json candidate_json(const CandidateResult& r);
+// Every CandidateResult field (candidate_json and default), plus tflops and (when
+// roof_tflops > 0) pct_roof.
 nlohmann::json result_json(const CandidateResult& r, const GemmProblem& p, double roof_tflops);
 
 // Fixed-point and scientific text of a number ("-" for a negative "not measured" value).

@@ -59,12 +59,6 @@ std::vector<CandidateResult> softmax_results(Engine& engine, const TuneReport& r
   return results;
 }
 
-std::string status_text(const CandidateResult& r) {
-  std::string s = to_string(r.status);
-  if (!r.reason.empty()) s += ": " + r.reason;
-  return s;
-}
-
 }  // namespace
 
 SoftmaxProblem build_softmax_problem(int64_t rows, int64_t cols, const ProblemFlags& f) {
@@ -147,14 +141,10 @@ int cmd_tune_softmax(const TuneArgs& args) {
   if (!engine) return kNoDevice;
 
   TuneReport report;
-  const auto t0 = std::chrono::steady_clock::now();
-  SoftmaxKernel kernel = args.force ? engine->tune(p, &report) : engine->select(p, &report);
-  const double select_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (report.key.empty()) report.key = engine->cache_key(p);
+  double select_ms = 0;
+  SoftmaxKernel kernel = timed_select(*engine, p, args.force, report, select_ms);
   const auto results = softmax_results(*engine, report, kernel);
-  std::string cached_at;
-  if (report.from_cache && engine->cache())
-    if (auto choice = engine->cache()->lookup(report.key)) cached_at = format_time(choice->tuned_at);
+  const std::string tuned_at = cached_at(*engine, report);
 
   double copy = kNominalCopyTBps;
   std::string copy_source = "nominal H200 copy bandwidth";
@@ -164,15 +154,7 @@ int cmd_tune_softmax(const TuneArgs& args) {
   }
 
   std::ostream& os = args.json == "-" ? std::cerr : std::cout;
-  os << "problem  softmax " << p.str() << "\n"
-     << "key      " << report.key << "\n"
-     << "device   " << engine->device().str() << "\n";
-  if (report.from_cache)
-    os << "answer   from cache (tuned " << (cached_at.empty() ? "at an unknown time" : cached_at) << "), in "
-       << fixed(select_ms, 3) << " ms; timings below are the cached ones\n";
-  else
-    os << "answer   tuned now in " << fixed(report.seconds, 2) << " s\n";
-  os << "\n";
+  print_report_head(os, "softmax " + p.str(), engine->device().str(), report, tuned_at, select_ms);
   std::vector<std::vector<std::string>> rows{
       {"", "rank", "backend", "candidate", "median us", "p20-p80 us", "TB/s", "% copy", "rel err", "compile s", "status"}};
   int rank = 0;
@@ -186,10 +168,7 @@ int cmd_tune_softmax(const TuneArgs& args) {
   os << format_table(rows, {false, true, false, false, true, true, true, true, true, true, false});
   os << "(* winner; TB/s = (bytes of x read + bytes of y written) / median)\n";
   os << "copy     " << fixed(copy, 2) << " TB/s (" << copy_source << ")\n";
-  if (!report.notes.empty()) {
-    os << "notes\n";
-    for (const auto& n : report.notes) os << "  - " << n << "\n";
-  }
+  print_notes(os, report);
 
   if (!args.json.empty()) {
     nlohmann::json j{{"op", "softmax"},
@@ -198,7 +177,7 @@ int cmd_tune_softmax(const TuneArgs& args) {
                                   {"canonical", p.canonical()}, {"bytes", p.min_bytes()}}},
                      {"key", report.key},
                      {"from_cache", report.from_cache},
-                     {"tuned_at", cached_at},
+                     {"tuned_at", tuned_at},
                      {"seconds", report.seconds},
                      {"select_ms", select_ms},
                      {"spread", report.spread},
@@ -211,20 +190,10 @@ int cmd_tune_softmax(const TuneArgs& args) {
                      {"results", nlohmann::json::array()}};
     for (const auto& r : results) {
       const double tb = softmax_tbps(p, r.median_us);
-      j["results"].push_back({{"backend", r.backend},
-                              {"id", r.id},
-                              {"name", r.name},
-                              {"status", to_string(r.status)},
-                              {"reason", r.reason},
-                              {"rel_err", r.rel_err < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.rel_err)},
-                              {"median_us", r.median_us},
-                              {"p20_us", r.p20_us},
-                              {"p80_us", r.p80_us},
-                              {"samples", r.samples},
-                              {"compile_s", r.compile_s},
-                              {"winner", r.winner},
-                              {"TBps", tb},
-                              {"pct_copy", copy > 0 ? 100.0 * tb / copy : 0.0}});
+      nlohmann::json jr = candidate_json(r);
+      jr["TBps"] = tb;
+      jr["pct_copy"] = copy > 0 ? 100.0 * tb / copy : 0.0;
+      j["results"].push_back(std::move(jr));
     }
     write_output(args.json, j.dump(2) + "\n");
   }
@@ -297,10 +266,8 @@ int cmd_suite_softmax(const SuiteArgs& args, const std::string& csv_text) {
     try {
       const SoftmaxProblem p = build_softmax_problem(nrows, ncols, args.problem);
       TuneReport report;
-      const auto t0 = std::chrono::steady_clock::now();
-      const SoftmaxKernel k = args.force ? engine->tune(p, &report) : engine->select(p, &report);
-      const double select_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      if (report.key.empty()) report.key = engine->cache_key(p);
+      double select_ms = 0;
+      const SoftmaxKernel k = timed_select(*engine, p, args.force, report, select_ms);
       cached += report.from_cache;
       std::string summary = "no results";
       for (const auto& r : softmax_results(*engine, report, k)) {
