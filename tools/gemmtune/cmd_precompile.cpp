@@ -42,28 +42,13 @@ int cmd_precompile(const PrecompileArgs& args) {
             << "\n";
 
   std::string json_lines;
-  size_t done = 0, built = 0, hits = 0, failed = 0, skipped = 0;
-  double nvcc_s = 0;
+  PrecompileCounts n;
   auto progress = [&](const cutlass_backend::PrecompileItem& it) {
-    ++done;
     std::string what = it.skipped ? it.problem
                        : it.key.empty() ? it.config.id() + " for " + it.problem
                                         : it.config.id() + " [" + it.instance + "]";
-    std::string state;
-    if (it.skipped) {
-      ++skipped;  // a problem the backend does not support: not an error of the build
-      state = "skipped: " + it.error;
-    } else if (!it.error.empty()) {
-      ++failed;
-      state = "FAILED: " + it.error;
-    } else if (it.store_hit) {
-      ++hits;
-      state = "in store";
-    } else {
-      ++built, nvcc_s += it.seconds;
-      state = "built in " + fixed(it.seconds, 1) + " s";
-    }
-    std::cerr << "[" << done << "] " << what << ": " << state << "\n";
+    const std::string state = n.add(it, "built", 1);
+    std::cerr << "[" << n.done << "] " << what << ": " << state << "\n";
     nlohmann::json j{{"problem", it.problem}, {"config", it.skipped ? "" : it.config.id()},
                      {"instance", it.instance}, {"key", it.key}, {"store_hit", it.store_hit},
                      {"nvcc_s", it.seconds}, {"error", it.error}};
@@ -72,11 +57,13 @@ int cmd_precompile(const PrecompileArgs& args) {
   std::vector<cutlass_backend::Config> only;
   for (const std::string& id : args.configs) only.push_back(cutlass_backend::Config::parse(id));
   auto items = cutlass_backend::precompile(builder, problems, args.sms, max_configs, opt.jobs, progress, only);
-  std::cerr << "gemmtune: " << items.size() - skipped << " instances: " << built << " built (" << fixed(nvcc_s, 1)
-            << " s of nvcc), " << hits << " already in the store, " << failed << " failed; " << skipped
+  double nvcc_s = 0;
+  for (double s : n.built_s) nvcc_s += s;
+  std::cerr << "gemmtune: " << items.size() - n.skipped << " instances: " << n.built << " built (" << fixed(nvcc_s, 1)
+            << " s of nvcc), " << n.hits << " already in the store, " << n.failed << " failed; " << n.skipped
             << " problems skipped\n";
   if (!args.json.empty()) write_output(args.json, json_lines);
-  return failed ? kError : kOk;
+  return n.failed ? kError : kOk;
 }
 
 }  // namespace gemmtune::cli

@@ -34,26 +34,11 @@ int cmd_precompile_cutedsl(const PrecompileArgs& args, const std::vector<GemmPro
             << compiler.store().root().string() << "\n";
 
   std::string json_lines;
-  size_t done = 0, built = 0, hits = 0, failed = 0, skipped = 0;
-  std::vector<double> times;
+  PrecompileCounts n;
   auto progress = [&](const cutedsl::PrecompileItem& it) {
-    ++done;
     std::string what = it.skipped ? it.problem : it.config.id() + " for " + it.problem;
-    std::string state;
-    if (it.skipped) {
-      ++skipped;
-      state = "skipped: " + it.error;
-    } else if (!it.error.empty()) {
-      ++failed;
-      state = "FAILED: " + it.error;
-    } else if (it.store_hit) {
-      ++hits;
-      state = "in store";
-    } else {
-      ++built, times.push_back(it.seconds);
-      state = "compiled in " + fixed(it.seconds, 2) + " s";
-    }
-    std::cerr << "[" << done << "] " << what << ": " << state << "\n";
+    const std::string state = n.add(it, "compiled", 2);
+    std::cerr << "[" << n.done << "] " << what << ": " << state << "\n";
     nlohmann::json j{{"problem", it.problem}, {"config", it.skipped ? "" : it.config.id()},
                      {"params", it.params},   {"key", it.key},
                      {"store_hit", it.store_hit}, {"compile_s", it.seconds},
@@ -63,15 +48,16 @@ int cmd_precompile_cutedsl(const PrecompileArgs& args, const std::vector<GemmPro
   std::vector<cutedsl::Config> only;
   for (const std::string& id : args.configs) only.push_back(cutedsl::Config::parse(id));
   auto items = cutedsl::precompile(compiler, problems, args.sms, max_configs, threads, progress, only);
+  std::vector<double> times = n.built_s;
   std::sort(times.begin(), times.end());
   double total = 0;
   for (double t : times) total += t;
-  std::cerr << "gemmtune: " << items.size() - skipped << " artifacts: " << built << " compiled (" << fixed(total, 1)
+  std::cerr << "gemmtune: " << items.size() - n.skipped << " artifacts: " << n.built << " compiled (" << fixed(total, 1)
             << " s of compile, median " << fixed(times.empty() ? 0.0 : times[times.size() / 2], 2)
-            << " s per artifact), " << hits << " already in the store, " << failed << " failed; " << skipped
+            << " s per artifact), " << n.hits << " already in the store, " << n.failed << " failed; " << n.skipped
             << " problems skipped\n";
   if (!args.json.empty()) write_output(args.json, json_lines);
-  return failed ? kError : kOk;
+  return n.failed ? kError : kOk;
 }
 
 }  // namespace gemmtune::cli
