@@ -68,8 +68,7 @@ int cmd_run(const RunArgs& args) {
       GT_THROW("--scale-a/--scale-b: scales apply to fp8 inputs (--dtype e4m3|e5m2) only");
     if (args.beta != 0 && args.c.empty()) GT_THROW("--c: required when --beta is not 0");
   } catch (const Error& e) {
-    std::cerr << "gemmtune run: " << e.message() << "\nRun with --help for more information.\n";
-    return kUsage;
+    return usage_error("run", e.message());
   }
 
   // Shapes: A[m,k]; B[k,n], or W[n,k] with --weight.

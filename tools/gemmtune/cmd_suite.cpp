@@ -151,8 +151,7 @@ void add_tail(Record& r, const SuiteEntry& e, const Desc& d) {
 
 int cmd_suite(const SuiteArgs& args) {
   if (args.csv == "-" && args.json == "-") {
-    std::cerr << "gemmtune suite: --csv and --json cannot both be stdout\nRun with --help for more information.\n";
-    return kUsage;
+    return usage_error("suite", "--csv and --json cannot both be stdout");
   }
   const std::string shapes = read_text_file(args.file);
   if (is_softmax_suite(shapes, args.file)) return cmd_suite_softmax(args, shapes);  // header rows,cols
@@ -166,8 +165,7 @@ int cmd_suite(const SuiteArgs& args) {
     if (args.problem.stride) GT_THROW("stride: applies to softmax suites only (GEMMs: --lda, --ldb, --ldd)");
     build_problem(entries[0].m, entries[0].n, entries[0].k, args.problem);
   } catch (const Error& e) {
-    std::cerr << "gemmtune suite: " << e.message() << "\nRun with --help for more information.\n";
-    return kUsage;
+    return usage_error("suite", e.message());
   }
   if (!require_gpu()) return kNoDevice;
 

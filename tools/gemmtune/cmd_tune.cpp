@@ -74,8 +74,7 @@ int cmd_tune(const TuneArgs& args) {
     problem = build_problem(args.shape, args.problem);
   } catch (const Error& e) {
     // Flags that describe an invalid problem are a usage error.
-    std::cerr << "gemmtune tune: " << e.message() << "\nRun with --help for more information.\n";
-    return kUsage;
+    return usage_error("tune", e.message());
   }
   if (!require_gpu()) return kNoDevice;
   auto engine = make_engine(args.engine, log_stderr);

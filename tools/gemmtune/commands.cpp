@@ -56,6 +56,11 @@ bool require_gpu() {
 
 void log_stderr(const std::string& line) { std::cerr << "gemmtune: " << line << "\n"; }
 
+int usage_error(const std::string& command, const std::string& message) {
+  std::cerr << "gemmtune " << command << ": " << message << "\nRun with --help for more information.\n";
+  return kUsage;
+}
+
 std::unique_ptr<Engine> make_engine(const EngineFlags& flags, std::function<void(const std::string&)> log) {
   auto engine = std::make_unique<Engine>(engine_options(flags, std::move(log)));
   // Exit code 3 also covers "the GPU is there but nothing can run on it": none of the engine's

@@ -44,6 +44,9 @@ bool require_gpu();
 // Writes "gemmtune: <line>" to stderr.
 void log_stderr(const std::string& line);
 
+// Writes "gemmtune <command>: <message>" and the --help hint to stderr; returns kUsage.
+int usage_error(const std::string& command, const std::string& message);
+
 // The engine for `flags`, after checking that a backend it may use is available: nullptr
 // (after printing why on stderr) when none is, which callers turn into exit code 3.
 std::unique_ptr<Engine> make_engine(const EngineFlags& flags, std::function<void(const std::string&)> log);

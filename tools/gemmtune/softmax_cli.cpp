@@ -133,8 +133,7 @@ int cmd_tune_softmax(const TuneArgs& args) {
     if (args.shape2.empty()) GT_THROW("shape: softmax needs ROWSxCOLS after it (e.g. tune softmax 4096x32768)");
     p = build_softmax_problem(args.shape2, args.problem);
   } catch (const Error& e) {
-    std::cerr << "gemmtune tune: " << e.message() << "\nRun with --help for more information.\n";
-    return kUsage;
+    return usage_error("tune", e.message());
   }
   if (!require_gpu()) return kNoDevice;
   auto engine = make_engine(args.engine, log_stderr);
@@ -202,20 +201,16 @@ int cmd_tune_softmax(const TuneArgs& args) {
 
 int cmd_suite_softmax(const SuiteArgs& args, const std::string& csv_text) {
   if (args.csv == "-" && args.json == "-") {
-    std::cerr << "gemmtune suite: --csv and --json cannot both be stdout\nRun with --help for more information.\n";
-    return kUsage;
+    return usage_error("suite", "--csv and --json cannot both be stdout");
   }
   if (!args.m_values.empty()) {
-    std::cerr << "gemmtune suite: --m-values does not apply to a softmax suite (header rows,cols)\n"
-                 "Run with --help for more information.\n";
-    return kUsage;
+    return usage_error("suite", "--m-values does not apply to a softmax suite (header rows,cols)");
   }
   const auto entries = softmax_suite_entries(csv_text, args.file);
   try {
     build_softmax_problem(entries[0].first, entries[0].second, args.problem);
   } catch (const Error& e) {
-    std::cerr << "gemmtune suite: " << e.message() << "\nRun with --help for more information.\n";
-    return kUsage;
+    return usage_error("suite", e.message());
   }
   if (!require_gpu()) return kNoDevice;
   auto engine = make_engine(args.engine, log_stderr);
