@@ -44,6 +44,16 @@ EngineOptions quick(const fs::path& cache) {
   return o;
 }
 
+void expect_winner_within_race_reach(const TuneReport& r, const TuneOptions& opt) {
+  ASSERT_NE(r.winner(), nullptr);
+  double fastest = r.winner()->median_us;
+  for (auto& c : r.results)
+    if (c.status == CandidateStatus::ok && c.median_us > 0) fastest = std::min(fastest, c.median_us);
+  const double reach = std::max(opt.duel_window, opt.tie_tolerance);
+  EXPECT_LE(r.winner()->median_us, fastest * (1 + reach) * (1 + reach))
+      << r.winner()->backend << " " << r.winner()->name << " vs the fastest correct candidate";
+}
+
 CheckResult check_d(const GemmProblem& p, const GemmArgs& args, const std::vector<double>& ref) {
   const auto d = host::unpack_d(p, host::download_bytes(args.d, size_t(p.elems_d()) * size_of(p.d.dtype)));
   return host::host_compare(p, d, ref);

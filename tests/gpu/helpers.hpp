@@ -40,6 +40,13 @@ std::filesystem::path temp_cache(const char* name);
 // at `cache`.
 EngineOptions quick(const std::filesystem::path& cache);
 
+// The race's pick is the fastest correct candidate up to its near-tie rules (src/tune/timing.hpp):
+// a candidate within duel_window (or tie_tolerance) of the fastest median may be preferred, and
+// a duel may hand the pick to the next one within that reach of the champion, so the winner's
+// median is at most (1 + reach)^2 x the fastest `ok` candidate's median, reach =
+// max(duel_window, tie_tolerance). (Exactly which one wins is tested on a CPU with a fake timer.)
+void expect_winner_within_race_reach(const TuneReport& r, const TuneOptions& opt);
+
 // Starts prepare() (compile / load) of every candidate at once on its own thread, as the engine
 // does, with `device` current there; each future holds "" when prepared, else the Error's
 // message. The candidates must outlive the futures.

@@ -21,6 +21,7 @@
 
 using namespace gemmtune;
 namespace fs = std::filesystem;
+using gpu_test::expect_winner_within_race_reach;
 using gpu_test::quick;
 using gpu_test::temp_cache;
 
@@ -200,8 +201,9 @@ TEST(SoftmaxEngine, TunesCachesReloadsAndRuns) {
     for (auto& [name, state] : e.backends())
       if (name == "softmax/cutedsl" && state.rfind("available", 0) == 0) expected.insert("cutedsl");
     EXPECT_EQ(backends, expected);
-    for (auto& c : r.results)
-      if (c.status == CandidateStatus::ok) EXPECT_LE(r.winner()->median_us, c.median_us);
+    // The winner is the fastest correct candidate up to the race's near-tie reach (not
+    // strictly: a duel on paired ratios may prefer one whose marginal median is a hair higher).
+    expect_winner_within_race_reach(r, quick(cache).tune);
     Input in(p, 99, s.get());
     k.run(in.ops.args(), s.get());
     EXPECT_EQ(check(p, in, s.get()), "");
