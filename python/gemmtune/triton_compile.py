@@ -343,14 +343,22 @@ def compile_gemm(params: Any, out_dir: str, kernel: Optional[str] = None) -> dic
         raise _bad("out_dir: expected a path")
     _precheck_resources(p)
     try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
+        import triton  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         raise _bad(f"triton is not available: {type(exc).__name__}: {exc}")
-    fn, signature, constexprs, attrs = build_source_args(p)
-    options = {"num_warps": p["num_warps"], "num_stages": p["num_stages"]}
+    out = build_cubin(build_source_args(p), {"num_warps": p["num_warps"], "num_stages": p["num_stages"]}, out_dir)
+    return {**out, "kernel": p["kernel"], "compile_s": round(time.perf_counter() - t0, 4)}
 
+
+def build_cubin(source_args, options: dict, out_dir: str) -> dict:
+    """The compile step every Triton kernel of gemmtune shares (GEMM, split-k reduce, softmax):
+    triton.compile of source_args = (fn, signature, constexprs, attrs) with `options`
+    (num_warps, num_stages) for sm_90a in a private cache, ptxas -v parsed for registers and
+    spills; refuses what does not fit an sm_90 block; writes <out_dir>/<name>-<hash16>.cubin
+    atomically. Returns {"artifact", "name", "hash", "meta"}. Raises CompileFailure."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
     knobs = triton.knobs
     saved = (knobs.cache.dir, knobs.nvidia.dump_ptxas_log)
     knobs.cache.dir = _private_cache_dir()
@@ -359,7 +367,7 @@ def compile_gemm(params: Any, out_dir: str, kernel: Optional[str] = None) -> dic
     try:
         with _CapturedOutput(echo_filter=_without_ptxas_info) as out:
             try:
-                src = ASTSource(fn, signature, constexprs, attrs)
+                src = ASTSource(*source_args)
                 compiled = triton.compile(src, target=GPUTarget("cuda", TARGET_ARCH, 32), options=options)
             except Exception as exc:  # noqa: BLE001
                 failure = exc
@@ -382,9 +390,9 @@ def compile_gemm(params: Any, out_dir: str, kernel: Optional[str] = None) -> dic
 
     meta = {
         "shared": num(md.shared, 0),
-        "num_warps": num(md.num_warps, p["num_warps"]),
+        "num_warps": num(md.num_warps, options["num_warps"]),
         "num_ctas": num(md.num_ctas, 1),
-        "num_stages": num(md.num_stages, p["num_stages"]),
+        "num_stages": num(md.num_stages, options["num_stages"]),
         "global_scratch_size": num(md.global_scratch_size, 0),
         "global_scratch_align": max(1, num(md.global_scratch_align, 1)),
         "profile_scratch_size": num(getattr(md, "profile_scratch_size", 0), 0),
@@ -407,8 +415,7 @@ def compile_gemm(params: Any, out_dir: str, kernel: Optional[str] = None) -> dic
     with open(tmp, "wb") as f:
         f.write(cubin)
     os.replace(tmp, artifact)
-    return {"artifact": artifact, "name": md.name, "kernel": p["kernel"], "hash": digest, "meta": meta,
-            "compile_s": round(time.perf_counter() - t0, 4)}
+    return {"artifact": artifact, "name": md.name, "hash": digest, "meta": meta}
 
 
 _PTXAS_INFO = re.compile(r"^ptxas info\s*:.*$|^\s+\d+ bytes stack frame.*$", re.MULTILINE)

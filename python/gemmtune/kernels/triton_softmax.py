@@ -34,8 +34,6 @@ compile_softmax(params, out_dir) is the compile worker's entry for kernels named
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from typing import Any, Optional
 
@@ -194,62 +192,5 @@ def compile_softmax(params: Any, out_dir: str, kernel: Optional[str] = None) -> 
     if not isinstance(out_dir, str) or not out_dir:
         raise tc.CompileFailure("bad_request", "out_dir: expected a path")
     _precheck(p)
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    fn, signature, constexprs, attrs = build_source_args(p)
-    options = {"num_warps": p["num_warps"], "num_stages": 1}
-    knobs = triton.knobs
-    saved = (knobs.cache.dir, knobs.nvidia.dump_ptxas_log)
-    knobs.cache.dir = tc._private_cache_dir()
-    knobs.nvidia.dump_ptxas_log = True
-    compiled = None
-    try:
-        with tc._CapturedOutput(echo_filter=tc._without_ptxas_info) as out:
-            try:
-                src = ASTSource(fn, signature, constexprs, attrs)
-                compiled = triton.compile(src, target=GPUTarget("cuda", tc.TARGET_ARCH, 32), options=options)
-            except Exception as exc:  # noqa: BLE001
-                failure = exc
-            else:
-                failure = None
-        if failure is not None:
-            raise tc._classify(failure, out.text) from None
-        md = compiled.metadata
-        cubin = compiled.asm["cubin"]
-        ptx = compiled.asm.get("ptx", "")
-    finally:
-        knobs.cache.dir, knobs.nvidia.dump_ptxas_log = saved
-        if compiled is not None:
-            for path in compiled.metadata_group.values():
-                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
-                break
-
-    def num(value, default):
-        return default if value is None else int(value)
-
-    meta = {
-        "shared": num(md.shared, 0),
-        "num_warps": num(md.num_warps, p["num_warps"]),
-        "num_ctas": num(md.num_ctas, 1),
-        "num_stages": num(md.num_stages, 1),
-        "global_scratch_size": num(md.global_scratch_size, 0),
-        "global_scratch_align": max(1, num(md.global_scratch_align, 1)),
-        "profile_scratch_size": num(getattr(md, "profile_scratch_size", 0), 0),
-        "profile_scratch_align": max(1, num(getattr(md, "profile_scratch_align", 1), 1)),
-        "target": tc._ptx_target(ptx) or tc.TARGET_NAME,
-        "num_params": tc._ptx_num_params(ptx),
-        "triton": triton.__version__,
-        **tc._ptxas_usage(out.text),
-    }
-    if meta["shared"] > tc.MAX_SHARED_BYTES:
-        raise tc.CompileFailure("resource", f"needs {meta['shared']} bytes of shared memory; "
-                                f"sm_90 allows {tc.MAX_SHARED_BYTES} per block")
-    digest = md.hash[:16]
-    os.makedirs(out_dir, exist_ok=True)
-    artifact = os.path.join(os.path.abspath(out_dir), f"{md.name}-{digest}.cubin")
-    tmp = f"{artifact}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(cubin)
-    os.replace(tmp, artifact)
-    return {"artifact": artifact, "name": md.name, "kernel": p["kernel"], "hash": digest, "meta": meta,
-            "compile_s": round(time.perf_counter() - t0, 4)}
+    out = tc.build_cubin(build_source_args(p), {"num_warps": p["num_warps"], "num_stages": 1}, out_dir)
+    return {**out, "kernel": p["kernel"], "compile_s": round(time.perf_counter() - t0, 4)}
