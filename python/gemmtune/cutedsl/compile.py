@@ -34,7 +34,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Optional
 
 # Without a GPU the DSL would target sm_100a. Read at cutlass' import: compile_gemm also passes
 # --gpu-arch, for processes that imported cutlass before this module.
@@ -68,15 +68,17 @@ class CompileFailure(Exception):
         self.message = message
 
 
-def normalize(params: Any) -> dict:
-    """Checked, complete params (defaults filled in); raises CompileFailure("bad_request")."""
+def check_fields(params: Any, spec: dict, defaults: Optional[dict] = None) -> dict:
+    """{name: value} for every field of spec ({name: type}; int refuses bools), from params (a
+    JSON object) or else defaults; raises CompileFailure("bad_request") naming the field that is
+    unknown, missing or of the wrong type."""
     if not isinstance(params, dict):
         raise CompileFailure("bad_request", "params must be a JSON object")
-    unknown = sorted(set(params) - set(_SPEC))
+    unknown = sorted(set(params) - set(spec))
     if unknown:
         raise CompileFailure("bad_request", f"params: unknown field(s) {unknown}")
     p = {}
-    for name, typ in _SPEC.items():
+    for name, typ in spec.items():
         if name in params:
             v = params[name]
             if typ is int and (isinstance(v, bool) or not isinstance(v, int)):
@@ -84,10 +86,16 @@ def normalize(params: Any) -> dict:
             if typ is not int and not isinstance(v, typ):
                 raise CompileFailure("bad_request", f"params.{name}: {v!r} is not a {typ.__name__}")
             p[name] = v
-        elif name in _DEFAULTS:
-            p[name] = _DEFAULTS[name]
+        elif defaults and name in defaults:
+            p[name] = defaults[name]
         else:
             raise CompileFailure("bad_request", f"params.{name}: missing")
+    return p
+
+
+def normalize(params: Any) -> dict:
+    """Checked, complete params (defaults filled in); raises CompileFailure("bad_request")."""
+    p = check_fields(params, _SPEC, _DEFAULTS)
     if p["c_row"] is None:
         p["c_row"] = p["d_row"]
     for f in ("a_dtype", "b_dtype"):

@@ -1,79 +1,19 @@
 // Shim of one CuTe DSL GEMM instance (generated from python/gemmtune/cutedsl/shim_template.cpp
 // by compile.py; @NAME@ markers are filled in). Implements gt_cutedsl_abi.h around the header
 // that export_to_c wrote (@PREFIX@.h): problem-term arguments -> the kernel's tensor structs.
-// CUDA calls go through the shared runtime library (runtime.cpp), never to a cudart of its own.
+// CUDA calls go through the shared runtime library (runtime.cpp, via shim_common.h).
 #include "@PREFIX@.h"
 
-#include <pthread.h>
-
-#include <cstdio>
-
 #include "gt_cutedsl_abi.h"
+#include "shim_common.h"
 
 #define GT_EXPORT __attribute__((visibility("default")))
-
-extern "C" {
-int gt_cutedsl_rt_set_device(int device);
-int gt_cutedsl_rt_get_last_error(void);
-const char* gt_cutedsl_rt_error_name(int e);
-const char* gt_cutedsl_rt_error_string(int e);
-int gt_cutedsl_rt_sm_count(int device, int* out);
-}
 
 namespace {
 
 const char kConfig[] = "@CONFIG@";
-constexpr int kMaxDevices = 64;
-
-pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  // no libstdc++ in this .so
-bool g_library_loaded = false;       // cuda_init succeeded (the cubin is a cudaLibrary_t)
-bool g_device_loaded[kMaxDevices] = {};
-cudaLibrary_t g_library = nullptr;
-thread_local cudaError_t t_last_error = cudaSuccess;  // for gt_cutedsl_status_text
-
-// Loads the module (once per process) and into `device` (once per device).
-struct Lock {
-  Lock() { pthread_mutex_lock(&g_mu); }
-  ~Lock() { pthread_mutex_unlock(&g_mu); }
-};
-
-int ensure_loaded(int device) {
-  Lock lock;
-  if (!g_library_loaded) {
-    cudaLibrary_t* lib = &g_library;
-    cudaError_t ret = cudaSuccess;
-    struct { cudaLibrary_t** library; cudaError_t* ret; } init_args = {&lib, &ret};
-    _mlir_@PREFIX@_cuda_init(reinterpret_cast<void**>(&init_args));
-    if (ret != cudaSuccess) {
-      t_last_error = ret;
-      return GT_CUTEDSL_LOAD_FAILED;
-    }
-    g_library_loaded = true;
-  }
-  if (!g_device_loaded[device]) {
-    cudaLibrary_t* lib = &g_library;
-    int32_t dev = device;
-    cudaError_t ret = cudaSuccess;
-    struct { cudaLibrary_t** library; int32_t* device; cudaError_t* ret; } load_args = {&lib, &dev, &ret};
-    _mlir_@PREFIX@_cuda_load_to_device(reinterpret_cast<void**>(&load_args));
-    if (ret != cudaSuccess) {
-      t_last_error = ret;
-      return GT_CUTEDSL_LOAD_FAILED;
-    }
-    g_device_loaded[device] = true;
-  }
-  return GT_CUTEDSL_OK;
-}
-
-// "<prefix><cudaErrorName>: <description>" of the calling thread's latest CUDA error.
-const char* error_text(const char* prefix) {
-  thread_local char buf[512];
-  snprintf(buf, sizeof buf, "%s%s: %s", prefix, gt_cutedsl_rt_error_name(t_last_error),
-           gt_cutedsl_rt_error_string(t_last_error));
-  return buf;
-}
-
-bool aligned(const void* p, unsigned bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1u)) == 0; }
+using gt_shim::aligned;
+using gt_shim::kMaxDevices;
 
 }  // namespace
 
@@ -98,30 +38,18 @@ GT_EXPORT int gt_cutedsl_run(const GtCutedslArgs* args, cudaStream_t stream) {
   int st = gt_cutedsl_can_implement(args);
   if (st != GT_CUTEDSL_OK) return st;
   if (@REQUIRED@) return GT_CUTEDSL_BAD_ARGS;  // a pointer the instance reads or writes is null
-  cudaError_t e = static_cast<cudaError_t>(gt_cutedsl_rt_set_device(args->device));
-  if (e != cudaSuccess) {
-    t_last_error = e;
-    return GT_CUTEDSL_CUDA_ERROR;
+  switch (gt_shim::enter(args->device, _mlir_@PREFIX@_cuda_init, _mlir_@PREFIX@_cuda_load_to_device)) {
+    case gt_shim::kEntered: break;
+    case gt_shim::kCudaError: return GT_CUTEDSL_CUDA_ERROR;
+    case gt_shim::kLoadFailed: return GT_CUTEDSL_LOAD_FAILED;
   }
-  if ((st = ensure_loaded(args->device)) != GT_CUTEDSL_OK) return st;
   static @PREFIX@_Kernel_Module_t module = {nullptr};  // the wrapper does not read it
   // The persistent grid: one CTA per SM, so SMs / cluster size clusters at once.
   int sms = args->sm_count;
-  if (sms <= 0 && (e = static_cast<cudaError_t>(gt_cutedsl_rt_sm_count(args->device, &sms))) != cudaSuccess) {
-    t_last_error = e;
-    return GT_CUTEDSL_CUDA_ERROR;
-  }
+  if (sms <= 0 && !gt_shim::ok(gt_cutedsl_rt_sm_count(args->device, &sms))) return GT_CUTEDSL_CUDA_ERROR;
   const int32_t max_clusters = sms / @CLUSTER_SIZE@ > 0 ? sms / @CLUSTER_SIZE@ : 1;
 @FILL@
-  int32_t rc = cute_dsl_@PREFIX@_wrapper(&module, @CALL_ARGS@, stream);
-  if (rc != 0) {
-    t_last_error = static_cast<cudaError_t>(rc);
-    return GT_CUTEDSL_CUDA_ERROR;
-  }
-  if ((e = static_cast<cudaError_t>(gt_cutedsl_rt_get_last_error())) != cudaSuccess) {
-    t_last_error = e;
-    return GT_CUTEDSL_CUDA_ERROR;
-  }
+  if (!gt_shim::launched(cute_dsl_@PREFIX@_wrapper(&module, @CALL_ARGS@, stream))) return GT_CUTEDSL_CUDA_ERROR;
   return GT_CUTEDSL_OK;
 }
 
@@ -133,7 +61,7 @@ GT_EXPORT const char* gt_cutedsl_status_text(int status) {
     case GT_CUTEDSL_MISALIGNED: return "a pointer or leading dimension is not 16-byte aligned (TMA)";
     case GT_CUTEDSL_LOAD_FAILED:
     case GT_CUTEDSL_CUDA_ERROR:
-      return error_text(status == GT_CUTEDSL_LOAD_FAILED ? "loading the kernel module failed: " : "");
+      return gt_shim::error_text(status == GT_CUTEDSL_LOAD_FAILED ? "loading the kernel module failed: " : "");
     default: return "unknown status";
   }
 }

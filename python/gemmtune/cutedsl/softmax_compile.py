@@ -35,7 +35,7 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # params and the toolchain; src/backends/cutedsl/softmax.cpp hashes the same list the same way.
 SOURCES = ("gemmtune/cutedsl/softmax_sm90.py", "gemmtune/cutedsl/softmax_compile.py",
            "gemmtune/cutedsl/softmax_shim.cpp", "gemmtune/cutedsl/softmax_abi.h",
-           "gemmtune/cutedsl/compile.py", "gemmtune/cutedsl/runtime.cpp")
+           "gemmtune/cutedsl/compile.py", "gemmtune/cutedsl/runtime.cpp", "gemmtune/cutedsl/shim_common.h")
 
 _SPEC = {"op": str, "in_dtype": str, "out_dtype": str, "vec": int, "chunks": int, "tpr": int,
          "threads": int, "cluster": int, "online": bool, "packed": bool, "src": str}
@@ -53,21 +53,8 @@ def sources_digest() -> str:
 
 
 def normalize(params: Any) -> dict:
-    if not isinstance(params, dict):
-        raise CompileFailure("bad_request", "params must be a JSON object")
-    unknown = sorted(set(params) - set(_SPEC))
-    if unknown:
-        raise CompileFailure("bad_request", f"params: unknown field(s) {unknown}")
-    p = {}
-    for name, typ in _SPEC.items():
-        if name not in params:
-            raise CompileFailure("bad_request", f"params.{name}: missing")
-        v = params[name]
-        if typ is int and (isinstance(v, bool) or not isinstance(v, int)):
-            raise CompileFailure("bad_request", f"params.{name}: {v!r} is not an integer")
-        if typ is not int and not isinstance(v, typ):
-            raise CompileFailure("bad_request", f"params.{name}: {v!r} is not a {typ.__name__}")
-        p[name] = v
+    """Checked params (every field required); raises CompileFailure("bad_request")."""
+    p = base.check_fields(params, _SPEC)
     if p["op"] != "softmax":
         raise CompileFailure("bad_request", f"params.op: {p['op']!r} is not 'softmax'")
     for f in ("in_dtype", "out_dtype"):

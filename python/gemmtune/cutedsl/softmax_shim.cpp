@@ -1,86 +1,22 @@
 // Shim of one CuTe DSL softmax instance (generated from python/gemmtune/cutedsl/softmax_shim.cpp
 // by softmax_compile.py; @NAME@ markers are filled in). Implements softmax_abi.h around the
 // header that export_to_c wrote (@PREFIX@.h): problem arguments -> the kernel's tensor structs.
-// CUDA calls go through the shared runtime library (runtime.cpp), never to a cudart of its own.
+// CUDA calls go through the shared runtime library (runtime.cpp, via shim_common.h).
 #include "@PREFIX@.h"
 
-#include <pthread.h>
-
-#include <cstdio>
-
+#include "shim_common.h"
 #include "softmax_abi.h"
 
 #define GT_EXPORT __attribute__((visibility("default")))
-
-extern "C" {
-int gt_cutedsl_rt_set_device(int device);
-int gt_cutedsl_rt_get_last_error(void);
-const char* gt_cutedsl_rt_error_name(int e);
-const char* gt_cutedsl_rt_error_string(int e);
-}
 
 namespace {
 
 const char kConfig[] = "@CONFIG@";
 constexpr int64_t kMaxCols = @MAX_COLS@;
 constexpr int64_t kVec = @VEC@;
-constexpr int kMaxDevices = 64;
+using gt_shim::kMaxDevices;
 
-pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;  // no libstdc++ in this .so
-bool g_library_loaded = false;                     // cuda_init succeeded
-bool g_device_loaded[kMaxDevices] = {};
-cudaLibrary_t g_library = nullptr;
-thread_local cudaError_t t_last_error = cudaSuccess;  // for gt_cutedsl_softmax_status_text
-
-struct Lock {
-  Lock() { pthread_mutex_lock(&g_mu); }
-  ~Lock() { pthread_mutex_unlock(&g_mu); }
-};
-
-// Loads the module (once per process) and into `device` (once per device).
-int ensure_loaded(int device) {
-  Lock lock;
-  if (!g_library_loaded) {
-    cudaLibrary_t* lib = &g_library;
-    cudaError_t ret = cudaSuccess;
-    struct {
-      cudaLibrary_t** library;
-      cudaError_t* ret;
-    } init_args = {&lib, &ret};
-    _mlir_@PREFIX@_cuda_init(reinterpret_cast<void**>(&init_args));
-    if (ret != cudaSuccess) {
-      t_last_error = ret;
-      return GT_CUTEDSL_SOFTMAX_LOAD_FAILED;
-    }
-    g_library_loaded = true;
-  }
-  if (!g_device_loaded[device]) {
-    cudaLibrary_t* lib = &g_library;
-    int32_t dev = device;
-    cudaError_t ret = cudaSuccess;
-    struct {
-      cudaLibrary_t** library;
-      int32_t* device;
-      cudaError_t* ret;
-    } load_args = {&lib, &dev, &ret};
-    _mlir_@PREFIX@_cuda_load_to_device(reinterpret_cast<void**>(&load_args));
-    if (ret != cudaSuccess) {
-      t_last_error = ret;
-      return GT_CUTEDSL_SOFTMAX_LOAD_FAILED;
-    }
-    g_device_loaded[device] = true;
-  }
-  return GT_CUTEDSL_SOFTMAX_OK;
-}
-
-const char* error_text(const char* prefix) {
-  thread_local char buf[512];
-  snprintf(buf, sizeof buf, "%s%s: %s", prefix, gt_cutedsl_rt_error_name(t_last_error),
-           gt_cutedsl_rt_error_string(t_last_error));
-  return buf;
-}
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool aligned16(const void* p) { return gt_shim::aligned(p, 16); }
 
 }  // namespace
 
@@ -110,23 +46,15 @@ GT_EXPORT int gt_cutedsl_softmax_run(const GtCutedslSoftmaxArgs* args, cudaStrea
   int st = gt_cutedsl_softmax_can_implement(args);
   if (st != GT_CUTEDSL_SOFTMAX_OK) return st;
   if (!args->x || !args->y) return GT_CUTEDSL_SOFTMAX_BAD_ARGS;
-  cudaError_t e = static_cast<cudaError_t>(gt_cutedsl_rt_set_device(args->device));
-  if (e != cudaSuccess) {
-    t_last_error = e;
-    return GT_CUTEDSL_SOFTMAX_CUDA_ERROR;
+  switch (gt_shim::enter(args->device, _mlir_@PREFIX@_cuda_init, _mlir_@PREFIX@_cuda_load_to_device)) {
+    case gt_shim::kEntered: break;
+    case gt_shim::kCudaError: return GT_CUTEDSL_SOFTMAX_CUDA_ERROR;
+    case gt_shim::kLoadFailed: return GT_CUTEDSL_SOFTMAX_LOAD_FAILED;
   }
-  if ((st = ensure_loaded(args->device)) != GT_CUTEDSL_SOFTMAX_OK) return st;
   static @PREFIX@_Kernel_Module_t module = {nullptr};  // the wrapper does not read it
 @FILL@
-  int32_t rc = cute_dsl_@PREFIX@_wrapper(&module, &tx, &ty, args->scale, stream);
-  if (rc != 0) {
-    t_last_error = static_cast<cudaError_t>(rc);
+  if (!gt_shim::launched(cute_dsl_@PREFIX@_wrapper(&module, &tx, &ty, args->scale, stream)))
     return GT_CUTEDSL_SOFTMAX_CUDA_ERROR;
-  }
-  if ((e = static_cast<cudaError_t>(gt_cutedsl_rt_get_last_error())) != cudaSuccess) {
-    t_last_error = e;
-    return GT_CUTEDSL_SOFTMAX_CUDA_ERROR;
-  }
   return GT_CUTEDSL_SOFTMAX_OK;
 }
 
@@ -144,7 +72,7 @@ GT_EXPORT const char* gt_cutedsl_softmax_status_text(int status) {
       return "the row is longer than the instance holds (max_cols)";
     case GT_CUTEDSL_SOFTMAX_LOAD_FAILED:
     case GT_CUTEDSL_SOFTMAX_CUDA_ERROR:
-      return error_text(status == GT_CUTEDSL_SOFTMAX_LOAD_FAILED ? "loading the kernel module failed: " : "");
+      return gt_shim::error_text(status == GT_CUTEDSL_SOFTMAX_LOAD_FAILED ? "loading the kernel module failed: " : "");
     default:
       return "unknown status";
   }

@@ -24,7 +24,7 @@ namespace {
 // compile and link step, the shim template and the C ABI. (worker.py only transports.)
 constexpr const char* kSources[] = {"gemmtune/cutedsl/gemm_sm90.py", "gemmtune/cutedsl/compile.py",
                                     "gemmtune/cutedsl/shim_template.cpp", "gemmtune/cutedsl/runtime.cpp",
-                                    "gemmtune/cutedsl/gt_cutedsl_abi.h"};
+                                    "gemmtune/cutedsl/gt_cutedsl_abi.h", "gemmtune/cutedsl/shim_common.h"};
 
 }  // namespace
 

@@ -344,9 +344,10 @@ int default_softmax_max_configs() {
 
 // ---- params and sources ------------------------------------------------------------------------
 
-const char* const kSoftmaxSources[6] = {"gemmtune/cutedsl/softmax_sm90.py",  "gemmtune/cutedsl/softmax_compile.py",
+const char* const kSoftmaxSources[7] = {"gemmtune/cutedsl/softmax_sm90.py",  "gemmtune/cutedsl/softmax_compile.py",
                                         "gemmtune/cutedsl/softmax_shim.cpp", "gemmtune/cutedsl/softmax_abi.h",
-                                        "gemmtune/cutedsl/compile.py",       "gemmtune/cutedsl/runtime.cpp"};
+                                        "gemmtune/cutedsl/compile.py",       "gemmtune/cutedsl/runtime.cpp",
+                                        "gemmtune/cutedsl/shim_common.h"};
 
 std::string softmax_sources_digest(const fs::path& python_dir) {
   SourcesHash sources = hash_sources(python_dir, kSoftmaxSources);  // every one required

@@ -88,7 +88,7 @@ int default_softmax_max_configs();
 // The files (relative to the python dir) that determine a softmax artifact besides its params
 // and the toolchain (softmax_compile.py SOURCES), and their digest (16 hex digits, computed as
 // softmax_compile.sources_digest does). Throws Error when a file is missing.
-extern const char* const kSoftmaxSources[6];
+extern const char* const kSoftmaxSources[7];
 std::string softmax_sources_digest(const std::filesystem::path& python_dir);
 
 // The compile request's params (softmax_compile.py): {"op": "softmax", dtypes, the config,
