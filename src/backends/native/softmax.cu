@@ -179,6 +179,31 @@ __device__ __forceinline__ float exp_and_sum(float* v, float m, int64_t cols, in
   return s;
 }
 
+// The factor that turns this CTA's exponentials (taken against its max m, summing to s) into
+// the row's softmax: exp(m - M) / S over the row's max M and sum S. One CTA per row (csize 1):
+// 1 / s, or NaN for an all -Inf row (its e were taken against 0). A cluster of csize CTAs per
+// row: each publishes (m, s) in `part` (its shared float[2]) and reads every CTA's over DSM.
+// Every thread of every CTA of the cluster calls it (cluster barriers).
+__device__ __forceinline__ float row_factor(float m, float s, float* part, int csize) {
+  float M = m, S = s;
+  if (csize > 1) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) part[0] = m, part[1] = s;
+    cluster.sync();
+    M = -INFINITY;
+    for (int k = 0; k < csize; ++k) M = fmaxf(M, *cluster.map_shared_rank(&part[0], k));
+    S = 0;
+    for (int k = 0; k < csize; ++k) {
+      const float* pk = cluster.map_shared_rank(&part[0], k);
+      S += pk[1] * exp_sub(pk[0], M);
+    }
+    cluster.sync();  // no CTA leaves while another still reads its part
+  } else {
+    S = s * exp_sub(m, M);
+  }
+  return exp_sub(m, M) / S;
+}
+
 // Register budget: 32 fp32 values a thread fit 512-thread blocks (128 registers a thread).
 constexpr int kWarpMaxThreads = 512;
 template <int E>
@@ -236,23 +261,7 @@ __global__ void __launch_bounds__(split_max_threads<E>())
   for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
   m = block_max(m, red);
   const float s = block_sum(exp_and_sum<E, VEC>(v, m == -INFINITY ? 0.0f : m, cols, base, nt, t), red);
-  float M = m, S = s;
-  if (csize > 1) {
-    cg::cluster_group cluster = cg::this_cluster();
-    if (t == 0) part[0] = m, part[1] = s;
-    cluster.sync();
-    M = -INFINITY;
-    for (int k = 0; k < csize; ++k) M = fmaxf(M, *cluster.map_shared_rank(&part[0], k));
-    S = 0;
-    for (int k = 0; k < csize; ++k) {
-      const float* pk = cluster.map_shared_rank(&part[0], k);
-      S += pk[1] * exp_sub(pk[0], M);
-    }
-    cluster.sync();  // no CTA leaves while another still reads its part
-  } else {
-    S = s * exp_sub(m, M);  // s, or NaN for an all -Inf row (e was taken against 0)
-  }
-  const float f = exp_sub(m, M) / S;
+  const float f = row_factor(m, s, part, csize);
 #pragma unroll
   for (int i = 0; i < E; ++i) v[i] *= f;
 #pragma unroll
@@ -325,23 +334,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
   for (int c = whole + t; c < n; c += nt) s += ex(to_float(sx[c]));
   s = block_sum(s, red);
-  float M = m, S = s;
-  if (csize > 1) {
-    cg::cluster_group cluster = cg::this_cluster();
-    if (t == 0) part[0] = m, part[1] = s;
-    cluster.sync();
-    M = -INFINITY;
-    for (int k = 0; k < csize; ++k) M = fmaxf(M, *cluster.map_shared_rank(&part[0], k));
-    S = 0;
-    for (int k = 0; k < csize; ++k) {
-      const float* pk = cluster.map_shared_rank(&part[0], k);
-      S += pk[1] * exp_sub(pk[0], M);
-    }
-    cluster.sync();
-  } else {
-    S = s * exp_sub(m, M);
-  }
-  const float f = exp_sub(m, M) / S;
+  const float f = row_factor(m, s, part, csize);
   for (int c = t * VEC; c < whole; c += nt * VEC) {
     float v[VEC];
     raw(c, v);
