@@ -273,6 +273,14 @@ def input_set_count(in_bytes, out_bytes, l2_bytes, mem_bytes, cap=0):
     return max(1, min(n, cap) if cap > 0 else n)
 
 
+def input_sets(gpu, p, seed: int, cap: int):
+    """[x, ...]: input_set_count() sets of p on `gpu` (its l2_bytes, mem_bytes, make_inputs); set 0
+    is make_inputs(p, seed), set j seed + j*1000003."""
+    in_bytes = (p.m * p.k + p.n * p.k) * p.in_size
+    n = input_set_count(in_bytes, p.m * p.n * 2, gpu.l2_bytes, gpu.mem_bytes, cap)
+    return [gpu.make_inputs(p, seed + j * 1000003) for j in range(n)]
+
+
 class Rotation:
     """One contender over several input sets: each call runs the next set's function (set 0's
     is `first`, which the correctness check calls)."""
@@ -572,12 +580,6 @@ class TorchGpu:
         # the correctness check poisons it before each contender's call.
         x["d"] = t.empty(p.m, p.n, device=self.dev, dtype=t.bfloat16)
         return x
-
-    def input_sets(self, p: Problem, seed: int, cap: int):
-        """[x, ...]: input_set_count() sets; set 0 is make_inputs(p, seed), set j seed + j*1000003."""
-        in_bytes = (p.m * p.k + p.n * p.k) * p.in_size
-        n = input_set_count(in_bytes, p.m * p.n * 2, self.l2_bytes, self.mem_bytes, cap)
-        return [self.make_inputs(p, seed + j * 1000003) for j in range(n)]
 
     def baseline_fn(self, p: Problem, x):
         t = self.torch
@@ -888,6 +890,7 @@ class MockGpu:
     def __init__(self, args):
         self.rng = random.Random(args.seed)
         self.inductor_init_s = 0.01
+        self.l2_bytes, self.mem_bytes = 50 << 20, 140 << 30
 
     def versions(self):
         return {"torch": "mock", "torch_cuda": "mock", "device_name": "Mock H200", "capability": "9.0",
@@ -904,11 +907,6 @@ class MockGpu:
 
     def make_inputs(self, p, seed):
         return {"problem": p}
-
-    def input_sets(self, p, seed, cap):
-        in_bytes = (p.m * p.k + p.n * p.k) * p.in_size
-        n = input_set_count(in_bytes, p.m * p.n * 2, 50 << 20, 140 << 30, cap)
-        return [self.make_inputs(p, seed + j) for j in range(n)]
 
     def baseline_fn(self, p, x):
         base = self._base_us(p) * 1.06
@@ -1533,7 +1531,7 @@ class Run:
 
             # Every contender rotates over the input sets (as the race does), except Inductor in
             # a mode with CUDA graphs (set 0 only: see inductor_fn). Correctness: on set 0.
-            xs = gpu.input_sets(p, a.seed + 7919 * p.index, a.input_sets)
+            xs = input_sets(gpu, p, a.seed + 7919 * p.index, a.input_sets)
             x = xs[0]
             s["input_sets"] = len(xs)
 
@@ -1798,7 +1796,7 @@ class Run:
                         e["duel_first_tune"] = [n for n in rep1.get("notes", []) if n.startswith("duel:")]
                         e["duel_second_tune"] = [n for n in rep2.get("notes", []) if n.startswith("duel:")]
                         k1 = eng.load(p.gt(), backend1, id1)
-                        xs = gpu.input_sets(p, a.seed + 7919 * p.index, a.input_sets)
+                        xs = input_sets(gpu, p, a.seed + 7919 * p.index, a.input_sets)
                         e["input_sets"] = len(xs)
                         f1 = Rotation([gpu.gemmtune_fn(k1, p, xj)[0] for xj in xs])
                         f2 = Rotation([gpu.gemmtune_fn(k2, p, xj)[0] for xj in xs])

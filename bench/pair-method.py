@@ -16,7 +16,7 @@ launch unless said otherwise):
   stream    a new stream for everything
   reps8     sample = median of 8 x (flush, spin, launch), as a race sample
   race      memset + sets3 + stream + reps8 together
-  h200-2    as bench, but a round's samples enqueued before one synchronize (h200.py's loop)
+  h200-2    as bench, but a round's samples enqueued before one synchronize (bench/benchlib.py, h200.py's loop)
   h200-3    as h200-2 with torch's own call (torch._scaled_mm / torch.mm) as a third contender in
             the rotation, exactly bench/h200.py's side-by-side timing
 Prints per method each kernel's median (p20-p80) and the median of the per-round paired ratios
@@ -30,11 +30,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(REPO / "bench"))
+import benchlib  # noqa: E402
 
 
 def quantile(v, q):
-    v = sorted(v)
-    return v[min(len(v) - 1, int(q * len(v)))]
+    return benchlib.quantile(sorted(v), q)
 
 
 def main():
@@ -86,36 +87,27 @@ def main():
         return lambda: kern.run(*ptrs, stream_ptr)
 
     def run_h200(with_torch):
-        """bench/h200.py's time_interleaved: rounds, order rotated by the round, one sync a round."""
+        """bench/h200.py's side-by-side timing itself (bench/benchlib.py): one input set, the
+        bench's fill_ flush and spin before each sample, one sync a round; with_torch: torch's own
+        call (torch._scaled_mm / torch.mm) as a third contender, as in the bench."""
         sp = t.cuda.current_stream().cuda_stream
         x = sets[0]
-        fns = [launcher(kern, x, sp) for kern in kernels]
+        fns = {i: launcher(kern, x, sp) for i, kern in enumerate(kernels)}
         if with_torch:
             wt = x["w"].t()
             if a.dtype == "e4m3":
-                fns.append(lambda: t._scaled_mm(x["a"], wt, scale_a=x["sa"], scale_b=x["sb"], out_dtype=t.bfloat16))
+                fns[2] = lambda: t._scaled_mm(x["a"], wt, scale_a=x["sa"], scale_b=x["sb"], out_dtype=t.bfloat16)
             else:
-                fns.append(lambda: t.mm(x["a"], wt))
-        for _ in range(3):
-            for f in fns:
-                f()
-        t.cuda.synchronize()
-        starts = [t.cuda.Event(enable_timing=True) for _ in fns]
-        ends = [t.cuda.Event(enable_timing=True) for _ in fns]
-        out = [[] for _ in fns]
-        for r in range(a.rounds):
-            shift = r % len(fns)
-            order = list(range(len(fns)))[shift:] + list(range(len(fns)))[:shift]
-            for j, nm in enumerate(order):
-                big.fill_(r & 0x7F)
-                t.cuda._sleep(spin_cycles)
-                starts[j].record()
-                fns[nm]()
-                ends[j].record()
-            ends[len(order) - 1].synchronize()
-            for j, nm in enumerate(order):
-                out[nm].append(starts[j].elapsed_time(ends[j]) * 1e3)
-        return out[:2]
+                fns[2] = lambda: t.mm(x["a"], wt)
+        count = [0]
+
+        def flush():
+            count[0] += 1
+            big.fill_(count[0] & 0x7F)
+            t.cuda._sleep(spin_cycles)
+
+        out, _ = benchlib.time_interleaved(t, fns, a.rounds, 30.0, flush)
+        return [out[0], out[1]]
 
     def run_method(name):
         if name.startswith("h200-"):
