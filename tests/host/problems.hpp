@@ -11,11 +11,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "compile/compile_util.hpp"  // slurp
 #include "gemmtune/error.hpp"
 #include "gemmtune/problem.hpp"
 
@@ -81,13 +80,6 @@ class TempDir {
 };
 
 // The whole text of the file at `p` ("" when it cannot be read).
-inline std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 struct Exec {
   int code = -1;  // the exit code; -1 when the CLI did not exit normally
   std::string out, err;
@@ -101,7 +93,7 @@ inline Exec run_cli(const std::filesystem::path& dir, const std::string& args) {
   const std::string cmd = "GEMMTUNE_CACHE='" + (dir / "default.sqlite").string() + "' '" + GEMMTUNE_CLI + "' " + args +
                           " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
   const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out).value_or(""), slurp(err).value_or("")};
 }
 
 }  // namespace gemmtune::host_test

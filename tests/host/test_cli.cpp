@@ -21,7 +21,6 @@ namespace fs = std::filesystem;
 using host_test::error_of;
 using host_test::Exec;
 using host_test::run_cli;
-using host_test::slurp;
 
 namespace {
 
@@ -350,7 +349,7 @@ TEST(CliExec, CacheExportImportRoundTrip) {
 
   e = run_cli(dir.root, "cache export '" + json + "' --cache '" + src + "'");
   ASSERT_EQ(e.code, 0) << e.err;
-  EXPECT_NE(slurp(json).find("gemmtune-cache"), std::string::npos);
+  EXPECT_NE(slurp(json).value_or("").find("gemmtune-cache"), std::string::npos);
   e = run_cli(dir.root, "cache import '" + json + "' --cache '" + dst + "'");
   ASSERT_EQ(e.code, 0) << e.err;
   EXPECT_NE(e.out.find("imported 1 entry"), std::string::npos) << e.out;
