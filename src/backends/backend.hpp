@@ -1,35 +1,36 @@
 // The small interfaces every backend implements, one instance per op (GemmOp, SoftmaxOp).
 //
-// A BackendFor<Op> turns an op's problem into Candidates (one kernel variant each). A Candidate
-// compiles or prepares itself in prepare() (compile and resource failures throw Error: the
-// engine logs them and keeps the candidate out of the race), then runs many times. Its id()
-// must let the same backend rebuild it with load(problem, id) in another process, from the
-// cache. A backend folder implements BackendFor<GemmOp>, BackendFor<SoftmaxOp> or both (as two
-// objects sharing a name; the engine keys each op's cache by its own backends' versions).
+// A BackendFor<Op> turns an op's problem into Candidates (one kernel variant each); available(),
+// supports() and candidates() are pure: no compile, no worker start, no GPU work. A candidate
+// names the artifacts it runs as compile jobs (jobs(): none for cuBLASLt and native kernels);
+// the engine builds every candidate's jobs in one stage (compile/artifact_cache.hpp), then calls
+// prepare(built) (load, allocate; never compile; Error when it cannot run: the engine keeps it
+// out of the race), then runs it many times. A candidate's id() must let the same backend
+// rebuild it with load(problem, id) in another process, from the cache. A backend folder
+// implements BackendFor<GemmOp>, BackendFor<SoftmaxOp> or both (as two objects sharing a name;
+// the engine keys each op's cache by its own backends' versions).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "gemmtune/engine.hpp"
+#include "compile/toolchain.hpp"
+#include "core/log.hpp"
+#include "core/verdict.hpp"
+#include "gemmtune/device.hpp"
 #include "gemmtune/kernel.hpp"
 #include "gemmtune/problem.hpp"
 #include "gemmtune/softmax.hpp"
 
 namespace gemmtune {
 
-// "yes", or "no" with a reason that is shown to users.
-struct Verdict {
-  bool ok = true;
-  std::string reason;
-  static Verdict yes() { return {true, {}}; }
-  static Verdict no(std::string why) { return {false, std::move(why)}; }
-  explicit operator bool() const { return ok; }
-};
+namespace compile {
+class ArtifactCache;
+}
 
 namespace detail {
 
@@ -41,9 +42,11 @@ class CandidateBase {
   virtual std::string id() const = 0;    // stable across processes, for Backend::load
   virtual std::string name() const = 0;  // printable config
   virtual bool is_default() const { return false; }
-  virtual double compile_seconds() const { return 0; }
-  // Compile / load / allocate what run() needs. Throws Error on failure.
-  virtual void prepare() {}
+  // The artifacts run() needs, in the order prepare() receives them. Pure.
+  virtual std::vector<compile::Job> jobs() const { return {}; }
+  // Loads `built` (one per job, in order) and allocates what run() needs. Called once, before
+  // any run(). Throws Error on failure.
+  virtual void prepare(std::span<const compile::Built> /*built*/) {}
 };
 
 template <class Op>
@@ -57,8 +60,12 @@ class CandidateFor : public CandidateBase {
 
 // What every backend gets from the engine.
 struct BackendContext {
-  DeviceInfo device;
-  std::function<void(const std::string&)> log;  // never empty
+  DeviceInfo device;               // index -1: a target without a device (precompile)
+  Log log;
+  // The engine's artifact cache: toolchain availability and versions, and in load-only mode
+  // which artifacts the store holds. Null only for backends that build nothing (tests).
+  compile::ArtifactCache* artifacts = nullptr;
+  int max_configs = 0;             // candidates per problem at most; 0: the backend's default
 };
 
 class BackendBase {
@@ -76,7 +83,8 @@ class BackendFor : public BackendBase {
   using Problem = typename Op::Problem;
   using Cand = detail::CandidateFor<Op>;
   virtual Verdict supports(const Problem& problem) const = 0;
-  // Every variant worth timing for `problem` (deduplicated), not yet prepared.
+  // Every variant worth timing for `problem` (deduplicated), not yet prepared; throws Error
+  // when there is none (e.g. load-only and the store holds none of them).
   virtual std::vector<std::unique_ptr<Cand>> candidates(const Problem& problem) = 0;
   // Rebuild a candidate from its id (from the cache); throws Error if the id is unusable.
   virtual std::unique_ptr<Cand> load(const Problem& problem, const std::string& id) = 0;
@@ -86,7 +94,7 @@ using Backend = BackendFor<GemmOp>;
 using SoftmaxBackend = BackendFor<SoftmaxOp>;
 
 // Factories, one per backend folder and op; each constructs without throwing (an unusable
-// backend reports it through available()). The engine's registry (src/engine/engine.cpp)
+// backend reports it through available()). The engine's registry (src/engine/registry.hpp)
 // lists them per op, in the order ties are broken.
 std::unique_ptr<Backend> make_cublaslt_backend(const BackendContext& ctx);
 std::unique_ptr<Backend> make_triton_backend(const BackendContext& ctx);
@@ -95,5 +103,21 @@ std::unique_ptr<Backend> make_cutedsl_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_native_softmax_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_triton_softmax_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_cutedsl_softmax_backend(const BackendContext& ctx);
+
+// A backend's hold on one toolchain of the artifact cache (cutlass, triton, cutedsl): its
+// availability on this device (sm_90a kernels), and the load-only rule every backend follows:
+// when the toolchain is load-only, only candidates whose artifacts are in the store are offered.
+struct ToolchainLink {
+  ToolchainLink(const BackendContext& ctx, std::string toolchain) : ctx(ctx), toolchain(std::move(toolchain)) {}
+  Verdict available() const;                      // device check, then the toolchain's
+  bool load_only() const;
+  std::string version() const;
+  std::string sources_digest() const;
+  // Whether every job's artifact is in the store (cheap: files, no hash check).
+  bool stored(const std::vector<compile::Job>& jobs) const;
+
+  BackendContext ctx;
+  std::string toolchain;
+};
 
 }  // namespace gemmtune

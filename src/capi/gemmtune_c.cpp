@@ -189,7 +189,13 @@ GT_API int gt_engine_info(gt_engine* engine, char** out) {
     std::lock_guard lock(s.mutex);
     const gemmtune::DeviceInfo& d = s.engine.device();
     json backends = json::array();
-    for (auto& [name, status] : s.engine.backends()) backends.push_back(json{{"name", name}, {"status", status}});
+    for (const gemmtune::BackendStatus& b : s.engine.backends())
+      backends.push_back(json{{"name", (b.op == "gemm" ? "" : b.op + "/") + b.name},
+                              {"status", b.available ? "available (" + b.version + ")" : "not available: " + b.reason},
+                              {"op", b.op},
+                              {"available", b.available},
+                              {"version", b.version},
+                              {"reason", b.reason}});
     gemmtune::TuningCache* cache = s.engine.cache();
     json j{{"version", gemmtune::version()},
            {"device",

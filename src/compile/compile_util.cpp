@@ -57,20 +57,16 @@ void write_atomically(const fs::path& path, const std::string& text, const std::
   fs::rename(tmp, path);
 }
 
-TempDir::TempDir(const fs::path& parent, const std::string& prefix, const std::string& who) {
+TempDir::TempDir(const fs::path& parent, const std::string& prefix, const std::string& who, bool keep) : keep_(keep) {
   std::string tmpl = (parent / (prefix + "XXXXXX")).string();
   GT_CHECK(mkdtemp(tmpl.data()), who + ": cannot create a temporary directory in " + parent.string());
   path_ = tmpl;
 }
 
 TempDir::~TempDir() {
+  if (keep_) return;
   std::error_code ec;
   fs::remove_all(path_, ec);
-}
-
-double compile_timeout_s(double fallback) {
-  const char* t = std::getenv("GEMMTUNE_COMPILE_TIMEOUT");
-  return t && std::atof(t) > 0 ? std::atof(t) : fallback;
 }
 
 }  // namespace gemmtune

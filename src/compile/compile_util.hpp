@@ -1,6 +1,6 @@
-// Small pieces the compile sides share (the cutedsl and triton compilers, the cutlass builder):
+// Small pieces the compile stage shares (the artifact cache, the nvcc and Python-worker toolchains):
 // reading a file whole, one-line error summaries, a worker answer's failure, atomic small-file
-// writes, a private temporary directory, the compile timeout's environment variable.
+// writes, a private temporary directory.
 #pragma once
 
 #include <cstddef>
@@ -34,11 +34,11 @@ void check_worker_answer(const nlohmann::json& r, const std::string& who, const 
 void write_atomically(const std::filesystem::path& path, const std::string& text, const std::string& who);
 
 // A fresh private directory "<parent>/<prefix>XXXXXX" (mkdtemp; `parent` must exist) for one
-// compile's output; removed with everything in it when the object goes. Throws Error "<who>:
-// cannot create a temporary directory in <parent>".
+// compile's output; removed with everything in it when the object goes, unless `keep`
+// (debugging). Throws Error "<who>: cannot create a temporary directory in <parent>".
 class TempDir {
  public:
-  TempDir(const std::filesystem::path& parent, const std::string& prefix, const std::string& who);
+  TempDir(const std::filesystem::path& parent, const std::string& prefix, const std::string& who, bool keep = false);
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -46,9 +46,7 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+  bool keep_;
 };
-
-// $GEMMTUNE_COMPILE_TIMEOUT (seconds) when it is a positive number, else `fallback`.
-double compile_timeout_s(double fallback);
 
 }  // namespace gemmtune

@@ -17,13 +17,11 @@
 #include <cstring>
 #include <thread>
 
+#include "core/settings.hpp"
 #include "gemmtune/error.hpp"
 
 extern char** environ;
 
-#ifndef GEMMTUNE_PYTHON_DIR
-#define GEMMTUNE_PYTHON_DIR ""
-#endif
 
 namespace gemmtune {
 namespace fs = std::filesystem;
@@ -33,12 +31,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr size_t kStderrTail = 8192;  // bytes of a worker's stderr kept for error messages
-constexpr int kMaxDefaultWorkers = 32;
-
-std::string env_or(const char* name, const std::string& fallback = {}) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
 
 // "60 s", "0.5 s".
 std::string seconds_text(double s) {
@@ -117,28 +109,13 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
 
 // ---- paths and defaults -------------------------------------------------------------------
 
-fs::path python_dir() { return env_or("GEMMTUNE_PYTHON_DIR", GEMMTUNE_PYTHON_DIR); }
-
-std::string python_executable() {
-  if (std::string p = env_or("GEMMTUNE_PYTHON"); !p.empty()) return p;
-  fs::path dir = python_dir();
-  std::error_code ec;
-  if (!dir.empty()) {
-    fs::path venv = dir.parent_path() / ".venv" / "bin" / "python";
-    if (fs::exists(venv, ec)) return venv.string();
-  }
-  return "python3";
-}
-
-WorkerPoolOptions WorkerPoolOptions::defaults() {
+WorkerPoolOptions WorkerPoolOptions::for_python(const CompileOptions& c) {
   WorkerPoolOptions o;
-  o.command = {python_executable(), "-m", "gemmtune.worker"};
-  std::string pythonpath = python_dir().string();
-  if (std::string old = env_or("PYTHONPATH"); !old.empty()) pythonpath += ":" + old;
+  o.command = {c.python, "-m", "gemmtune.worker"};
+  std::string pythonpath = c.python_dir.string();
+  if (std::string old = inherited_pythonpath(); !old.empty()) pythonpath += ":" + old;
   o.env = {{"PYTHONPATH", pythonpath}, {"PYTHONUNBUFFERED", "1"}};
-  int cores = int(std::thread::hardware_concurrency());
-  o.max_workers = std::clamp(cores, 1, kMaxDefaultWorkers);
-  if (std::string n = env_or("GEMMTUNE_COMPILE_WORKERS"); !n.empty()) o.max_workers = std::max(1, std::atoi(n.c_str()));
+  o.max_workers = std::max(1, c.workers);
   return o;
 }
 

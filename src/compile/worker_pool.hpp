@@ -2,7 +2,7 @@
 // docs/compile-worker.md): one JSON request per line on the worker's stdin, one JSON response
 // per line on its stdout, the first stdout line being the ready line.
 //
-//   WorkerPool pool(WorkerPoolOptions::defaults());
+//   WorkerPool pool(WorkerPoolOptions::for_python(compile_options));
 //   nlohmann::json ready = pool.ready();           // starts a worker if none has started yet
 //   nlohmann::json r = pool.request({{"op", "ping"}}, 60.0);
 //
@@ -42,6 +42,8 @@
 #include <thread>
 #include <vector>
 
+#include "gemmtune/engine_options.hpp"
+
 namespace gemmtune {
 
 struct WorkerPoolOptions {
@@ -55,15 +57,10 @@ struct WorkerPoolOptions {
   bool fork_server = false;
   std::function<void(const std::string&)> log;  // may be empty
 
-  // `<python> -m gemmtune.worker` with PYTHONPATH=<python dir>, max_workers from
-  // $GEMMTUNE_COMPILE_WORKERS, else the hardware's cores (at most 32).
-  static WorkerPoolOptions defaults();
+  // `<o.python> -m gemmtune.worker` with PYTHONPATH=<o.python_dir> (before an inherited
+  // PYTHONPATH), max_workers o.workers; `o` resolved (core/settings.hpp).
+  static WorkerPoolOptions for_python(const CompileOptions& o);
 };
-
-// The Python package directory: $GEMMTUNE_PYTHON_DIR, else the build's <repo>/python.
-std::filesystem::path python_dir();
-// $GEMMTUNE_PYTHON, else <repo>/.venv/bin/python when it exists, else "python3".
-std::string python_executable();
 
 namespace detail {
 class Worker;

@@ -43,6 +43,17 @@ DeviceInfo query_device(int index) {
   return d;
 }
 
+DeviceInfo hopper_target(int sm_count) {
+  DeviceInfo d;
+  d.index = -1;  // not a real device
+  d.name = "NVIDIA H200 (target: no GPU used)";
+  d.sm_count = sm_count;
+  d.cc_major = 9, d.cc_minor = 0;
+  d.l2_bytes = int64_t(50) << 20;
+  d.global_mem_bytes = int64_t(141) << 30;
+  return d;
+}
+
 std::string DeviceInfo::str() const {
   std::ostringstream o;
   o << name << " (sm_" << cc_major << cc_minor << ", " << sm_count << " SMs, " << (l2_bytes >> 20) << " MiB L2, "

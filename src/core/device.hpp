@@ -1,7 +1,7 @@
 // Device discovery (cuda_device_present is declared in core/cuda.hpp).
 #pragma once
 
-#include "gemmtune/engine.hpp"
+#include "gemmtune/device.hpp"
 
 namespace gemmtune {
 

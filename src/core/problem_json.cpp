@@ -275,7 +275,11 @@ EngineOptions engine_options_from_json(const std::string& text) {
     to.duel_window = g.number("duel_window", to.duel_window);
     to.duels = int(g.integer("duels", to.duels));
     to.seed = g.unsigned_integer("seed", to.seed);
+    to.spin_us = g.number("spin_us", to.spin_us);
+    to.input_sets = int(g.integer("input_sets", to.input_sets));
     g.finish();
+    if (!(to.spin_us >= 0)) GT_THROW("options.tune.spin_us: must be >= 0");
+    if (to.input_sets < 0 || to.input_sets > 64) GT_THROW("options.tune.input_sets: must be in [0, 64]");
     if (!(to.warmup_ms >= 0)) GT_THROW("options.tune.warmup_ms: must be >= 0");
     if (to.min_rounds < 1) GT_THROW("options.tune.min_rounds: must be >= 1");
     if (to.max_rounds < to.min_rounds) GT_THROW("options.tune.max_rounds: must be >= min_rounds");
@@ -287,6 +291,43 @@ EngineOptions engine_options_from_json(const std::string& text) {
     if (to.duel_rounds < 0) GT_THROW("options.tune.duel_rounds: must be >= 0");
     if (!(to.duel_window >= 0)) GT_THROW("options.tune.duel_window: must be >= 0");
     if (to.duels < 0) GT_THROW("options.tune.duels: must be >= 0");
+  }
+  const int64_t max_configs = f.integer("max_configs", 0);
+  if (max_configs < 0 || max_configs > 4096) GT_THROW(f.name("max_configs") + ": must be in [0, 4096]");
+  o.max_configs = int(max_configs);
+  if (const std::string level = f.string("log_level", ""); !level.empty()) {
+    if (level == "quiet") o.log_level = LogLevel::quiet;
+    else if (level == "warning") o.log_level = LogLevel::warning;
+    else if (level == "info") o.log_level = LogLevel::info;
+    else if (level == "debug") o.log_level = LogLevel::debug;
+    else GT_THROW(f.name("log_level") + ": '" + level + "' is not one of quiet, warning, info, debug");
+  }
+  if (const json* c = f.get("compile")) {
+    if (!c->is_object()) GT_THROW(f.name("compile") + ": must be an object, got " + kind_of(*c) + " " + shown(*c));
+    Fields g(*c, "options.compile");
+    CompileOptions& co = o.compile;
+    co.artifacts = g.string("artifacts", "");
+    co.python = g.string("python", "");
+    co.python_dir = g.string("python_dir", "");
+    co.nvcc = g.string("nvcc", "");
+    co.cutlass_dir = g.string("cutlass_dir", "");
+    const int64_t workers = g.integer("workers", 0), jobs = g.integer("nvcc_jobs", 0);
+    if (workers < 0 || workers > 256) GT_THROW("options.compile.workers: must be in [0, 256]");
+    if (jobs < 0 || jobs > 256) GT_THROW("options.compile.nvcc_jobs: must be in [0, 256]");
+    co.workers = int(workers), co.nvcc_jobs = int(jobs);
+    co.timeout_s = g.number("timeout_s", 0);
+    if (!(co.timeout_s >= 0 && co.timeout_s < 1e9)) GT_THROW("options.compile.timeout_s: must be in [0, 1e9) seconds");
+    if (const json* l = g.get("load_only")) {
+      if (!l->is_array()) GT_THROW(std::string("options.compile.load_only: must be a list of toolchain names, got ") + kind_of(*l));
+      for (size_t i = 0; i < l->size(); ++i) {
+        const json& t = (*l)[i];
+        if (!t.is_string() || (t != "cutlass" && t != "triton" && t != "cutedsl"))
+          GT_THROW("options.compile.load_only[" + std::to_string(i) + "]: must be one of cutlass, triton, cutedsl, got " +
+                   shown(t));
+        co.load_only.push_back(t.get<std::string>());
+      }
+    }
+    g.finish();
   }
   f.finish();
   return o;

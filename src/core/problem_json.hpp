@@ -18,14 +18,17 @@
 //
 // Engine options JSON (every field optional):
 //   {"cache_path": "...", "use_cache": true, "backends": ["cublaslt"], "device": 0,
-//    "log_to_stderr": false,
+//    "log_to_stderr": false, "log_level": "info", "max_configs": 0,
 //    "tune": {"warmup_ms", "min_rounds", "max_rounds", "round_budget_ms", "prune_ratio",
-//             "tie_tolerance", "tie_rounds", "prefer_margin", "duel_rounds", "duel_window", "duels", "seed"}}
+//             "tie_tolerance", "tie_rounds", "prefer_margin", "duel_rounds", "duel_window", "duels", "seed",
+//             "spin_us", "input_sets"},
+//    "compile": {"artifacts", "workers", "nvcc_jobs", "timeout_s", "load_only": ["cutlass", ...],
+//                "python", "python_dir", "nvcc", "cutlass_dir"}}
 #pragma once
 
 #include <string>
 
-#include "gemmtune/engine.hpp"
+#include "gemmtune/engine_options.hpp"
 #include "gemmtune/kernel.hpp"
 #include "gemmtune/problem.hpp"
 #include "gemmtune/report.hpp"

@@ -1,4 +1,5 @@
-// The engine: problem -> cache -> (candidates -> prepare -> verify -> race -> store) -> kernel.
+// The engine: problem -> cache -> (candidates -> build artifacts -> prepare -> verify -> race ->
+// store) -> kernel.
 //
 // One tune path for every op: Impl's member templates take the op tag (GemmOp, SoftmaxOp) and
 // reach the op's specifics only through OpTraits<Op> (src/tune/ops.hpp: operands, GPU reference
@@ -12,15 +13,20 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "backends/backend.hpp"
+#include "compile/artifact_cache.hpp"
+#include "compile/python_worker.hpp"
 #include "core/cuda.hpp"
 #include "core/device.hpp"
 #include "core/parallel.hpp"
-#include "core/paths.hpp"
+#include "core/settings.hpp"
+#include "engine/registry.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
 #include "tune/gpu_bench.hpp"
@@ -40,35 +46,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-template <class Op>
-struct Registered {
-  const char* name;
-  std::unique_ptr<BackendFor<Op>> (*make)(const BackendContext&);
-};
-// Every backend the engine knows, per op, in the order ties are broken.
-constexpr Registered<GemmOp> kGemmBackends[] = {
-    {"cublaslt", &make_cublaslt_backend},
-    {"triton", &make_triton_backend},
-    {"cutlass", &make_cutlass_backend},
-    {"cutedsl", &make_cutedsl_backend},
-};
-constexpr Registered<SoftmaxOp> kSoftmaxBackends[] = {
-    {"native", &make_native_softmax_backend},
-    {"triton", &make_triton_softmax_backend},
-    {"cutedsl", &make_cutedsl_softmax_backend},
-};
-
-template <class Op>
-constexpr auto& registry() {
-  if constexpr (std::is_same_v<Op, GemmOp>) return kGemmBackends;
-  else return kSoftmaxBackends;
-}
-
 // A candidate during one tune: the variant, its result row, and whether it may race.
 template <class Op>
 struct Entry {
   std::shared_ptr<detail::CandidateFor<Op>> cand;
   CandidateResult result;
+  std::vector<compile::Built> built;  // one per job, once the artifact stage succeeded
+  bool built_ok = false;
   bool prepared = false;
   bool racing = false;
 };
@@ -92,10 +76,11 @@ struct OpState {
 }  // namespace
 
 struct Engine::Impl {
-  EngineOptions opt;
+  EngineOptions opt;  // resolved (core/settings.hpp)
   DeviceInfo dev;
-  std::function<void(const std::string&)> log;
+  Log log;
   std::unique_ptr<TuningCache> cache;
+  std::unique_ptr<compile::ArtifactCache> artifacts;  // outlives the backends below
   OpState<GemmOp> gemm;
   OpState<SoftmaxOp> softmax;
 
@@ -122,7 +107,11 @@ struct Engine::Impl {
   template <class Op>
   std::vector<Entry<Op>> gather(const typename Op::Problem& p, TuneReport& r);
   template <class Op>
+  void build_artifacts(std::vector<Entry<Op>>& entries);
+  template <class Op>
   void prepare_all(std::vector<Entry<Op>>& entries);
+  template <class Op>
+  std::shared_ptr<detail::CandidateFor<Op>> prepared(std::unique_ptr<detail::CandidateFor<Op>> cand);
   template <class Op>
   void verify(const typename Op::Problem& p, std::vector<Entry<Op>>& entries, const Stream& s);
 };
@@ -130,11 +119,8 @@ struct Engine::Impl {
 namespace {
 
 template <class Op>
-void make_backends(OpState<Op>& st, const EngineOptions& opt, const BackendContext& ctx, const std::string& base_env) {
-  for (auto& r : registry<Op>()) {
-    bool wanted = opt.backends.empty() || std::find(opt.backends.begin(), opt.backends.end(), r.name) != opt.backends.end();
-    if (wanted) st.backends.push_back(r.make(ctx));
-  }
+void make_op_state(OpState<Op>& st, const EngineOptions& opt, const BackendContext& ctx, const std::string& base_env) {
+  st.backends = make_backends<Op>(opt.backends, ctx);
   // Everything that can change which candidate is best or correct keys the cache.
   st.env = base_env;
   for (auto& b : st.backends) st.env += ";" + b->name() + "=" + (b->available() ? b->version() : "unavailable");
@@ -144,31 +130,24 @@ void make_backends(OpState<Op>& st, const EngineOptions& opt, const BackendConte
 
 Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>()) {
   auto& I = *impl_;
-  I.opt = std::move(options);
-  I.log = I.opt.log ? I.opt.log : [](const std::string&) {};
+  check_backend_names(options.backends);
+  I.opt = resolve(std::move(options));
+  I.log = Log(I.opt.log, I.opt.log_level);
   I.dev = query_device(I.opt.device);
   GT_CUDA(cudaSetDevice(I.opt.device));
 
-  BackendContext ctx{I.dev, I.log};
-  std::vector<std::string> known;
-  for (auto& r : kGemmBackends) known.push_back(r.name);
-  for (auto& r : kSoftmaxBackends)
-    if (std::find(known.begin(), known.end(), r.name) == known.end()) known.push_back(r.name);
-  std::string known_text;
-  for (auto& k : known) known_text += known_text.empty() ? k : ", " + k;
-  for (auto& want : I.opt.backends)
-    GT_CHECK(std::find(known.begin(), known.end(), want) != known.end(),
-             "backends: unknown backend '" + want + "' (known: " + known_text + ")");
-
+  // Toolchain probes (a Python worker start takes about a second) overlap the rest of start-up.
+  I.artifacts = std::make_unique<compile::ArtifactCache>(I.opt.compile, compile::make_toolchains(I.opt.compile, I.log), I.log);
+  I.artifacts->start_probes();
+  BackendContext ctx{I.dev, I.log, I.artifacts.get(), I.opt.max_configs};
   const std::string base = "device=" + I.dev.name + ";sms=" + std::to_string(I.dev.sm_count) + ";cc=" +
                            std::to_string(I.dev.cc_major) + std::to_string(I.dev.cc_minor) +
                            ";driver=" + std::to_string(I.dev.driver_version) +
                            ";runtime=" + std::to_string(I.dev.runtime_version) + ";gemmtune=" + version();
-  make_backends(I.gemm, I.opt, ctx, base);
-  make_backends(I.softmax, I.opt, ctx, base);
+  make_op_state(I.gemm, I.opt, ctx, base);
+  make_op_state(I.softmax, I.opt, ctx, base);
 
-  if (I.opt.use_cache)
-    I.cache = std::make_unique<TuningCache>(I.opt.cache_path.empty() ? default_cache_path() : I.opt.cache_path, I.log);
+  if (I.opt.use_cache) I.cache = std::make_unique<TuningCache>(I.opt.cache_path, I.log.warnings());
 }
 
 Engine::~Engine() = default;
@@ -185,16 +164,16 @@ TuningCache* Engine::cache() { return impl_->cache.get(); }
 std::string Engine::cache_key(const GemmProblem& p) const { return impl_->key_of<GemmOp>(p); }
 std::string Engine::cache_key(const SoftmaxProblem& p) const { return impl_->key_of<SoftmaxOp>(p); }
 
-std::vector<std::pair<std::string, std::string>> Engine::backends() const {
-  std::vector<std::pair<std::string, std::string>> out;
-  auto list = [&](auto& st, const std::string& prefix) {
+std::vector<BackendStatus> Engine::backends() const {
+  std::vector<BackendStatus> out;
+  auto list = [&](auto& st, const char* op) {
     for (auto& b : st.backends) {
       Verdict v = b->available();
-      out.emplace_back(prefix + b->name(), v ? "available (" + b->version() + ")" : "not available: " + v.reason);
+      out.push_back({op, b->name(), v.ok, v ? b->version() : "", v.reason});
     }
   };
-  list(impl_->gemm, "");
-  list(impl_->softmax, "softmax/");
+  list(impl_->gemm, GemmOp::name);
+  list(impl_->softmax, SoftmaxOp::name);
   return out;
 }
 
@@ -247,9 +226,7 @@ KernelFor<Op> Engine::Impl::load(const typename Op::Problem& p, const std::strin
   p.validate();
   BackendFor<Op>* b = state<Op>().backend(backend);
   GT_CHECK(b, "backend: '" + backend + "' is not enabled in this engine for " + Op::name);
-  std::shared_ptr<detail::CandidateFor<Op>> cand = b->load(p, id);
-  cand->prepare();
-  return KernelFor<Op>(p, cand);
+  return KernelFor<Op>(p, prepared<Op>(b->load(p, id)));
 }
 
 template <class Op>
@@ -262,8 +239,7 @@ std::optional<KernelFor<Op>> Engine::Impl::from_cache(const typename Op::Problem
   BackendFor<Op>* b = st.backend(hit->backend);
   if (!b) return std::nullopt;
   try {
-    std::shared_ptr<detail::CandidateFor<Op>> cand = b->load(p, hit->candidate_id);
-    cand->prepare();
+    std::shared_ptr<detail::CandidateFor<Op>> cand = prepared<Op>(b->load(p, hit->candidate_id));
     st.memo[key + OpTraits<Op>::memo_suffix(p)] = cand;
     KernelFor<Op> k(p, cand);
     if (report) {
@@ -274,7 +250,7 @@ std::optional<KernelFor<Op>> Engine::Impl::from_cache(const typename Op::Problem
     }
     return k;
   } catch (const Error& e) {
-    log("warning: cached choice for " + p.str() + " (" + hit->backend + " " + hit->candidate_name +
+    log.warn("cached choice for " + p.str() + " (" + hit->backend + " " + hit->candidate_name +
         ") could not be loaded, re-tuning: " + e.message());
     return std::nullopt;
   }
@@ -310,27 +286,92 @@ std::vector<Entry<Op>> Engine::Impl::gather(const typename Op::Problem& p, TuneR
   return out;
 }
 
-// Compiles / prepares every candidate, several at once (compilers run as separate processes;
-// other preparation is cheap host work). A failure is recorded on the entry, never thrown.
+// One candidate outside a tune (a cache hit, Engine::load): its artifacts (store hits, or built
+// now), then prepare.
+template <class Op>
+std::shared_ptr<detail::CandidateFor<Op>> Engine::Impl::prepared(std::unique_ptr<detail::CandidateFor<Op>> cand) {
+  std::vector<compile::Built> built;
+  for (const compile::Job& j : cand->jobs()) built.push_back(artifacts->build(j));
+  cand->prepare(built);
+  return std::shared_ptr<detail::CandidateFor<Op>>(std::move(cand));
+}
+
+// The artifact stage: every candidate's compile jobs, built in the artifact cache's one pool
+// (store hits need no compiler); a failed job fails its candidates with the compiler's message.
+template <class Op>
+void Engine::Impl::build_artifacts(std::vector<Entry<Op>>& entries) {
+  std::vector<compile::Job> jobs;
+  std::vector<std::pair<size_t, size_t>> span;  // per entry: first job, count
+  for (auto& e : entries) {
+    std::vector<compile::Job> js = e.cand->jobs();
+    span.emplace_back(jobs.size(), js.size());
+    for (auto& j : js) jobs.push_back(std::move(j));
+  }
+  if (!jobs.empty()) log("  artifacts: " + std::to_string(jobs.size()) + " for " + std::to_string(entries.size()) + " candidates");
+  size_t done = 0, built = 0, failed = 0;
+  double seconds = 0;
+  const auto t0 = Clock::now();
+  std::vector<compile::ArtifactCache::Outcome> out =
+      artifacts->build_all(jobs, [&](size_t i, const compile::ArtifactCache::Outcome& o) {
+        ++done;
+        if (!o.built) ++failed;
+        else if (!o.built->hit) ++built, seconds += o.built->seconds;
+        log.debug("  [" + std::to_string(done) + "] " + jobs[i].toolchain + " " + jobs[i].what + ": " +
+                  (!o.built ? "failed: " + o.error : o.built->hit ? "in the store" : "built"));
+      });
+  if (!jobs.empty()) {
+    char line[200];
+    std::snprintf(line, sizeof line, "  artifacts: %zu distinct, %zu built (%.1f s of compile, %.1f s wall), %zu from the store, %zu failed",
+                  done, built, seconds, seconds_since(t0), done - built - failed, failed);
+    log(line);
+  }
+  for (size_t k = 0; k < entries.size(); ++k) {
+    Entry<Op>& e = entries[k];
+    auto [first, count] = span[k];
+    e.built_ok = true;
+    double compile_s = 0;
+    for (size_t j = first; j < first + count; ++j) {
+      if (!out[j].built) {
+        e.built_ok = false;
+        e.result.status = CandidateStatus::failed;
+        e.result.reason = out[j].error;
+        break;
+      }
+      compile_s += out[j].built->seconds;
+      e.built.push_back(*out[j].built);
+    }
+    e.result.compile_s = compile_s;
+  }
+}
+
+// Prepares every built candidate (loads artifacts, allocates), several at once. A gemmtune Error
+// puts the candidate out of the race; anything else is a bug and propagates.
 template <class Op>
 void Engine::Impl::prepare_all(std::vector<Entry<Op>>& entries) {
   unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+  std::mutex mu;
+  std::exception_ptr unexpected;
   parallel_for(
       entries.size(), threads,
       [&](size_t i) {
         Entry<Op>& e = entries[i];
+        if (!e.built_ok) return;
         auto t0 = Clock::now();
         try {
-          e.cand->prepare();
+          e.cand->prepare(e.built);
           e.prepared = true;
-        } catch (const std::exception& err) {
+        } catch (const Error& err) {
           e.result.status = CandidateStatus::failed;
-          auto* ge = dynamic_cast<const Error*>(&err);
-          e.result.reason = ge ? ge->message() : std::string("unexpected error: ") + err.what();
+          e.result.reason = err.message();
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!unexpected) unexpected = std::current_exception();
         }
-        e.result.compile_s = std::max(e.cand->compile_seconds(), seconds_since(t0));
+        e.built.clear();  // the candidate holds what it loaded
+        e.result.compile_s += seconds_since(t0);
       },
       [&] { cudaSetDevice(opt.device); });  // threads start on device 0
+  if (unexpected) std::rethrow_exception(unexpected);
   for (auto& e : entries)
     if (!e.prepared) log("  " + e.result.backend + " " + e.result.name + ": failed: " + e.result.reason);
 }
@@ -362,7 +403,7 @@ void Engine::Impl::verify(const typename Op::Problem& p, std::vector<Entry<Op>>&
     if (!c.ok) {
       r.status = CandidateStatus::wrong;
       r.reason = c.reason;
-      log("  " + r.backend + " " + r.name + ": WRONG: " + c.reason);
+      log.warn(r.backend + " " + r.name + ": WRONG: " + c.reason);
       continue;
     }
     r.status = CandidateStatus::ok;
@@ -377,18 +418,32 @@ KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::strin
   r.key = key;
   log("tuning " + std::string(Op::name) + " " + p.str());
   std::vector<Entry<Op>> entries = gather<Op>(p, r);
+  {
+    std::map<std::string, int> per;
+    for (auto& e : entries) ++per[e.result.backend];
+    std::string text;
+    for (auto& [b, n] : per) text += (text.empty() ? "" : ", ") + b + " " + std::to_string(n);
+    log("  " + std::to_string(entries.size()) + " candidates (" + text + ")");
+  }
   GT_CHECK(!entries.empty(), "no backend has a candidate for " + p.str() + [&] {
     std::string s;
     for (auto& n : r.notes) s += "; " + n;
     return s;
   }());
 
+  build_artifacts(entries);
   prepare_all(entries);
   Stream stream;
   verify(p, entries, stream);
   std::vector<size_t> racing;
   for (size_t i = 0; i < entries.size(); ++i)
     if (entries[i].racing) racing.push_back(i);
+  {
+    size_t prepared = 0;
+    for (auto& e : entries) prepared += e.prepared;
+    log("  verified " + std::to_string(prepared) + " of " + std::to_string(entries.size()) + " candidates: " +
+        std::to_string(racing.size()) + " correct; racing them");
+  }
 
   if (!racing.empty()) {
     std::vector<detail::CandidateFor<Op>*> cands;

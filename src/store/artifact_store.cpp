@@ -1,7 +1,7 @@
 // Content-addressed artifact store: atomic publish, verified reads, corrupt entries set aside.
 #include "store/artifact_store.hpp"
 
-#include "core/paths.hpp"
+#include "core/settings.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

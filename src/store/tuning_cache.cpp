@@ -30,7 +30,7 @@
 #include <tuple>
 #include <utility>
 
-#include "core/paths.hpp"
+#include "core/settings.hpp"
 #include "gemmtune/error.hpp"
 
 #ifndef GEMMTUNE_VERSION

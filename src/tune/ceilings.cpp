@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "core/cuda.hpp"
 #include "tune/operands.hpp"
 #include "tune/timing.hpp"
@@ -58,7 +59,7 @@ double measure_gemm_tflops(Backend& lt, const GemmProblem& p, const Stream& s) {
   auto it = std::find_if(cands.begin(), cands.end(), [](const auto& c) { return c->is_default(); });
   GT_CHECK(it != cands.end(), "ceilings: cuBLASLt gave no default pick for " + p.str());
   detail::Candidate& pick = **it;
-  pick.prepare();
+  pick.prepare({});
   OperandSet ops(p, kSeed, s.get());
   const GemmArgs args = ops.args();
   for (double warm = 0; warm < kGemmWarmupMs;) warm += time_batch(pick, args, s);
@@ -69,7 +70,8 @@ double measure_gemm_tflops(Backend& lt, const GemmProblem& p, const Stream& s) {
 
 }  // namespace
 
-Ceilings measure_ceilings(const BackendContext& ctx) {
+Ceilings measure_ceilings(const DeviceInfo& dev, std::function<void(const std::string&)> log) {
+  const BackendContext ctx{dev, Log(std::move(log), LogLevel::info)};
   std::string why;
   GT_CHECK(cuda_device_present(&why), "ceilings: no CUDA device (" + why + ")");
   std::unique_ptr<Backend> lt = make_cublaslt_backend(ctx);

@@ -2,7 +2,10 @@
 // roofline bound they give for a problem (to say how close a kernel is to the hardware).
 #pragma once
 
-#include "backends/backend.hpp"
+#include <functional>
+#include <string>
+
+#include "gemmtune/device.hpp"
 #include "gemmtune/problem.hpp"
 
 namespace gemmtune {
@@ -17,7 +20,7 @@ struct Ceilings {
 // then 20 timed samples of 5 runs, median). Needs ~4 GiB of free device memory for the copy
 // (less on small GPUs: each buffer is capped at 1/8 of memory). Throws Error without a GPU or
 // when cuBLASLt is not available.
-Ceilings measure_ceilings(const BackendContext& ctx);
+Ceilings measure_ceilings(const DeviceInfo& dev, std::function<void(const std::string&)> log = {});
 
 // The roofline bound for p as TFLOP/s: flops / max(flops / peak, min_bytes / bandwidth), where
 // peak is the bf16 rate for bf16/fp16 inputs, the fp8 rate for fp8 inputs, half the bf16 rate

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/paths.hpp"
 #include "tune/spin.hpp"
 
 namespace gemmtune {
@@ -25,13 +24,10 @@ GpuBench<Op>::GpuBench(const Problem& p, std::vector<detail::CandidateFor<Op>*> 
   size_t want = std::clamp<size_t>((3 * size_t(dev.l2_bytes) + in_bytes - 1) / in_bytes, 1, 64);
   size_t per_set = in_bytes + sets_[0]->output_bytes();
   want = std::min(want, std::max<size_t>(1, size_t(dev.global_mem_bytes / 4) / per_set));
-  // $GEMMTUNE_RACE_SETS caps the copies (an experiment knob: 1 = time on one input, as the bench).
-  if (std::string v = env_or_empty("GEMMTUNE_RACE_SETS"); !v.empty())
-    want = std::clamp<size_t>(size_t(std::max(1L, std::atol(v.c_str()))), 1, want);
+  if (opt.input_sets > 0) want = std::clamp<size_t>(size_t(opt.input_sets), 1, want);
   for (size_t s = 1; s < want; ++s) sets_.push_back(std::make_unique<Operands>(p, opt.seed + 1 + s, stream.get()));
   flush_ = DeviceBuffer(2 * size_t(std::max<int64_t>(dev.l2_bytes, 1 << 20)));
   spin_us_ = opt.spin_us;
-  if (std::string v = env_or_empty("GEMMTUNE_RACE_SPIN_US"); !v.empty()) spin_us_ = std::atof(v.c_str());
 
   // Time-based warm-up: round-robin launches until the GPU has been busy for warmup_ms; the
   // last round's times estimate each candidate.

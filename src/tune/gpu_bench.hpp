@@ -20,7 +20,8 @@
 
 #include "backends/backend.hpp"
 #include "core/cuda.hpp"
-#include "gemmtune/engine.hpp"
+#include "gemmtune/device.hpp"
+#include "gemmtune/engine_options.hpp"
 #include "tune/ops.hpp"
 
 namespace gemmtune {

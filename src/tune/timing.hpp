@@ -12,7 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "gemmtune/engine.hpp"
+#include "gemmtune/device.hpp"
+#include "gemmtune/engine_options.hpp"
 
 namespace gemmtune {
 

@@ -2,7 +2,6 @@
 // exits 3.
 #include <iostream>
 
-#include "backends/backend.hpp"
 #include "commands.hpp"
 #include "core/cuda.hpp"
 #include "gemmtune/tuning_cache.hpp"
@@ -30,16 +29,17 @@ int cmd_info(const InfoArgs& args) {
   std::cout << "cache        " << cache_path << "\n"
             << "backends\n";
   bool any = false;
-  for (const auto& [name, state] : engine.backends()) {
-    std::cout << "  " << name << ": " << state << "\n";
-    any |= state.rfind("available", 0) == 0;  // "available (<version>)"
+  for (const BackendStatus& b : engine.backends()) {
+    std::cout << "  " << (b.op == "gemm" ? "" : b.op + "/") << b.name << ": "
+              << (b.available ? "available (" + b.version + ")" : "not available: " + b.reason) << "\n";
+    any |= b.available;
   }
   if (args.no_measure) {
     std::cout << "ceilings     not measured (--no-measure); tune's nominal H200 ceilings: copy "
               << fixed(kNominalCopyTBps, 2) << " TB/s, bf16 " << fixed(kNominalBf16Tflops, 0) << " TFLOP/s, fp8 "
               << fixed(kNominalFp8Tflops, 0) << " TFLOP/s\n";
   } else {
-    const Ceilings c = measure_ceilings(BackendContext{engine.device(), log_stderr});
+    const Ceilings c = measure_ceilings(engine.device(), log_stderr);
     std::cout << "ceilings     measured now: copy " << fixed(c.copy_TBps, 2) << " TB/s, bf16 " << fixed(c.bf16_tflops, 0)
               << " TFLOP/s, fp8 " << fixed(c.fp8_tflops, 0) << " TFLOP/s\n";
   }

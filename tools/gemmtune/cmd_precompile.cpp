@@ -1,69 +1,64 @@
-// `gemmtune precompile SUITE`: build every CUTLASS instance the suite's problems would try, on a
-// machine without a GPU (candidates are enumerated for an H200: sm_90a, --sms SMs), into the
-// artifact store. Copying that store to the GPU machine makes a kernel pack (docs/cutlass.md).
-#include <cstdio>
+// `gemmtune precompile SUITE`: build every artifact the suite's problems would try, for every
+// backend that builds (CUTLASS: nvcc; Triton and CuTe DSL: Python compile workers), on a machine
+// without a GPU (candidates are enumerated for an H200: sm_90a, --sms SMs), into the artifact
+// store. Copying that store to the GPU machine makes a kernel pack (docs/kernel-packs.md).
+#include <algorithm>
 #include <iostream>
-#include <mutex>
 
-#include "backends/cutlass/cutlass_backend.hpp"
 #include "commands.hpp"
 #include "gemmtune/error.hpp"
+#include "gemmtune/precompile.hpp"
+#include "softmax_cli.hpp"
 
 namespace gemmtune::cli {
 
-// tools/gemmtune/cmd_precompile_cutedsl.cpp: the same for the CuTe DSL backend.
-int cmd_precompile_cutedsl(const PrecompileArgs& args, const std::vector<GemmProblem>& problems);
-
 int cmd_precompile(const PrecompileArgs& args) {
   const std::string shapes = read_text_file(args.file);
-  std::string m_values;
-  if (!args.m_values.empty()) m_values = read_text_file(args.m_values);
-  const std::vector<SuiteEntry> entries =
-      suite_entries(shapes, args.file, args.m_values.empty() ? nullptr : &m_values, args.m_values);
-  std::vector<GemmProblem> problems;
-  for (const SuiteEntry& e : entries) problems.push_back(build_problem(e.m, e.n, e.k, args.problem));
-  if (args.backend == "cutedsl") return cmd_precompile_cutedsl(args, problems);
-
-  auto opt = cutlass_backend::BuilderOptions::defaults(log_stderr);
-  if (!args.artifacts.empty()) opt.artifacts = args.artifacts;
-  if (args.jobs > 0) opt.jobs = args.jobs;
-  cutlass_backend::Builder builder(opt);
-  if (Verdict v = builder.available(); !v) {
-    std::cerr << "gemmtune: cutlass: not available: " << v.reason << "\n";
-    return kNoDevice;
+  PrecompileRequest req;
+  req.candidates = args.configs;
+  if (is_softmax_suite(shapes, args.file)) {
+    for (auto [rows, cols] : softmax_suite_entries(shapes, args.file))
+      req.softmax.push_back(build_softmax_problem(rows, cols, args.problem));
+  } else {
+    std::string m_values;
+    if (!args.m_values.empty()) m_values = read_text_file(args.m_values);
+    for (const SuiteEntry& e :
+         suite_entries(shapes, args.file, args.m_values.empty() ? nullptr : &m_values, args.m_values))
+      req.gemm.push_back(build_problem(e.m, e.n, e.k, args.problem));
   }
-  if (builder.load_only()) {
-    std::cerr << "gemmtune: cutlass: this machine has no nvcc or CUTLASS headers (load-only); nothing can be built\n";
-    return kNoDevice;
-  }
-  const int max_configs = args.max_configs > 0 ? args.max_configs : cutlass_backend::default_max_configs();
-  std::cerr << "gemmtune: precompiling for sm_90a (" << args.sms << " SMs), " << problems.size() << " problems, "
-            << builder.version() << ", " << opt.jobs << " nvcc job(s), store " << builder.store().root().string()
-            << "\n";
+  const EngineOptions options = engine_options(args.engine, log_stderr);
+  std::cerr << "gemmtune: precompiling " << req.gemm.size() + req.softmax.size() << " problems for sm_90a ("
+            << args.sms << " SMs)\n";
 
+  size_t done = 0, built = 0, hits = 0, failed = 0, skipped = 0;
+  std::vector<double> times;
   std::string json_lines;
-  PrecompileCounts n;
-  auto progress = [&](const cutlass_backend::PrecompileItem& it) {
-    std::string what = it.skipped ? it.problem
-                       : it.key.empty() ? it.config.id() + " for " + it.problem
-                                        : it.config.id() + " [" + it.instance + "]";
-    const std::string state = n.add(it, "built", 1);
-    std::cerr << "[" << n.done << "] " << what << ": " << state << "\n";
-    nlohmann::json j{{"problem", it.problem}, {"config", it.skipped ? "" : it.config.id()},
-                     {"instance", it.instance}, {"key", it.key}, {"store_hit", it.store_hit},
-                     {"nvcc_s", it.seconds}, {"error", it.error}};
-    json_lines += j.dump() + "\n";
+  auto progress = [&](const PrecompileItem& it) {
+    ++done;
+    std::string state;
+    if (it.skipped) ++skipped, state = "skipped: " + it.error;
+    else if (!it.error.empty()) ++failed, state = "FAILED: " + it.error;
+    else if (it.store_hit) ++hits, state = "in store";
+    else ++built, times.push_back(it.seconds), state = "built in " + fixed(it.seconds, 2) + " s";
+    const std::string what = it.what.empty() ? it.problem + (it.candidate.empty() ? "" : " " + it.candidate)
+                                             : it.what + " for " + it.problem;
+    std::cerr << "[" << done << "] " << it.backend << ": " << what << ": " << state << "\n";
+    json_lines += nlohmann::json{{"op", it.op},           {"backend", it.backend},   {"problem", it.problem},
+                                 {"candidate", it.candidate}, {"what", it.what},     {"key", it.key},
+                                 {"store_hit", it.store_hit}, {"compile_s", it.seconds}, {"skipped", it.skipped},
+                                 {"error", it.error}}
+                      .dump() +
+                  "\n";
   };
-  std::vector<cutlass_backend::Config> only;
-  for (const std::string& id : args.configs) only.push_back(cutlass_backend::Config::parse(id));
-  auto items = cutlass_backend::precompile(builder, problems, args.sms, max_configs, opt.jobs, progress, only);
-  double nvcc_s = 0;
-  for (double s : n.built_s) nvcc_s += s;
-  std::cerr << "gemmtune: " << items.size() - n.skipped << " instances: " << n.built << " built (" << fixed(nvcc_s, 1)
-            << " s of nvcc), " << n.hits << " already in the store, " << n.failed << " failed; " << n.skipped
-            << " problems skipped\n";
+  precompile(req, options, hopper_target(args.sms), progress);
+  std::sort(times.begin(), times.end());
+  double total = 0;
+  for (double t : times) total += t;
+  std::cerr << "gemmtune: " << done - skipped << " artifacts: " << built << " built (" << fixed(total, 1)
+            << " s of compile, median " << fixed(times.empty() ? 0.0 : times[times.size() / 2], 2) << " s), " << hits
+            << " already in the store, " << failed << " failed; " << skipped << " skipped\n";
   if (!args.json.empty()) write_output(args.json, json_lines);
-  return n.failed ? kError : kOk;
+  return failed ? kError : kOk;
 }
 
 }  // namespace gemmtune::cli

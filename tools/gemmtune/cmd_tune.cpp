@@ -3,7 +3,6 @@
 #include <iostream>
 #include <sstream>
 
-#include "backends/backend.hpp"
 #include "commands.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
@@ -91,7 +90,7 @@ int cmd_tune(const TuneArgs& args) {
   Ceilings ceilings{kNominalCopyTBps, kNominalBf16Tflops, kNominalFp8Tflops};
   std::string roof_source = "nominal H200 ceilings";
   if (args.measure_roof) {
-    ceilings = measure_ceilings(BackendContext{engine->device(), log_stderr});
+    ceilings = measure_ceilings(engine->device(), log_stderr);
     roof_source = "ceilings measured now";
   }
   const double roof = roof_tflops(problem, ceilings);

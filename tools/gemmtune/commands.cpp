@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "core/cuda.hpp"
+#include "core/settings.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
 
@@ -37,8 +38,7 @@ int run_cli(int argc, char** argv) {
   } catch (const Error& e) {
     // The message only: users need what went wrong, not where in our sources. Set
     // GEMMTUNE_DEBUG=1 to see the source location too.
-    const char* debug = std::getenv("GEMMTUNE_DEBUG");
-    std::cerr << "gemmtune: " << (debug && *debug && std::string(debug) != "0" ? e.what() : e.message()) << "\n";
+    std::cerr << "gemmtune: " << (debug_locations() ? e.what() : e.message()) << "\n";
     return kError;
   } catch (const std::exception& e) {
     std::cerr << "gemmtune: " << e.what() << "\n";
@@ -67,9 +67,9 @@ std::unique_ptr<Engine> make_engine(const EngineFlags& flags, std::function<void
   // backends (those asked for with --backends, else all) is available.
   std::string unavailable;
   bool any = false;
-  for (const auto& [name, state] : engine->backends()) {
-    if (state.rfind("available", 0) == 0) any = true;  // "available (<version>)"
-    else unavailable += "\n  " + name + ": " + state;
+  for (const BackendStatus& b : engine->backends()) {
+    if (b.available) any = true;
+    else unavailable += "\n  " + (b.op == "gemm" ? "" : b.op + "/") + b.name + ": not available: " + b.reason;
   }
   if (!any) {
     std::cerr << "gemmtune: no " << (flags.backends.empty() ? "" : "requested ") << "backend is available"

@@ -104,33 +104,4 @@ std::string format_table(const std::vector<std::vector<std::string>>& rows, cons
 // Writes `text` to `path`, or to stdout for "-". Throws Error naming the path.
 void write_output(const std::string& path, const std::string& text);
 
-// The counts of a precompile run (cmd_precompile.cpp: CUTLASS, cmd_precompile_cutedsl.cpp: CuTe
-// DSL), fed each item (cutlass_backend::PrecompileItem, cutedsl::PrecompileItem) as it finishes.
-struct PrecompileCounts {
-  size_t done = 0, built = 0, hits = 0, failed = 0, skipped = 0;
-  std::vector<double> built_s;  // the build time of each item built now
-
-  // Counts `it` and returns its state: "skipped: <error>" (a problem the backend does not
-  // support: not a failed build), "FAILED: <error>", "in store", or "<built_verb> in <seconds>
-  // s" (`decimals` places).
-  template <class Item>
-  std::string add(const Item& it, const std::string& built_verb, int decimals) {
-    ++done;
-    if (it.skipped) {
-      ++skipped;
-      return "skipped: " + it.error;
-    }
-    if (!it.error.empty()) {
-      ++failed;
-      return "FAILED: " + it.error;
-    }
-    if (it.store_hit) {
-      ++hits;
-      return "in store";
-    }
-    ++built, built_s.push_back(it.seconds);
-    return built_verb + " in " + fixed(it.seconds, decimals) + " s";
-  }
-};
-
 }  // namespace gemmtune::cli

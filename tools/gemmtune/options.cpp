@@ -51,11 +51,33 @@ void add_problem_flags(CLI::App* cmd, ProblemFlags& f, bool with_ld) {
   cmd->add_flag("--tf32", f.tf32, "fp32 inputs: allow TF32 tensor cores");
 }
 
+// The compile stage's options (EngineOptions::compile, max_configs, log_level).
+void add_compile_flags(CLI::App* cmd, EngineFlags& f) {
+  cmd->add_option("--artifacts", f.artifacts, "artifact store, e.g. a kernel pack (default: $GEMMTUNE_ARTIFACTS, else\n"
+                                               "~/.cache/gemmtune/artifacts)");
+  cmd->add_option("--compile-workers", f.workers, "Python compile workers at once (default: $GEMMTUNE_COMPILE_WORKERS, else cores)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--nvcc-jobs", f.nvcc_jobs, "nvcc processes at once (default: $GEMMTUNE_NVCC_JOBS, else cores)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--compile-timeout", f.compile_timeout, "seconds per compile job (default: $GEMMTUNE_COMPILE_TIMEOUT, else 600)")
+      ->check(CLI::Range(1.0, 1e8));
+  cmd->add_option("--load-only", f.load_only, "toolchains that never compile here: cutlass,triton,cutedsl (their\n"
+                                               "candidates are the artifacts in the store)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"cutlass", "triton", "cutedsl"}));
+  cmd->add_option("--max-configs", f.max_configs, "candidates per backend and problem at most (default: $GEMMTUNE_MAX_CONFIGS,\n"
+                                                   "else each backend's own)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--log-level", f.log_level, "quiet|warning|info|debug (default: $GEMMTUNE_LOG, else info)")
+      ->check(CLI::IsMember({"quiet", "warning", "info", "debug"}));
+}
+
 void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option("--backends", f.backends, "comma-separated backends to use (default: all available)")
       ->delimiter(',');
   auto* cache = cmd->add_option("--cache", f.cache, "tuning-cache file (default: see gemmtune --help)");
   cmd->add_flag("--no-cache", f.no_cache, "neither read nor write the tuning cache")->excludes(cache);
+  add_compile_flags(cmd, f);
 }
 
 std::string lower_trim(std::string s) {
@@ -162,25 +184,22 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   add_engine_flags(info_, info.engine);
 
   precompile_ = app.add_subcommand("precompile",
-                                   "Build the CUTLASS kernels every problem of a suite would try, without a GPU");
-  precompile_->add_option("file", precompile.file, "suite CSV, as for `suite`")->required();
+                                   "Build every kernel a suite's problems would try (CUTLASS, Triton, CuTe DSL), without a GPU");
+  precompile_->add_option("file", precompile.file, "suite CSV, as for `suite` (GEMM, or softmax with header rows,cols)")->required();
   precompile_->add_option("--m-values", precompile.m_values, "CSV with header phase,m, as for `suite`");
   add_problem_flags(precompile_, precompile.problem, false);
-  precompile_->add_option("--artifacts", precompile.artifacts,
-                          "artifact store (default: $GEMMTUNE_ARTIFACTS, else ~/.cache/gemmtune/artifacts)");
-  precompile_->add_option("--jobs", precompile.jobs, "nvcc processes at once (default: $GEMMTUNE_NVCC_JOBS, else cores)");
-  precompile_->add_option("--max-configs", precompile.max_configs,
-                          "candidates per problem (default: $GEMMTUNE_CUTLASS_MAX_CONFIGS, else 16)");
+  precompile_->add_option("--stride", precompile.problem.stride, "softmax suites: elements between rows (0 = packed)");
+  precompile_->add_option("--backends", precompile.engine.backends,
+                          "comma-separated backends (default: those that build: triton, cutlass, cutedsl)")
+      ->delimiter(',');
+  add_compile_flags(precompile_, precompile.engine);
   precompile_->add_option("--sms", precompile.sms, "SM count of the target GPU (H200: 132)")->capture_default_str();
-  precompile_->add_option("--backend", precompile.backend, "cutlass (nvcc) or cutedsl (CuTe DSL compile workers)")
-      ->check(CLI::IsMember({"cutlass", "cutedsl"}))
-      ->capture_default_str();
   precompile_->add_option("--configs", precompile.configs,
-                          "comma-separated config ids (e.g. co128x128x64c2x1): build exactly these for every\n"
+                          "comma-separated candidate ids (e.g. co128x128x64c2x1): build exactly these for every\n"
                           "problem instead of its ranked candidates (test sets)")
       ->delimiter(',');
-  precompile_->add_option("--json", precompile.json, "one JSON line per instance to FILE (- = stdout)");
-  precompile_->footer("Copy the artifact directory to the GPU machine as a kernel pack: docs/cutlass.md.");
+  precompile_->add_option("--json", precompile.json, "one JSON line per artifact to FILE (- = stdout)");
+  precompile_->footer("Copy the artifact directory to the GPU machine as a kernel pack: docs/kernel-packs.md.");
 }
 
 void Cli::parse(int argc, const char* const* argv) { app.parse(argc, argv); }
@@ -269,6 +288,15 @@ EngineOptions engine_options(const EngineFlags& f, std::function<void(const std:
     const std::string t = lower_trim(b);
     if (!t.empty()) o.backends.push_back(t);
   }
+  o.compile.artifacts = f.artifacts;
+  o.compile.workers = f.workers;
+  o.compile.nvcc_jobs = f.nvcc_jobs;
+  o.compile.timeout_s = f.compile_timeout;
+  o.compile.load_only = f.load_only;
+  o.max_configs = f.max_configs;
+  if (f.log_level == "quiet") o.log_level = LogLevel::quiet;
+  else if (f.log_level == "warning") o.log_level = LogLevel::warning;
+  else if (f.log_level == "debug") o.log_level = LogLevel::debug;
   o.log = std::move(log);
   return o;
 }

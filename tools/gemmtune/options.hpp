@@ -36,10 +36,19 @@ struct ProblemFlags {
 };
 
 // Flags that configure the Engine.
+// Flags that configure the Engine (EngineOptions; 0 / empty: the option's default, which the
+// environment may set: include/gemmtune/engine_options.hpp).
 struct EngineFlags {
   std::string cache;                  // empty: default_cache_path()
   bool no_cache = false;
   std::vector<std::string> backends;  // empty: all available
+  std::string artifacts;              // --artifacts: the artifact store (a kernel pack)
+  int workers = 0;                    // --compile-workers
+  int nvcc_jobs = 0;                  // --nvcc-jobs
+  double compile_timeout = 0;         // --compile-timeout (seconds per job)
+  std::vector<std::string> load_only; // --load-only cutlass,cutedsl,...
+  int max_configs = 0;                // --max-configs
+  std::string log_level;              // --log-level quiet|warning|info|debug
 };
 
 struct TuneArgs {
@@ -82,18 +91,16 @@ struct InfoArgs {
   EngineFlags engine;
 };
 
-// `precompile`: build the compiled backends' kernels for a suite without a GPU (cmd_precompile.cpp).
+// `precompile`: build every artifact a suite's problems would need, without a GPU, for the
+// backends that build (cutlass, triton, cutedsl; --backends narrows) (cmd_precompile.cpp).
 struct PrecompileArgs {
-  std::string file;
+  std::string file;       // a GEMM suite (as for `suite`) or a softmax suite (header rows,cols)
   std::string m_values;
   ProblemFlags problem;
-  std::string artifacts;  // artifact store root; empty: $GEMMTUNE_ARTIFACTS, else the default
-  int jobs = 0;           // nvcc processes at once; 0: $GEMMTUNE_NVCC_JOBS, else the cores
-  int max_configs = 0;    // candidates per problem; 0: $GEMMTUNE_CUTLASS_MAX_CONFIGS, else 16
+  EngineFlags engine;     // --backends, --artifacts, --nvcc-jobs, --compile-workers, --max-configs, ...
   int sms = 132;          // SMs of the target device (H200: 132)
-  std::vector<std::string> configs;  // non-empty: exactly these CUTLASS config ids per problem
-  std::string json;       // one JSON line per instance to FILE (- = stdout)
-  std::string backend = "cutlass";  // "cutlass" or "cutedsl" (cmd_precompile_cutedsl.cpp)
+  std::vector<std::string> configs;  // non-empty: exactly these candidate ids per problem
+  std::string json;       // one JSON line per artifact to FILE (- = stdout)
 };
 
 enum class Command { none, tune, suite, run, cache, info, precompile };

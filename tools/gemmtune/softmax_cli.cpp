@@ -14,7 +14,6 @@
 #include <memory>
 #include <sstream>
 
-#include "backends/backend.hpp"
 #include "commands.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
@@ -148,7 +147,7 @@ int cmd_tune_softmax(const TuneArgs& args) {
   double copy = kNominalCopyTBps;
   std::string copy_source = "nominal H200 copy bandwidth";
   if (args.measure_roof) {
-    copy = measure_ceilings(BackendContext{engine->device(), log_stderr}).copy_TBps;
+    copy = measure_ceilings(engine->device(), log_stderr).copy_TBps;
     copy_source = "copy bandwidth measured now";
   }
 

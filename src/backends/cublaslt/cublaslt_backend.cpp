@@ -68,7 +68,7 @@ class LtCandidate final : public detail::Candidate {
   std::string name() const override { return name_; }
   bool is_default() const override { return default_; }
 
-  void prepare() override {
+  void prepare(std::span<const compile::Built>) override {
     std::lock_guard<std::mutex> lock(mu_);
     prepare_locked();
   }
@@ -148,7 +148,7 @@ class CublasLtBackend final : public Backend {
       Heuristics h = query(*handle_, warm, 1);
       if (!h.results.empty()) LtCandidate(handle_, p, h.results[0].algo, 0, false).check();
     } catch (const Error& e) {
-      ctx.log("cublaslt: warm-up failed (first cache hit will be slower): " + e.message());
+      ctx.log.warn("cublaslt: warm-up failed (first cache hit will be slower): " + e.message());
     }
   }
 

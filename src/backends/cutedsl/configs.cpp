@@ -157,7 +157,8 @@ double cost_estimate(const Config& c, const GemmProblem& p, int sm_count) {
   return persistent_cost(c, kernel_m(c, p), kernel_n(c, p), p.k, sm_count, c.tile_m == 64 ? 0.9 : 1.0);
 }
 
-std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs) {
+std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs,
+                                const std::function<bool(const Config&)>& admit) {
   if (!problem_verdict(p)) return {};
   std::vector<Config> keep;
   for (const Config& c : valid_configs(p)) {
@@ -169,6 +170,7 @@ std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_conf
     if (c.tile_n == 32 && N > 32) continue;
     // A cluster along a dimension with a single tile only idles its partner.
     if ((c.cluster_m > 1 && ceil_div(M, c.tile_m) < 2) || (c.cluster_n > 1 && ceil_div(N, c.tile_n) < 2)) continue;
+    if (admit && !admit(c)) continue;
     keep.push_back(c);
   }
   auto by_cost = [&](const Config& x, const Config& y) {

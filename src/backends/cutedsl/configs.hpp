@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,8 +58,10 @@ Verdict check(const Config& c, const GemmProblem& p);
 // Every config that passes check() for `p`, before ranking, in a stable order.
 std::vector<Config> valid_configs(const GemmProblem& p);
 // The pruned, ranked candidates for `p` on `sm_count` SMs (at most max_configs; the best of
-// each (swap-AB, cluster) class kept in).
-std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs = 16);
+// each (swap-AB, cluster) class kept in). `admit` (may be empty) restricts the configs ranked
+// (load-only: those whose artifact is in the store), before the cap, as CUTLASS's configs_for.
+std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_configs = 16,
+                                const std::function<bool(const Config&)>& admit = {});
 double cost_estimate(const Config& c, const GemmProblem& p, int sm_count);
 
 // The compile request's params (python/gemmtune/cutedsl/compile.py, all fields, normalized):

@@ -1,7 +1,7 @@
 // The cutedsl backend's softmax candidates (see softmax.hpp): config space, params, the loader
 // of one softmax .so, precompile, and the SoftmaxBackend.
 //
-// Candidates: softmax_configs(problem) (at most $GEMMTUNE_CUTEDSL_SOFTMAX_MAX_CONFIGS, default
+// Candidates: softmax_configs(problem) (at most EngineOptions::max_configs, default
 // 12); in load-only mode (a copied artifact store, no CuTe DSL here) only configs whose artifact
 // is in the store. prepare(): compile (store hit or a worker), load the .so, ask its
 // can_implement for this problem. run(): fill the arguments, call the entry point; a non-OK
@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,10 +22,8 @@
 
 #include "backends/cutedsl/cutedsl_backend.hpp"
 #include "backends/kernel_library.hpp"
-#include "backends/lazy_candidate.hpp"
 #include "compile/source_hash.hpp"
-#include "core/parallel.hpp"
-#include "core/paths.hpp"
+#include "compile/artifact_cache.hpp"
 #include "gemmtune/error.hpp"
 #include "store/sha256.hpp"
 #include "store/shared_object.hpp"
@@ -289,11 +286,13 @@ std::vector<SoftmaxConfig> pick_configs(const Ranked& ranked, int max_configs);
 
 }  // namespace
 
-std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_configs) {
+std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_configs,
+                                           const std::function<bool(const SoftmaxConfig&)>& admit) {
   // The packed kind is ranked apart and comes on top of the others (at most max_configs / 2 + 2),
   // so that adding it leaves the other kinds' candidates as they were.
   Ranked ranked, packed;
-  for (const SoftmaxConfig& c : softmax_valid_configs(p)) (c.packed ? packed : ranked).emplace_back(softmax_cost(c, p), c);
+  for (const SoftmaxConfig& c : softmax_valid_configs(p))
+    if (!admit || admit(c)) (c.packed ? packed : ranked).emplace_back(softmax_cost(c, p), c);
   auto by_cost = [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : a.second.id() < b.second.id();
   };
@@ -336,12 +335,6 @@ std::vector<SoftmaxConfig> pick_configs(const Ranked& ranked, int max_configs) {
 
 }  // namespace
 
-int default_softmax_max_configs() {
-  const char* v = std::getenv("GEMMTUNE_CUTEDSL_SOFTMAX_MAX_CONFIGS");
-  int n = v ? std::atoi(v) : 0;
-  return n > 0 ? n : 12;
-}
-
 // ---- params and sources ------------------------------------------------------------------------
 
 const char* const kSoftmaxSources[7] = {"gemmtune/cutedsl/softmax_sm90.py",  "gemmtune/cutedsl/softmax_compile.py",
@@ -352,7 +345,7 @@ const char* const kSoftmaxSources[7] = {"gemmtune/cutedsl/softmax_sm90.py",  "ge
 std::string softmax_sources_digest(const fs::path& python_dir) {
   SourcesHash sources = hash_sources(python_dir, kSoftmaxSources);  // every one required
   GT_CHECK(!sources.missing,
-           "cutedsl: softmax sources not found: " + sources.missing->string() + " (set GEMMTUNE_PYTHON_DIR)");
+           "cutedsl: softmax sources not found: " + sources.missing->string() + " (set compile.python_dir / $GEMMTUNE_PYTHON_DIR)");
   return sources.hex.substr(0, 16);
 }
 
@@ -375,13 +368,13 @@ GtCutedslSoftmaxArgs softmax_args(const SoftmaxProblem& p, int device, const voi
 
 // ---- SoftmaxLibrary -----------------------------------------------------------------------------
 
-std::shared_ptr<const SoftmaxLibrary> SoftmaxLibrary::open(const Compiled& compiled, const std::string& expect_config) {
+std::shared_ptr<const SoftmaxLibrary> SoftmaxLibrary::open(const compile::Built& built, const std::string& expect_config) {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<const SoftmaxLibrary>> libs;  // by artifact key
   constexpr const char* kWho = "cutedsl";
-  const Artifact& artifact = compiled.artifact;
+  const Artifact& artifact = built.artifact;
   std::lock_guard<std::mutex> lock(mu);
-  load_runtime(compiled);
+  load_runtime(built);
   if (auto it = libs.find(artifact.key); it != libs.end()) {
     check_config("cutedsl: artifact", artifact.key, it->second->config(), expect_config);
     return it->second;
@@ -404,36 +397,9 @@ std::shared_ptr<const SoftmaxLibrary> SoftmaxLibrary::open(const Compiled& compi
   return lib;
 }
 
-// ---- precompile ---------------------------------------------------------------------------------
-
-std::vector<SoftmaxPrecompileItem> precompile_softmax(
-    Compiler& compiler, const std::vector<SoftmaxProblem>& problems, int max_configs, int threads,
-    const std::function<void(const SoftmaxPrecompileItem&)>& progress) {
-  Verdict av = compiler.available();
-  GT_CHECK(av, "cutedsl: not available: " + av.reason);
-  const std::string digest = softmax_sources_digest(python_dir());
-  std::vector<SoftmaxPrecompileItem> items;
-  std::vector<json> todo_params;
-  std::set<std::string> seen;
-  for (const SoftmaxProblem& p : problems) {
-    if (Verdict v = softmax_problem_verdict(p); !v) {
-      SoftmaxPrecompileItem it;
-      it.problem = p.str(), it.error = "does not support: " + v.reason, it.skipped = true;
-      items.push_back(std::move(it));
-      continue;
-    }
-    for (const SoftmaxConfig& c : softmax_configs(p, max_configs)) {
-      json prm = softmax_params(c, p, digest);
-      std::string key = compiler.key(prm);
-      if (!seen.insert(key).second) continue;
-      SoftmaxPrecompileItem it;
-      it.problem = p.str(), it.config = c, it.params = prm.dump(), it.key = key;
-      items.push_back(std::move(it));
-      todo_params.push_back(std::move(prm));
-    }
-  }
-  compile_items<SoftmaxPrecompileItem>(compiler, items, todo_params, threads, progress);
-  return items;
+compile::Job softmax_job(const SoftmaxConfig& c, const SoftmaxProblem& p, const std::string& digest) {
+  return {"cutedsl", "softmax " + c.id() + " (" + to_string(p.in) + " -> " + to_string(p.out) + ")", {},
+          softmax_params(c, p, digest)};
 }
 
 // ---- the backend --------------------------------------------------------------------------------
@@ -442,44 +408,37 @@ namespace {
 
 constexpr const char* kName = "cutedsl";
 
-class CutedslSoftmaxCandidate final : public LazyCandidate<SoftmaxOp> {
+class CutedslSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
  public:
-  CutedslSoftmaxCandidate(std::shared_ptr<Compiler> compiler, int device, const SoftmaxProblem& p,
-                          const SoftmaxConfig& c, const std::string& digest)
-      : compiler_(std::move(compiler)), device_(device), p_(p), c_(c), params_(softmax_params(c, p, digest)) {}
+  CutedslSoftmaxCandidate(int device, const SoftmaxProblem& p, const SoftmaxConfig& c, const std::string& digest)
+      : device_(device), p_(p), c_(c), digest_(digest), params_(softmax_params(c, p, digest)) {}
 
   std::string backend() const override { return kName; }
   std::string id() const override { return c_.id(); }
   std::string name() const override { return c_.name(); }
 
-  void run(const SoftmaxArgs& a, cudaStream_t s) override {
-    std::shared_ptr<const SoftmaxLibrary> lib;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      prepare_locked();
-      lib = lib_;
-    }
-    GtCutedslSoftmaxArgs args = softmax_args(p_, device_, a.x, a.y);
-    if (int st = lib->run(&args, s); st != GT_CUTEDSL_SOFTMAX_OK)
-      GT_THROW("cutedsl: softmax " + id() + ": " + lib->status_text(st));
-  }
+  std::vector<compile::Job> jobs() const override { return {softmax_job(c_, p_, digest_)}; }
 
- private:
-  void prepare_locked() override {
-    if (lib_) return;
-    Compiled built = compiler_->compile(params_);
-    compile_s_ = built.compile_s;
-    auto lib = SoftmaxLibrary::open(built, params_.dump());
+  void prepare(std::span<const compile::Built> built) override {
+    GT_CHECK(built.size() == 1, "cutedsl: softmax " + id() + ": prepare expects one artifact");
+    auto lib = SoftmaxLibrary::open(built[0], params_.dump());
     GtCutedslSoftmaxArgs a = softmax_args(p_, device_, nullptr, nullptr);
     if (int st = lib->can_implement(&a); st != GT_CUTEDSL_SOFTMAX_OK)
       GT_THROW("cutedsl: softmax " + id() + " cannot run " + p_.str() + ": " + lib->status_text(st));
     lib_ = std::move(lib);
   }
 
-  std::shared_ptr<Compiler> compiler_;
+  void run(const SoftmaxArgs& a, cudaStream_t s) override {
+    GtCutedslSoftmaxArgs args = softmax_args(p_, device_, a.x, a.y);
+    if (int st = lib_->run(&args, s); st != GT_CUTEDSL_SOFTMAX_OK)
+      GT_THROW("cutedsl: softmax " + id() + ": " + lib_->status_text(st));
+  }
+
+ private:
   int device_;
   SoftmaxProblem p_;
   SoftmaxConfig c_;
+  std::string digest_;
   json params_;
   std::shared_ptr<const SoftmaxLibrary> lib_;
 };
@@ -487,40 +446,37 @@ class CutedslSoftmaxCandidate final : public LazyCandidate<SoftmaxOp> {
 class CutedslSoftmaxBackend final : public SoftmaxBackend {
  public:
   explicit CutedslSoftmaxBackend(const BackendContext& ctx)
-      : dev_(ctx.device), link_(ctx, [this] { digest_ = softmax_sources_digest(python_dir()); }) {}
+      : link_(ctx, "cutedsl"), max_configs_(ctx.max_configs > 0 ? ctx.max_configs : kDefaultSoftmaxMaxConfigs) {
+    try {
+      digest_ = softmax_sources_digest(ctx.artifacts ? ctx.artifacts->options().python_dir : fs::path());
+    } catch (const Error& e) {
+      broken_ = e.message();
+    }
+  }
 
   std::string name() const override { return kName; }
   std::string version() const override {
-    return compiler() ? compiler()->version() + " softmax=" + digest_ : "unavailable";
+    return available() ? link_.version() + " src=" + link_.sources_digest() + " softmax=" + digest_ : "unavailable";
   }
-  Verdict available() const override { return link_.available(); }
+  Verdict available() const override {
+    if (!broken_.empty()) return Verdict::no(broken_);
+    return link_.available();
+  }
 
   Verdict supports(const SoftmaxProblem& p) const override {
     if (Verdict v = softmax_problem_verdict(p); !v) return v;
-    if (softmax_configs(p, default_softmax_max_configs()).empty())
-      return Verdict::no("no CuTe DSL softmax config fits this problem");
-    if (compiler() && available() && compiler()->load_only() && configs(p).empty())
-      return Verdict::no("load-only (no CuTe DSL here) and the artifact store " + compiler()->store().root().string() +
-                         " holds none of this problem's softmax artifacts");
+    if (softmax_configs(p, max_configs_).empty()) return Verdict::no("no CuTe DSL softmax config fits this problem");
     return Verdict::yes();
   }
 
   std::vector<std::unique_ptr<Cand>> candidates(const SoftmaxProblem& p) override {
     require(p);
     std::vector<std::unique_ptr<Cand>> out;
-    std::vector<json> prm;
-    for (const SoftmaxConfig& c : configs(p)) {
-      out.push_back(std::make_unique<CutedslSoftmaxCandidate>(compiler(), dev_.index, p, c, digest_));
-      prm.push_back(softmax_params(c, p, digest_));
-    }
-    if (out.empty() && compiler()->load_only())
-      GT_THROW(
-          "cutedsl: load-only (no CuTe DSL here) and the artifact store holds none of this problem's softmax "
-          "artifacts");
-    try {
-      compiler()->prestart(prm);
-    } catch (const Error&) {  // only an optimisation
-    }
+    for (const SoftmaxConfig& c : configs(p))
+      out.push_back(std::make_unique<CutedslSoftmaxCandidate>(link_.ctx.device.index, p, c, digest_));
+    if (out.empty())
+      GT_THROW("cutedsl: load-only (no CuTe DSL here) and the artifact store holds none of this problem's softmax "
+               "artifacts");
     return out;
   }
 
@@ -529,18 +485,14 @@ class CutedslSoftmaxBackend final : public SoftmaxBackend {
     const SoftmaxConfig c = SoftmaxConfig::parse(id);
     if (std::string why = c.cannot_run(p); !why.empty())
       GT_THROW("cutedsl: softmax config " + id + " cannot run " + p.str() + ": " + why);
-    return std::make_unique<CutedslSoftmaxCandidate>(compiler(), dev_.index, p, c, digest_);
+    return std::make_unique<CutedslSoftmaxCandidate>(link_.ctx.device.index, p, c, digest_);
   }
 
  private:
-  const std::shared_ptr<Compiler>& compiler() const { return link_.get(); }  // null when unusable
-  // The ranked configs for p; in load-only mode only those whose artifact is in the store.
+  // The ranked configs for p; in load-only mode ranked over those whose artifact is in the store.
   std::vector<SoftmaxConfig> configs(const SoftmaxProblem& p) const {
-    std::vector<SoftmaxConfig> out;
-    const bool load_only = compiler()->load_only();
-    for (const SoftmaxConfig& c : softmax_configs(p, default_softmax_max_configs()))
-      if (!load_only || compiler()->cached(softmax_params(c, p, digest_))) out.push_back(c);
-    return out;
+    if (!link_.load_only()) return softmax_configs(p, max_configs_);
+    return softmax_configs(p, max_configs_, [&](const SoftmaxConfig& c) { return link_.stored({softmax_job(c, p, digest_)}); });
   }
 
   void require(const SoftmaxProblem& p) const {
@@ -550,10 +502,10 @@ class CutedslSoftmaxBackend final : public SoftmaxBackend {
     GT_CHECK(v, "cutedsl: does not support " + p.str() + ": " + v.reason);
   }
 
-  DeviceInfo dev_;
-  std::string digest_;  // set by link_'s start-up (declared first: constructed before it)
-  BackendCompiler link_;
-  };
+  ToolchainLink link_;
+  int max_configs_;
+  std::string digest_, broken_;
+};
 
 }  // namespace
 }  // namespace cutedsl

@@ -1,6 +1,6 @@
 // The cutedsl backend's softmax candidates: our CuTe DSL softmax (python/gemmtune/cutedsl/
-// softmax_sm90.py), compiled ahead of time by the shared CuTe DSL compile workers and artifact
-// store (compiler.hpp; the worker routes params with "op": "softmax" to softmax_compile.py),
+// softmax_sm90.py), compiled ahead of time by the CuTe DSL toolchain (src/compile/python_worker.hpp;
+// the worker routes params with "op": "softmax" to softmax_compile.py),
 // loaded with dlopen and run through its C ABI (python/gemmtune/cutedsl/softmax_abi.h).
 //
 // Kernels (docs/cutedsl.md "Softmax"): one pass, the row in registers: `threads` threads per CTA,
@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "backends/cutedsl/compiler.hpp"
+#include "compile/toolchain.hpp"
 #include "gemmtune/softmax.hpp"
 #include "../../../python/gemmtune/cutedsl/softmax_abi.h"
 
@@ -79,11 +79,12 @@ std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p);
 // 16 CTAs' registers (524288 columns of 2 bytes), else online ones; cluster re-read ones for rows
 // of 65536+ columns. Plus, ranked apart and on top of those, at most max_configs / 2 + 2 packed
 // ones (16-bit inputs, rows of 16384 to 524288 columns).
-std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_configs);
+// `admit` (may be empty) restricts the configs ranked (load-only: those in the store).
+std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_configs,
+                                           const std::function<bool(const SoftmaxConfig&)>& admit = {});
 // A rough relative cost (lower is better) that ranks the configs of p.
 double softmax_cost(const SoftmaxConfig& c, const SoftmaxProblem& p);
-// $GEMMTUNE_CUTEDSL_SOFTMAX_MAX_CONFIGS, else 12.
-int default_softmax_max_configs();
+constexpr int kDefaultSoftmaxMaxConfigs = 12;
 
 // The files (relative to the python dir) that determine a softmax artifact besides its params
 // and the toolchain (softmax_compile.py SOURCES), and their digest (16 hex digits, computed as
@@ -107,27 +108,13 @@ struct SoftmaxLibrary {
 
   // Throws Error when the bytes cannot be loaded, a symbol is missing, the ABI version differs,
   // or the instance's config text is not `expect_config`.
-  static std::shared_ptr<const SoftmaxLibrary> open(const Compiled& compiled, const std::string& expect_config);
+  static std::shared_ptr<const SoftmaxLibrary> open(const compile::Built& built, const std::string& expect_config);
 };
 
 // The arguments of one run of `p` (pointers may be null for can_implement).
 GtCutedslSoftmaxArgs softmax_args(const SoftmaxProblem& p, int device, const void* x, void* y);
 
-struct SoftmaxPrecompileItem {
-  std::string problem;  // SoftmaxProblem::str() of the first problem that needed it
-  SoftmaxConfig config;
-  std::string params;  // softmax_params(...).dump()
-  std::string key;
-  bool store_hit = false;
-  double seconds = 0;    // the worker's compile time (0 on a hit)
-  std::string error;     // empty when compiled
-  bool skipped = false;  // the backend does not support the problem
-};
-
-// Compiles (or finds in the store) every artifact the softmax candidates of `problems` need,
-// distinct artifacts once, on up to `threads` threads (each request goes to a worker).
-std::vector<SoftmaxPrecompileItem> precompile_softmax(
-    Compiler& compiler, const std::vector<SoftmaxProblem>& problems, int max_configs, int threads,
-    const std::function<void(const SoftmaxPrecompileItem&)>& progress = {});
+// The compile job of config `c` for `p` (toolchain "cutedsl").
+compile::Job softmax_job(const SoftmaxConfig& c, const SoftmaxProblem& p, const std::string& digest);
 
 }  // namespace gemmtune::cutedsl

@@ -259,15 +259,4 @@ std::string InstanceSpec::source() const {
   return buf;
 }
 
-DeviceInfo h200_device() {
-  DeviceInfo d;
-  d.index = -1;  // not a real device
-  d.name = "NVIDIA H200 (assumed: no GPU present)";
-  d.sm_count = 132;
-  d.cc_major = 9, d.cc_minor = 0;
-  d.l2_bytes = int64_t(50) << 20;
-  d.global_mem_bytes = int64_t(141) << 30;
-  return d;
-}
-
 }  // namespace gemmtune::cutlass_backend

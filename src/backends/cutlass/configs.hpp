@@ -87,8 +87,5 @@ struct InstanceSpec {
   std::string source() const;
 };
 
-// A device description for sm_90a / H200 (132 SMs) for enumerating and compiling candidates on
-// machines without a GPU (`gemmtune precompile`).
-DeviceInfo h200_device();
 
 }  // namespace gemmtune::cutlass_backend

@@ -21,7 +21,7 @@ class NativeSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
   std::string backend() const override { return kName; }
   std::string id() const override { return cfg_.name(); }
   std::string name() const override { return cfg_.name(); }
-  void prepare() override {
+  void prepare(std::span<const compile::Built>) override {
     const std::string why = native::native_softmax_device_check(cfg_, p_);
     GT_CHECK(why.empty(), "native: " + cfg_.name() + " cannot be launched for " + p_.str() + " on this device: " + why);
   }
@@ -38,6 +38,7 @@ class NativeSoftmaxBackend final : public SoftmaxBackend {
   std::string name() const override { return kName; }
   std::string version() const override { return std::string("native ") + native::kNativeSoftmaxVersion; }
   Verdict available() const override {
+    if (dev_.index < 0) return Verdict::no("no CUDA device (the native kernels are built into the library: nothing to precompile)");
     if (dev_.cc_major != 9 || dev_.cc_minor != 0)
       return Verdict::no("the native kernels are built for sm_90a; this device is sm_" + std::to_string(dev_.cc_major) +
                          std::to_string(dev_.cc_minor));
@@ -56,7 +57,7 @@ class NativeSoftmaxBackend final : public SoftmaxBackend {
     for (const auto& c : native::native_softmax_configs(p, dev_.sm_count)) {
       // A launch this device cannot make would only fail in the race: dropped here, with why.
       if (std::string why = native::native_softmax_device_check(c, p); !why.empty()) {
-        log_("native: " + p.str() + ": " + c.name() + " skipped: " + why);
+        log_.debug("native: " + p.str() + ": " + c.name() + " skipped: " + why);
         continue;
       }
       out.push_back(std::make_unique<NativeSoftmaxCandidate>(p, c));
@@ -72,7 +73,7 @@ class NativeSoftmaxBackend final : public SoftmaxBackend {
 
  private:
   DeviceInfo dev_;
-  std::function<void(const std::string&)> log_;
+  Log log_;
 };
 
 }  // namespace

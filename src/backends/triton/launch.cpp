@@ -36,24 +36,29 @@ void LoadedKernel::launch(std::initializer_list<void*> args, cudaStream_t stream
   GT_CU(driver::api().launch(fn, grid.x, grid.y, grid.z, threads, 1, 1, shared, stream, all.data(), nullptr));
 }
 
-LoadedKernel load_kernel(const CompiledArtifact& a, Grid grid, int64_t runtime_args, const std::string& who,
+LoadedKernel load_kernel(const Artifact& artifact, Grid grid, int64_t runtime_args, const std::string& who,
                          int64_t max_shared) {
-  const json& m = a.launch;
+  const json& meta = artifact.meta;
+  const bool ok = meta.contains("function") && meta["function"].is_string() && meta.contains("launch") &&
+                  meta["launch"].is_object() && meta["launch"].contains("shared") && meta["launch"].contains("num_warps");
+  GT_CHECK(ok, who + ": artifact " + artifact.key.substr(0, 16) + " lacks its launch metadata");
+  const std::string function = meta["function"].get<std::string>();
+  const json& m = meta["launch"];
   // Triton's count of kernel parameters (hidden ones included), when the worker reports it:
   // a mismatch would make the launch read garbage.
   int64_t params = meta_int(m, "num_params", runtime_args + 2);
-  GT_CHECK(params == runtime_args + 2, who + ": " + a.function + " takes " + std::to_string(params) +
+  GT_CHECK(params == runtime_args + 2, who + ": " + function + " takes " + std::to_string(params) +
                                            " parameters; the launch ABI passes " + std::to_string(runtime_args + 2));
   int64_t ctas = meta_int(m, "num_ctas", 1), warps = meta_int(m, "num_warps", 0), shared = meta_int(m, "shared", -1);
-  GT_CHECK(ctas == 1, who + ": " + a.function + " uses thread-block clusters (num_ctas " + std::to_string(ctas) +
+  GT_CHECK(ctas == 1, who + ": " + function + " uses thread-block clusters (num_ctas " + std::to_string(ctas) +
                           "), which this backend does not launch");
-  GT_CHECK(warps >= 1 && warps <= 32, who + ": " + a.function + ": bad num_warps " + std::to_string(warps));
-  GT_CHECK(shared >= 0 && shared <= max_shared, who + ": " + a.function + " needs " + std::to_string(shared) +
+  GT_CHECK(warps >= 1 && warps <= 32, who + ": " + function + ": bad num_warps " + std::to_string(warps));
+  GT_CHECK(shared >= 0 && shared <= max_shared, who + ": " + function + " needs " + std::to_string(shared) +
                                                     " bytes of shared memory (at most " + std::to_string(max_shared) +
                                                     ")");
   LoadedKernel k;
-  k.module = driver::Module(a.artifact.bytes->data());
-  k.fn = k.module.function(a.function);
+  k.module = driver::Module(artifact.bytes->data());
+  k.fn = k.module.function(function);
   k.grid = grid;
   k.threads = unsigned(warps * 32);
   k.shared = unsigned(shared);
@@ -71,7 +76,7 @@ Verdict device_verdict(const DeviceInfo& dev) {
     return Verdict::no("the Triton kernels are compiled for sm_90a; this device is sm_" +
                        std::to_string(dev.cc_major) + std::to_string(dev.cc_minor));
   std::string why;
-  if (!driver::available(&why)) return Verdict::no(why);
+  if (dev.index >= 0 && !driver::available(&why)) return Verdict::no(why);  // index -1: a target, nothing runs
   return Verdict::yes();
 }
 

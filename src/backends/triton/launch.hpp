@@ -12,7 +12,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
-#include "backends/triton/compiler.hpp"
+#include "store/artifact_store.hpp"
 #include "backends/triton/configs.hpp"
 #include "core/cuda.hpp"
 #include "core/driver.hpp"
@@ -44,15 +44,16 @@ struct LoadedKernel {
   void launch(std::initializer_list<void*> args, cudaStream_t stream);
 };
 
-// Loads `a` (on the current device) for `grid`, after checking its launch metadata: Triton's
+// Loads the cubin `a` (on the current device) for `grid`, after checking its launch metadata
+// (meta "function", "launch": shared, num_warps, num_ctas, scratch sizes): Triton's
 // parameter count (when reported) is `runtime_args` + the 2 hidden ones, no clusters, 1..32
 // warps, at most `max_shared` bytes of shared memory (above 48 KiB the kernel opts in). Throws
 // Error prefixed "<who>: " ("triton", "triton softmax").
-LoadedKernel load_kernel(const CompiledArtifact& a, Grid grid, int64_t runtime_args, const std::string& who,
+LoadedKernel load_kernel(const Artifact& a, Grid grid, int64_t runtime_args, const std::string& who,
                          int64_t max_shared);
 
-// The device's availability for Triton kernels: sm_90 (what they are compiled for) and a usable
-// driver API.
+// The device's availability for Triton kernels: sm_90 (what they are compiled for) and, for a
+// real device (index >= 0), a usable driver API.
 Verdict device_verdict(const DeviceInfo& dev);
 
 // A thread that never used the runtime has no current context: binds `device`'s primary one.

@@ -3,41 +3,27 @@
 //
 // Candidates: configs_for(problem) (configs.hpp); a candidate's id is its config id, so
 // load(problem, id) rebuilds it without a heuristic, and its prepare() is then an artifact
-// store hit. prepare() = compile (store hit, or a worker compiles and the cubin is published)
-// + cuModuleLoadData + kernel attributes + scratch and split-k workspace; it is thread-safe
-// across candidates (each candidate has its own lock; compiles run in parallel workers).
+// store hit. jobs(): the GEMM cubin, and the split-k reduce's where split_k > 1 (toolchain
+// "triton", src/compile/python_worker.hpp). prepare(built) = cuModuleLoadData + kernel
+// attributes + scratch and split-k workspace.
 //
 // Launch ABI (docs/triton-backend.md): the GEMM kernels take
 //   a, b, c, d, bias, scale_a, scale_b, workspace, M, N, K, lda, ldb, ldc, ldd, alpha, beta,
 // splitk_reduce takes workspace, c, d, bias, scale_a, scale_b, M, N, ldc, ldd, alpha, beta,
 // and both then Triton's hidden global_scratch and profile_scratch pointers.
 //
-// One compiler (worker pool + artifact store) serves the whole process: the first backend
-// created starts it, reading $GEMMTUNE_PYTHON, $GEMMTUNE_PYTHON_DIR, $GEMMTUNE_ARTIFACTS,
-// $GEMMTUNE_COMPILE_WORKERS, $GEMMTUNE_COMPILE_TIMEOUT and $GEMMTUNE_COMPILE_FORK_SERVER then.
-// Its fork server (Python + Triton imported once; docs/compile-worker.md) starts in the
-// background while the engine starts. candidates() (a tune is about to compile) forks the
-// compile workers from it in the background, one per artifact missing from the store up to the
-// pool's size (milliseconds each: no Python start, no Triton import, no lazy set-up); a process
-// that only answers from the tuning cache (load()) starts no more than the server.
-//
-// Threads and streams: run() may be called from several threads, but a candidate owns ONE
-// scratch and workspace buffer, so runs of one candidate on different streams must not overlap.
+// Threads and streams: a candidate owns ONE scratch and workspace buffer, so runs of one
+// candidate on different streams must not overlap.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <cstdint>
-#include <future>
 #include <map>
-#include <mutex>
 
 #include "backends/backend.hpp"
-#include "backends/lazy_candidate.hpp"
-#include "backends/triton/compiler.hpp"
 #include "backends/triton/configs.hpp"
 #include "backends/triton/launch.hpp"
-#include "compile/log_hub.hpp"
 #include "core/cuda.hpp"
 #include "core/driver.hpp"
 
@@ -45,7 +31,6 @@ namespace gemmtune {
 namespace {
 
 using nlohmann::json;
-using triton::CompiledArtifact;
 using triton::Config;
 using triton::Grid;
 using triton::LoadedKernel;
@@ -53,24 +38,6 @@ using triton::Scratch;
 
 constexpr const char* kName = "triton";
 constexpr int kDefaultSms = 132;              // H100 / H200 SXM, when the device reports none
-
-// ---- one process-wide compiler --------------------------------------------------------------
-
-// Forwards the compiler's warnings to every live backend's log.
-LogHub& log_hub() {
-  static LogHub* hub = new LogHub;  // never destroyed: the compiler may log during exit
-  return *hub;
-}
-
-std::shared_ptr<triton::Compiler> shared_compiler() {
-  static std::mutex mu;
-  static std::shared_ptr<triton::Compiler> compiler;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!compiler)
-    compiler = std::make_shared<triton::Compiler>(
-        triton::CompilerOptions::defaults([](const std::string& m) { log_hub()(m); }));
-  return compiler;
-}
 
 // ---- the launch ABI --------------------------------------------------------------------------
 
@@ -86,19 +53,36 @@ CUdeviceptr dptr(const void* p) { return CUdeviceptr(reinterpret_cast<uintptr_t>
 
 // ---- the candidate ----------------------------------------------------------------------------
 
-class TritonCandidate final : public LazyCandidate<GemmOp> {
+// The compile jobs of config `c` for `p`: the GEMM kernel, and the split-k reduce.
+std::vector<compile::Job> triton_jobs(const Config& c, const GemmProblem& p, int sms) {
+  std::vector<compile::Job> out{{"triton", c.id() + " gemm", {}, triton::gemm_params(c, p, sms)}};
+  if (c.split_k > 1) out.push_back({"triton", c.id() + " reduce", {}, triton::reduce_params(c, p)});
+  return out;
+}
+
+class TritonCandidate final : public detail::CandidateFor<GemmOp> {
  public:
-  TritonCandidate(std::shared_ptr<triton::Compiler> compiler, const GemmProblem& p, const Config& c, int device,
-                  int num_sms)
-      : compiler_(std::move(compiler)), p_(p), cfg_(c), device_(device), sms_(num_sms) {}
+  TritonCandidate(const GemmProblem& p, const Config& c, int device, int num_sms)
+      : p_(p), cfg_(c), device_(device), sms_(num_sms) {}
 
   std::string backend() const override { return kName; }
   std::string id() const override { return cfg_.id(); }
   std::string name() const override { return cfg_.name(); }
 
+  std::vector<compile::Job> jobs() const override { return triton_jobs(cfg_, p_, sms_); }
+
+  void prepare(std::span<const compile::Built> arts) override {
+    GT_CHECK(arts.size() == (cfg_.split_k > 1 ? 2u : 1u), "triton: " + id() + ": wrong number of artifacts");
+    GT_CUDA(cudaSetDevice(device_));  // makes the device's primary context current on this thread
+    gemm_ = triton::load_kernel(arts[0].artifact, triton::gemm_grid(cfg_, p_, sms_), kGemmArgs, kName,
+                                triton::kMaxSharedBytes);
+    if (cfg_.split_k > 1) {
+      reduce_ = triton::load_kernel(arts[1].artifact, triton::reduce_grid(p_), kReduceArgs, kName, triton::kMaxSharedBytes);
+      workspace_.allocate(triton::workspace_bytes(cfg_, p_), 16);
+    }
+  }
+
   void run(const GemmArgs& g, cudaStream_t s) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    prepare_locked();
     triton::ensure_context(device_);
     check_args(g);
     CUdeviceptr a = dptr(g.a), b = dptr(g.b), c = p_.uses_c() ? dptr(g.c) : 0, d = dptr(g.d);
@@ -115,22 +99,6 @@ class TritonCandidate final : public LazyCandidate<GemmOp> {
   }
 
  private:
-  void prepare_locked() override {
-    if (ready_) return;
-    std::vector<CompiledArtifact> arts;
-    arts.push_back(compiler_->compile(triton::gemm_params(cfg_, p_, sms_)));
-    if (cfg_.split_k > 1) arts.push_back(compiler_->compile(triton::reduce_params(cfg_, p_)));
-    compile_s_ = 0;
-    for (auto& a : arts) compile_s_ += a.compile_s;
-    GT_CUDA(cudaSetDevice(device_));  // makes the device's primary context current on this thread
-    gemm_ = triton::load_kernel(arts[0], triton::gemm_grid(cfg_, p_, sms_), kGemmArgs, kName, triton::kMaxSharedBytes);
-    if (cfg_.split_k > 1) {
-      reduce_ = triton::load_kernel(arts[1], triton::reduce_grid(p_), kReduceArgs, kName, triton::kMaxSharedBytes);
-      workspace_.allocate(triton::workspace_bytes(cfg_, p_), 16);
-    }
-    ready_ = true;
-  }
-
   void check_args(const GemmArgs& g) const {
     check_aligned(g.a, "args.a");
     check_aligned(g.b, "args.b");
@@ -143,11 +111,9 @@ class TritonCandidate final : public LazyCandidate<GemmOp> {
     }
   }
 
-  std::shared_ptr<triton::Compiler> compiler_;
   GemmProblem p_;
   Config cfg_;
   int device_, sms_;
-  bool ready_ = false;
   LoadedKernel gemm_, reduce_;
   Scratch workspace_;  // split-k partials [split_k, m, n] fp32
 };
@@ -157,38 +123,18 @@ class TritonCandidate final : public LazyCandidate<GemmOp> {
 class TritonBackend final : public Backend {
  public:
   explicit TritonBackend(const BackendContext& ctx)
-      : dev_(ctx.device), sms_(ctx.device.sm_count > 0 ? ctx.device.sm_count : kDefaultSms),
-        log_id_(log_hub().add(ctx.log)) {
-    try {
-      compiler_ = shared_compiler();
-    } catch (const Error& e) {  // e.g. no home directory for the artifact store
-      broken_ = e.message();
-      return;
-    }
-    // Start the fork server (importing Triton takes up to a second) while the engine starts.
-    auto probe = [c = compiler_] { return c->available(); };
-    try {
-      warm_ = std::async(std::launch::async, probe).share();
-    } catch (const std::system_error&) {  // no thread to spare: probe on first use
-      warm_ = std::async(std::launch::deferred, probe).share();
-    }
-  }
-  ~TritonBackend() override {
-    if (warm_.valid()) warm_.wait();
-    log_hub().remove(log_id_);
-  }
+      : link_(ctx, "triton"), sms_(ctx.device.sm_count > 0 ? ctx.device.sm_count : kDefaultSms) {}
 
   std::string name() const override { return kName; }
   // Triton's version and a digest of our Python sources: both change what a config compiles to.
   std::string version() const override {
-    if (!compiler_) return "triton (unavailable)";
-    return "triton " + compiler_->triton_version() + " (templates " + compiler_->sources_digest() + ")";
+    if (!available()) return "triton (unavailable)";
+    return "triton " + link_.version() + " (templates " + link_.sources_digest() + ")";
   }
 
   Verdict available() const override {
-    if (Verdict v = triton::device_verdict(dev_); !v) return v;
-    if (!compiler_) return Verdict::no(broken_);
-    return warm_.get();
+    if (Verdict v = triton::device_verdict(link_.ctx.device); !v) return v;
+    return link_.available();
   }
 
   Verdict supports(const GemmProblem& p) const override {
@@ -197,19 +143,14 @@ class TritonBackend final : public Backend {
     return Verdict::yes();
   }
 
-  // Needs no GPU and does not wait for a worker: compiling happens in each candidate's
-  // prepare(). Once available() has answered yes, starts workers in the background for the
-  // candidates' artifacts that are not in the store yet.
   std::vector<std::unique_ptr<detail::Candidate>> candidates(const GemmProblem& p) override {
     require(p);
     std::vector<std::unique_ptr<detail::Candidate>> out;
-    std::vector<json> params;
-    for (const Config& c : triton::configs_for(p, sms_)) {
-      out.push_back(std::make_unique<TritonCandidate>(compiler_, p, c, dev_.index, sms_));
-      params.push_back(triton::gemm_params(c, p, sms_));
-      if (c.split_k > 1) params.push_back(triton::reduce_params(c, p));
-    }
-    prestart(params);
+    const bool load_only = link_.load_only();
+    for (const Config& c : triton::configs_for(p, sms_))
+      if (!load_only || link_.stored(triton_jobs(c, p, sms_)))
+        out.push_back(std::make_unique<TritonCandidate>(p, c, link_.ctx.device.index, sms_));
+    if (out.empty()) GT_THROW("load-only and the artifact store holds none of this problem's Triton kernels");
     return out;
   }
 
@@ -218,32 +159,19 @@ class TritonBackend final : public Backend {
     Config c = Config::parse(id);
     Verdict v = triton::check(c, p, sms_);
     GT_CHECK(v, "triton: config " + id + " cannot run " + p.str() + ": " + v.reason);
-    return std::make_unique<TritonCandidate>(compiler_, p, c, dev_.index, sms_);
+    return std::make_unique<TritonCandidate>(p, c, link_.ctx.device.index, sms_);
   }
 
  private:
-  // Only when the availability probe has already answered yes: never waits for a worker here.
-  void prestart(const std::vector<json>& params) {
-    if (!warm_.valid() || warm_.wait_for(std::chrono::seconds(0)) != std::future_status::ready || !warm_.get())
-      return;
-    try {
-      compiler_->prestart(params);
-    } catch (const Error&) {  // only an optimisation: compiles start workers on demand anyway
-    }
-  }
-
   void require(const GemmProblem& p) const {
-    GT_CHECK(compiler_, "triton: not available: " + broken_);
-    Verdict v = supports(p);
+    Verdict v = available();
+    GT_CHECK(v, "triton: not available: " + v.reason);
+    v = supports(p);
     GT_CHECK(v, "triton: does not support " + p.str() + ": " + v.reason);
   }
 
-  DeviceInfo dev_;
+  ToolchainLink link_;
   int sms_;
-  int log_id_;
-  std::shared_ptr<triton::Compiler> compiler_;  // null when it could not be created
-  std::string broken_;                          // why not
-  std::shared_future<Verdict> warm_;
 };
 
 }  // namespace
@@ -251,10 +179,5 @@ class TritonBackend final : public Backend {
 std::unique_ptr<Backend> make_triton_backend(const BackendContext& ctx) {
   return std::make_unique<TritonBackend>(ctx);
 }
-
-// The process-wide compiler, shared with the Triton softmax backend (triton_softmax.cpp).
-namespace triton {
-std::shared_ptr<Compiler> process_compiler() { return shared_compiler(); }
-}  // namespace triton
 
 }  // namespace gemmtune

@@ -7,19 +7,15 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 
 #include "backends/backend.hpp"
-#include "backends/lazy_candidate.hpp"
-#include "backends/triton/compiler.hpp"
 #include "backends/triton/launch.hpp"
 #include "compile/compile_util.hpp"
-#include "compile/worker_pool.hpp"
+#include "compile/artifact_cache.hpp"
 #include "core/cuda.hpp"
 #include "core/driver.hpp"
 #include "gemmtune/error.hpp"
@@ -124,18 +120,31 @@ namespace {
 using nlohmann::json;
 constexpr const char* kName = "triton";
 
-class TritonSoftmaxCandidate final : public LazyCandidate<SoftmaxOp> {
+compile::Job softmax_job(const triton::SoftmaxConfig& c, const SoftmaxProblem& p, const std::string& digest) {
+  return {"triton", "softmax " + c.id(), {}, triton::softmax_params(c, p, digest)};
+}
+
+class TritonSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
  public:
-  TritonSoftmaxCandidate(std::shared_ptr<triton::Compiler> compiler, const SoftmaxProblem& p,
-                         const triton::SoftmaxConfig& c, std::string digest, int device)
-      : compiler_(std::move(compiler)), p_(p), cfg_(c), digest_(std::move(digest)), device_(device) {}
+  TritonSoftmaxCandidate(const SoftmaxProblem& p, const triton::SoftmaxConfig& c, std::string digest, int device)
+      : p_(p), cfg_(c), digest_(std::move(digest)), device_(device) {}
 
   std::string backend() const override { return kName; }
   std::string id() const override { return cfg_.id(); }
   std::string name() const override { return cfg_.id(); }
+  std::vector<compile::Job> jobs() const override { return {softmax_job(cfg_, p_, digest_)}; }
+
+  void prepare(std::span<const compile::Built> built) override {
+    GT_CHECK(built.size() == 1, "triton softmax: " + id() + ": prepare expects one artifact");
+    const int64_t grid = triton::softmax_grid(cfg_, p_);
+    GT_CHECK(grid <= 0x7fffffff, "triton softmax: grid too large");
+    GT_CUDA(cudaSetDevice(device_));
+    // Launch ABI: x, y, rows, cols, ld, scale; the kernels need at most the default 48 KiB of
+    // shared memory.
+    kernel_ = triton::load_kernel(built[0].artifact, triton::Grid{unsigned(grid), 1, 1}, 6, "triton softmax", 48 * 1024);
+  }
+
   void run(const SoftmaxArgs& a, cudaStream_t s) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    prepare_locked();
     triton::ensure_context(device_);
     for (const void* ptr : {static_cast<const void*>(a.x), static_cast<const void*>(a.y)})
       GT_CHECK(reinterpret_cast<uintptr_t>(ptr) % 16 == 0, "triton softmax: x and y must be 16-byte aligned");
@@ -147,19 +156,6 @@ class TritonSoftmaxCandidate final : public LazyCandidate<SoftmaxOp> {
   }
 
  private:
-  void prepare_locked() override {
-    if (kernel_.fn) return;
-    triton::CompiledArtifact a = compiler_->compile(triton::softmax_params(cfg_, p_, digest_));
-    compile_s_ = a.compile_s;
-    const int64_t grid = triton::softmax_grid(cfg_, p_);
-    GT_CHECK(grid <= 0x7fffffff, "triton softmax: grid too large");
-    GT_CUDA(cudaSetDevice(device_));
-    // Launch ABI: x, y, rows, cols, ld, scale; the kernels need at most the default 48 KiB of
-    // shared memory.
-    kernel_ = triton::load_kernel(a, triton::Grid{unsigned(grid), 1, 1}, 6, "triton softmax", 48 * 1024);
-  }
-
-  std::shared_ptr<triton::Compiler> compiler_;
   SoftmaxProblem p_;
   triton::SoftmaxConfig cfg_;
   std::string digest_;
@@ -169,30 +165,25 @@ class TritonSoftmaxCandidate final : public LazyCandidate<SoftmaxOp> {
 
 class TritonSoftmaxBackend final : public SoftmaxBackend {
  public:
-  explicit TritonSoftmaxBackend(const BackendContext& ctx) : dev_(ctx.device) {
-    const auto path = python_dir() / triton::kTemplate;
+  explicit TritonSoftmaxBackend(const BackendContext& ctx) : link_(ctx, "triton") {
+    const auto path = (ctx.artifacts ? ctx.artifacts->options().python_dir : std::filesystem::path()) / triton::kTemplate;
     auto text = slurp(path);
     if (!text) {
-      broken_ = "Triton softmax template not found at " + path.string() + " (set GEMMTUNE_PYTHON_DIR)";
+      broken_ = "Triton softmax template not found at " + path.string() + " (set compile.python_dir / $GEMMTUNE_PYTHON_DIR)";
       return;
     }
     digest_ = sha256_hex(*text).substr(0, 16);
-    try {
-      compiler_ = triton::process_compiler();
-    } catch (const Error& e) {
-      broken_ = e.message();
-    }
   }
 
   std::string name() const override { return kName; }
   std::string version() const override {
-    if (!compiler_) return "triton (unavailable)";
-    return "triton " + compiler_->triton_version() + " (softmax template " + digest_ + ")";
+    if (!available()) return "triton (unavailable)";
+    return "triton " + link_.version() + " (softmax template " + digest_ + ")";
   }
   Verdict available() const override {
-    if (Verdict v = triton::device_verdict(dev_); !v) return v;
-    if (!compiler_) return Verdict::no(broken_);
-    return compiler_->available();
+    if (Verdict v = triton::device_verdict(link_.ctx.device); !v) return v;
+    if (!broken_.empty()) return Verdict::no(broken_);
+    return link_.available();
   }
   Verdict supports(const SoftmaxProblem& p) const override {
     if (p.cols > 0x7fffffff || p.rows > 0x7fffffff) return Verdict::no("rows and cols must fit in 32 bits");
@@ -202,15 +193,11 @@ class TritonSoftmaxBackend final : public SoftmaxBackend {
   std::vector<std::unique_ptr<Cand>> candidates(const SoftmaxProblem& p) override {
     require(p);
     std::vector<std::unique_ptr<Cand>> out;
-    std::vector<json> params;
-    for (const auto& c : triton::softmax_configs(p)) {
-      out.push_back(std::make_unique<TritonSoftmaxCandidate>(compiler_, p, c, digest_, dev_.index));
-      params.push_back(triton::softmax_params(c, p, digest_));
-    }
-    try {
-      compiler_->prestart(params);
-    } catch (const Error&) {  // only an optimisation
-    }
+    const bool load_only = link_.load_only();
+    for (const auto& c : triton::softmax_configs(p))
+      if (!load_only || link_.stored({softmax_job(c, p, digest_)}))
+        out.push_back(std::make_unique<TritonSoftmaxCandidate>(p, c, digest_, link_.ctx.device.index));
+    if (out.empty()) GT_THROW("load-only and the artifact store holds none of this problem's Triton softmax kernels");
     return out;
   }
   std::unique_ptr<Cand> load(const SoftmaxProblem& p, const std::string& id) override {
@@ -218,19 +205,19 @@ class TritonSoftmaxBackend final : public SoftmaxBackend {
     const triton::SoftmaxConfig c = triton::SoftmaxConfig::parse(id);
     const std::string why = c.cannot_run(p);
     GT_CHECK(why.empty(), "triton: softmax config " + id + " cannot run " + p.str() + ": " + why);
-    return std::make_unique<TritonSoftmaxCandidate>(compiler_, p, c, digest_, dev_.index);
+    return std::make_unique<TritonSoftmaxCandidate>(p, c, digest_, link_.ctx.device.index);
   }
 
  private:
   void require(const SoftmaxProblem& p) const {
-    GT_CHECK(compiler_, "triton: not available: " + broken_);
-    Verdict v = supports(p);
+    Verdict v = available();
+    GT_CHECK(v, "triton: not available: " + v.reason);
+    v = supports(p);
     GT_CHECK(v, "triton: does not support " + p.str() + ": " + v.reason);
   }
 
-  DeviceInfo dev_;
+  ToolchainLink link_;
   std::string digest_, broken_;
-  std::shared_ptr<triton::Compiler> compiler_;
 };
 
 }  // namespace

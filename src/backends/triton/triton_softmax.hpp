@@ -15,9 +15,6 @@
 
 namespace gemmtune::triton {
 
-class Compiler;
-std::shared_ptr<Compiler> process_compiler();  // triton_backend.cpp: one per process
-
 struct SoftmaxConfig {
   bool online = false;
   int block_n = 1024;  // columns per block (rows kernel: >= cols, a power of two)

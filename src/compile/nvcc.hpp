@@ -1,0 +1,23 @@
+// The nvcc toolchain of the CUTLASS backend: a generated translation unit (Job::source) ->
+// nvcc -> a shared object. Needs nvcc, CUTLASS's headers and our kernel headers
+// (options.nvcc, cutlass_dir, cutlass_kernel_dir).
+//
+// Key material (unchanged since the first CUTLASS packs): the fingerprint JSON {format, nvcc's
+// whole --version text, CUTLASS's version, SHA-256 of our kernel headers' bytes, the flags},
+// a newline, the source. The record for load-only machines is that fingerprint plus nvcc's
+// short version. At most options.nvcc_jobs nvcc processes run at once.
+#pragma once
+
+#include <memory>
+
+#include "compile/toolchain.hpp"
+#include "gemmtune/engine_options.hpp"
+
+namespace gemmtune::compile {
+
+// The flags every instance is built with.
+std::vector<std::string> nvcc_flags();
+
+std::unique_ptr<Toolchain> make_nvcc_toolchain(const CompileOptions& options);
+
+}  // namespace gemmtune::compile

@@ -1,0 +1,30 @@
+// The one reader of the GEMMTUNE_* environment (include/gemmtune/engine_options.hpp lists the
+// variables): fills what the options leave at their defaults. Nothing else in the library calls
+// getenv.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "gemmtune/engine_options.hpp"
+
+namespace gemmtune {
+
+// `o` with every field left at its default taken from the environment, then from the built-in
+// default (paths made concrete, counts positive). Throws Error naming the variable when one
+// holds a value that is not a number / not a level.
+EngineOptions resolve(EngineOptions o);
+CompileOptions resolve(CompileOptions o);
+
+// $<override_var> if set, else $XDG_CACHE_HOME/gemmtune/<leaf> (a relative XDG_CACHE_HOME is
+// ignored, as the XDG spec says), else $HOME (or the passwd entry's home)/.cache/gemmtune/<leaf>.
+// Throws Error naming the variables when none applies.
+std::filesystem::path user_cache_path(const char* override_var, const char* leaf);
+
+// The environment a child process (a compile worker) inherits plus nothing: PYTHONPATH as set.
+std::string inherited_pythonpath();
+
+// Whether tools should show an Error's source location ($GEMMTUNE_DEBUG set and not "0").
+bool debug_locations();
+
+}  // namespace gemmtune

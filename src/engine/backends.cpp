@@ -1,0 +1,61 @@
+// backend_names, backend_status (include/gemmtune/backends.hpp) and the registry's name check.
+#include "gemmtune/backends.hpp"
+
+#include "compile/artifact_cache.hpp"
+#include "compile/python_worker.hpp"
+#include "core/settings.hpp"
+#include "engine/registry.hpp"
+
+namespace gemmtune {
+
+void check_backend_names(const std::vector<std::string>& names) {
+  std::vector<std::string> known = backend_names("gemm");
+  for (const std::string& n : backend_names("softmax"))
+    if (std::find(known.begin(), known.end(), n) == known.end()) known.push_back(n);
+  std::string text;
+  for (auto& k : known) text += text.empty() ? k : ", " + k;
+  for (const std::string& want : names)
+    GT_CHECK(std::find(known.begin(), known.end(), want) != known.end(),
+             "backends: unknown backend '" + want + "' (known: " + text + ")");
+}
+
+std::vector<std::string> backend_names(const std::string& op) {
+  std::vector<std::string> out;
+  if (op == GemmOp::name)
+    for (auto& r : kGemmBackends) out.push_back(r.name);
+  else if (op == SoftmaxOp::name)
+    for (auto& r : kSoftmaxBackends) out.push_back(r.name);
+  else
+    GT_THROW("op: unknown op '" + op + "' (gemm, softmax)");
+  return out;
+}
+
+namespace {
+template <class Op>
+void add_status(std::vector<BackendStatus>& out, const std::vector<std::unique_ptr<BackendFor<Op>>>& backends) {
+  for (auto& b : backends) {
+    BackendStatus s;
+    s.op = Op::name, s.name = b->name();
+    Verdict v = b->available();
+    s.available = v.ok;
+    if (v) s.version = b->version();
+    else s.reason = v.reason;
+    out.push_back(std::move(s));
+  }
+}
+}  // namespace
+
+std::vector<BackendStatus> backend_status(const EngineOptions& options, const DeviceInfo& target) {
+  check_backend_names(options.backends);
+  EngineOptions o = resolve(options);
+  Log log(o.log, o.log_level);
+  compile::ArtifactCache artifacts(o.compile, compile::make_toolchains(o.compile, log), log);
+  artifacts.start_probes();
+  BackendContext ctx{target, log, &artifacts, o.max_configs};
+  std::vector<BackendStatus> out;
+  add_status(out, make_backends<GemmOp>(o.backends, ctx));
+  add_status(out, make_backends<SoftmaxOp>(o.backends, ctx));
+  return out;
+}
+
+}  // namespace gemmtune

@@ -1,0 +1,53 @@
+// KernelFor<Op>: a selected candidate, checked arguments, run.
+#include "backends/backend.hpp"
+#include "gemmtune/error.hpp"
+#include "gemmtune/kernel.hpp"
+#include "gemmtune/softmax.hpp"
+
+namespace gemmtune {
+
+template <class Op>
+KernelFor<Op>::KernelFor(Problem problem, std::shared_ptr<detail::CandidateFor<Op>> impl)
+    : problem_(std::move(problem)), impl_(std::move(impl)) {}
+
+template <class Op>
+std::string KernelFor<Op>::backend() const { return impl_ ? impl_->backend() : ""; }
+template <class Op>
+std::string KernelFor<Op>::name() const { return impl_ ? impl_->name() : ""; }
+template <class Op>
+std::string KernelFor<Op>::id() const { return impl_ ? impl_->id() : ""; }
+
+namespace {
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+void need(const void* p, const char* field) {
+  GT_CHECK(p, std::string("args.") + field + ": null, but the problem needs it");
+  GT_CHECK(aligned16(p), std::string("args.") + field + ": must be 16-byte aligned");
+}
+void check_args(const GemmProblem& p, const GemmArgs& args) {
+  need(args.a, "a");
+  need(args.b, "b");
+  need(args.d, "d");
+  if (p.uses_c()) need(args.c, "c (beta != 0)");
+  if (p.bias) need(args.bias, "bias");
+  if (p.scale != ScaleMode::none) {
+    GT_CHECK(args.scale_a, "args.scale_a: null, but the problem has fp8 scales");
+    GT_CHECK(args.scale_b, "args.scale_b: null, but the problem has fp8 scales");
+  }
+}
+void check_args(const SoftmaxProblem&, const SoftmaxArgs& args) {
+  need(args.x, "x");
+  need(args.y, "y");
+}
+}  // namespace
+
+template <class Op>
+void KernelFor<Op>::run(const Args& args, cudaStream_t stream) const {
+  GT_CHECK(impl_, "Kernel::run: empty kernel (default-constructed)");
+  check_args(problem_, args);
+  impl_->run(args, stream);
+}
+
+template class KernelFor<GemmOp>;
+template class KernelFor<SoftmaxOp>;
+
+}  // namespace gemmtune

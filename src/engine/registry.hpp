@@ -1,0 +1,59 @@
+// Every backend the engine knows, per op, in the order ties are broken; shared by the engine,
+// precompile and backend_status.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "gemmtune/error.hpp"
+#include "gemmtune/engine_options.hpp"
+
+namespace gemmtune {
+
+template <class Op>
+struct Registered {
+  const char* name;
+  std::unique_ptr<BackendFor<Op>> (*make)(const BackendContext&);
+  bool builds;  // its candidates have compile jobs (what precompile asks by default)
+};
+
+inline constexpr Registered<GemmOp> kGemmBackends[] = {
+    {"cublaslt", &make_cublaslt_backend, false},
+    {"triton", &make_triton_backend, true},
+    {"cutlass", &make_cutlass_backend, true},
+    {"cutedsl", &make_cutedsl_backend, true},
+};
+inline constexpr Registered<SoftmaxOp> kSoftmaxBackends[] = {
+    {"native", &make_native_softmax_backend, false},
+    {"triton", &make_triton_softmax_backend, true},
+    {"cutedsl", &make_cutedsl_softmax_backend, true},
+};
+
+template <class Op>
+constexpr auto& registry() {
+  if constexpr (std::is_same_v<Op, GemmOp>) return kGemmBackends;
+  else return kSoftmaxBackends;
+}
+
+// Throws Error naming the known backends when `names` has an unknown one.
+void check_backend_names(const std::vector<std::string>& names);
+
+// The backends of Op that `names` asks for (empty: all; with `builders_only`, all that build
+// artifacts), constructed with ctx.
+template <class Op>
+std::vector<std::unique_ptr<BackendFor<Op>>> make_backends(const std::vector<std::string>& names,
+                                                           const BackendContext& ctx, bool builders_only = false) {
+  std::vector<std::unique_ptr<BackendFor<Op>>> out;
+  for (auto& r : registry<Op>()) {
+    const bool wanted = names.empty() ? (!builders_only || r.builds)
+                                      : std::find(names.begin(), names.end(), r.name) != names.end();
+    if (wanted) out.push_back(r.make(ctx));
+  }
+  return out;
+}
+
+}  // namespace gemmtune
