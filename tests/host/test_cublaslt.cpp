@@ -178,7 +178,6 @@ struct CublasLtSupports : ::testing::Test {
     BackendContext ctx;
     ctx.device.cc_major = cc_major;
     ctx.device.cc_minor = cc_minor;
-    ctx.log = [](const std::string&) {};
     return ctx;
   }
   std::unique_ptr<Backend> hopper = make_cublaslt_backend(context(9, 0));

@@ -1,12 +1,17 @@
-// The CuTe DSL GEMM and softmax backends' start-up (BackendCompiler, cutedsl_backend.hpp) without a
-// GPU: a non-Hopper device is refused with the reason; with no device (index -1, as `gemmtune
-// precompile`) they come up and answer available() either way, logging through the engine's log.
+// The CuTe DSL GEMM and softmax backends' start-up without a GPU: a non-Hopper device is refused
+// with the reason; with no device (index -1, as `gemmtune precompile`) they come up over an
+// artifact cache and answer available() either way.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "backends/backend.hpp"
+#include "compile/artifact_cache.hpp"
+#include "compile/python_worker.hpp"
+#include "core/settings.hpp"
 
 namespace gemmtune {
 namespace {
@@ -17,7 +22,6 @@ BackendContext context(int index, int cc_major, int cc_minor) {
   ctx.device.name = "test device";
   ctx.device.cc_major = cc_major, ctx.device.cc_minor = cc_minor;
   ctx.device.sm_count = 132;
-  ctx.log = [](const std::string&) {};
   return ctx;
 }
 
@@ -35,7 +39,15 @@ TEST(CutedslBackends, RefuseANonHopperDeviceWithTheReason) {
 }
 
 TEST(CutedslBackends, ComeUpWithoutADevice) {
-  const BackendContext none = context(-1, 0, 0);
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("gt-cutedsl-up-" + std::to_string(::getpid()));
+  CompileOptions co;
+  co.artifacts = dir;
+  co.workers = 1;
+  co = resolve(co);
+  compile::ArtifactCache cache(co, compile::make_toolchains(co, Log()), Log());
+  BackendContext none = context(-1, 9, 0);
+  none.artifacts = &cache;
   auto gemm = make_cutedsl_backend(none);
   auto softmax = make_cutedsl_softmax_backend(none);
   EXPECT_EQ(gemm->name(), "cutedsl");
@@ -46,6 +58,8 @@ TEST(CutedslBackends, ComeUpWithoutADevice) {
     if (!v) EXPECT_FALSE(v.reason.empty());
   }
   if (softmax->available()) EXPECT_NE(softmax->version().find(" softmax="), std::string::npos) << softmax->version();
+  if (gemm->available()) EXPECT_NE(gemm->version().find(" src="), std::string::npos) << gemm->version();
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <set>
 
-#include "backends/cutedsl/compiler.hpp"
 #include "backends/cutedsl/configs.hpp"
 #include "backends/cutedsl/cutedsl_backend.hpp"
 #include "gemmtune/error.hpp"
@@ -154,45 +153,46 @@ TEST(CutedslConfigs, ParamsCarryEverythingTheArtifactBakesIn) {
 
 // ---- the compile path, for real, when .venv has the DSL ------------------------------------------
 
-// The compile tests' compiler: one worker, the store in a host_test::TempDir.
-CompilerOptions options(const fs::path& store) { return host_test::compile_options(store, 1); }
-
 TEST(CutedslCompiler, UnavailableWithBothReasons) {
   host_test::TempDir s("gemmtune-cutedsl-test-");
-  CompilerOptions o = options(s.root);
-  o.pool.command = {"/nonexistent/python3", "-m", "gemmtune.worker"};
-  Compiler c(o);
-  Verdict v = c.available();
+  CompileOptions o = host_test::compile_options(s.root, 1);
+  o.python = "/nonexistent/python3";
+  Verdict v = host_test::artifact_cache(o)->available("cutedsl");
   ASSERT_FALSE(v);
+  EXPECT_NE(v.reason.find("/nonexistent/python3"), std::string::npos) << v.reason;
   EXPECT_NE(v.reason.find("toolchain.json"), std::string::npos) << v.reason;
 }
 
 TEST(CutedslCompiler, CompilesLoadsAndServesLoadOnly) {
   host_test::TempDir s("gemmtune-cutedsl-test-");
-  Compiler c(options(s.root));
-  if (Verdict v = c.available(); !v) GTEST_SKIP() << "no CuTe DSL compile worker: " << v.reason;
-  ASSERT_FALSE(c.load_only());
-  EXPECT_NE(c.toolchain().find("arch=sm_90a"), std::string::npos) << c.toolchain();
+  auto c = host_test::artifact_cache(host_test::compile_options(s.root, 1));
+  if (Verdict v = c->available("cutedsl"); !v) GTEST_SKIP() << "no CuTe DSL compile worker: " << v.reason;
+  ASSERT_FALSE(c->load_only("cutedsl"));
+  EXPECT_NE(c->version("cutedsl").find("arch=sm_90a"), std::string::npos) << c->version("cutedsl");
 
   GemmProblem p = GemmProblem::linear(300, 520, 136);
   p.bias = true, p.act = Activation::relu;
   const Config cfg{128, 64, 2, 1};
-  const nlohmann::json prm = params(cfg, p);
-  Compiled first = c.compile(prm);
-  EXPECT_FALSE(first.store_hit);
-  EXPECT_GT(first.compile_s, 0);
-  std::printf("cutedsl compile of %s: %.2f s\n", cfg.id().c_str(), first.compile_s);
-  EXPECT_TRUE(c.cached(prm));
-  Compiled again = c.compile(prm);
-  EXPECT_TRUE(again.store_hit);
+  const compile::Job j = job(cfg, p);
+  EXPECT_EQ(j.params, params(cfg, p));
+  compile::Built first = c->build(j);
+  EXPECT_FALSE(first.hit);
+  EXPECT_GT(first.seconds, 0);
+  std::printf("cutedsl compile of %s: %.2f s\n", cfg.id().c_str(), first.seconds);
+  EXPECT_TRUE(c->has(j));
+  compile::Built again = c->build(j);
+  EXPECT_TRUE(again.hit);
   EXPECT_EQ(again.artifact.key, first.artifact.key);
   EXPECT_EQ(*again.artifact.bytes, *first.artifact.bytes);
 
   // The .so loads (no GPU needed), reports its config, checks arguments, and fails a launch
   // cleanly without a driver.
   EXPECT_LT(first.artifact.bytes->size(), 200u * 1024) << "a kernel .so carries no CUDA runtime of its own";
-  EXPECT_EQ(first.runtime.key, Compiler::runtime_key(first.artifact.meta.at("runtime_soname").get<std::string>()));
-  auto lib = Library::open(first, prm.dump());
+  ASSERT_EQ(first.deps.size(), 1u);
+  EXPECT_EQ(first.deps[0].key,
+            compile::cutedsl_runtime_key(first.artifact.meta.at("runtime_soname").get<std::string>()));
+  const std::string prm = j.params.dump();
+  auto lib = Library::open(first, prm);
   GtCutedslArgs a{};
   a.abi_version = GT_CUTEDSL_ABI_VERSION;
   a.m = p.m, a.n = p.n, a.k = p.k, a.lda = p.lda(), a.ldb = p.ldb(), a.ldc = p.ldd(), a.ldd = p.ldd();
@@ -218,28 +218,26 @@ TEST(CutedslCompiler, CompilesLoadsAndServesLoadOnly) {
   }
   EXPECT_THROW(Library::open(first, "something else"), Error);
   // A second kernel shares the runtime library already loaded.
-  Compiled second = c.compile(params(Config{64, 64}, p));
-  EXPECT_EQ(second.runtime.key, first.runtime.key);
+  compile::Built second = c->build(job(Config{64, 64}, p));
+  EXPECT_EQ(second.deps.at(0).key, first.deps[0].key);
   auto lib2 = Library::open(second, params(Config{64, 64}, p).dump());
   EXPECT_EQ(lib2->can_implement(&a), GT_CUTEDSL_OK);
 
-  // Load-only: a second compiler on the same store without a worker finds the artifact.
-  CompilerOptions lo = options(s.root);
-  lo.load_only = true;
-  Compiler reader(lo);
-  ASSERT_TRUE(reader.available()) << reader.available().reason;
-  EXPECT_TRUE(reader.load_only());
-  EXPECT_EQ(reader.key(prm), c.key(prm));
-  EXPECT_TRUE(reader.compile(prm).store_hit);
-  nlohmann::json other = params(Config{64, 128}, p);
-  EXPECT_FALSE(reader.cached(other));
-  EXPECT_THROW(reader.compile(other), Error);
+  // Load-only: a second cache on the same store that never compiles finds the artifact.
+  auto reader = host_test::artifact_cache(host_test::compile_options(s.root, 1, {"cutedsl"}));
+  ASSERT_TRUE(reader->available("cutedsl")) << reader->available("cutedsl").reason;
+  EXPECT_TRUE(reader->load_only("cutedsl"));
+  EXPECT_EQ(reader->key(j), c->key(j));
+  EXPECT_TRUE(reader->build(j).hit);
+  const compile::Job other = job(Config{64, 128}, p);
+  EXPECT_FALSE(reader->has(other));
+  EXPECT_THROW(reader->build(other), Error);
 
   // A request the kernel refuses fails with the worker's kind.
-  nlohmann::json broken = prm;
-  broken["tile_n"] = 48;
+  compile::Job broken = j;
+  broken.params["tile_n"] = 48;
   try {
-    c.compile(broken);
+    c->build(broken);
     ADD_FAILURE() << "tile_n 48 compiled";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("bad_request"), std::string::npos) << e.message();
@@ -249,7 +247,7 @@ TEST(CutedslCompiler, CompilesLoadsAndServesLoadOnly) {
 }  // namespace
 }  // namespace gemmtune::cutedsl
 
-// ---- precompiling the GPU test's artifacts (not a test: a tool, off unless asked for) ------------
+// ---- the GPU test's problem matrix ------------------------------------------------------------
 
 #include "gpu/cutedsl_problems.hpp"
 
@@ -268,29 +266,8 @@ TEST(CutedslProblems, EveryEntryIsValidAndSupported) {
     EXPECT_TRUE(names.insert(what + " " + p.str()).second) << "duplicate entry " << what << " " << p.str();
     EXPECT_NO_THROW(p.validate()) << what;
     EXPECT_TRUE(problem_verdict(p)) << what << " " << p.str() << ": " << problem_verdict(p).reason;
-    EXPECT_FALSE(configs_for(p, kSms, default_max_configs()).empty()) << what << " " << p.str();
+    EXPECT_FALSE(configs_for(p, kSms, 16).empty()) << what << " " << p.str();
   }
-}
-
-// GEMMTUNE_CUTEDSL_PRECOMPILE_GPU_MATRIX=1 GEMMTUNE_ARTIFACTS=<store> gemmtune_host_tests
-//   --gtest_filter=CutedslPrecompile.*
-// compiles every candidate of tests/gpu/test_cutedsl.cpp's problem matrix (for an H200: 132
-// SMs) into <store>; carry <store> to the GPU machine and point GEMMTUNE_ARTIFACTS at it there.
-TEST(CutedslPrecompile, GpuTestMatrix) {
-  const char* on = std::getenv("GEMMTUNE_CUTEDSL_PRECOMPILE_GPU_MATRIX");
-  if (!on || std::string(on) != "1")
-    GTEST_SKIP() << "set GEMMTUNE_CUTEDSL_PRECOMPILE_GPU_MATRIX=1 (and GEMMTUNE_ARTIFACTS) to precompile";
-  Compiler& c = *shared_compiler();
-  ASSERT_TRUE(c.available()) << c.available().reason;
-  ASSERT_FALSE(c.load_only()) << "no CuTe DSL here: cannot compile";
-  std::vector<GemmProblem> problems;
-  for (auto& [what, p] : cutedsl_test::problem_matrix()) problems.push_back(p);
-  host_test::PrecompileTally t;
-  auto items = precompile(c, problems, kSms, default_max_configs(), 2, [&](const PrecompileItem& it) { t.add(it); });
-  std::printf("cutedsl precompile into %s: %zu artifacts, %d compiled (%.1f s of compile, median %.2f s), "
-              "%d already there, %d failed\n",
-              c.store().root().c_str(), items.size(), t.built, t.seconds, t.median(), t.hits, t.failed);
-  EXPECT_EQ(t.failed, 0);
 }
 
 }  // namespace

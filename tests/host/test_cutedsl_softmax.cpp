@@ -1,8 +1,7 @@
 // Host-only tests of the CuTe DSL softmax candidates (src/backends/cutedsl/softmax.*): config
 // space, ids, pruning, params; and (when the DSL is installed in the project's .venv)
 // representative variants compiled for real through the worker into a temporary artifact store
-// and loaded with dlopen (no GPU: run() must then fail cleanly), plus load-only mode; and the
-// tool that precompiles the softmax suite and the GPU test's matrix (off unless asked for).
+// and loaded with dlopen (no GPU: run() must then fail cleanly), plus load-only mode.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,10 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "backends/cutedsl/compiler.hpp"
 #include "backends/cutedsl/cutedsl_backend.hpp"
 #include "backends/cutedsl/softmax.hpp"
-#include "core/parallel.hpp"
 #include "gemmtune/error.hpp"
 #include "host/cutedsl_compile.hpp"
 #include "host/problems.hpp"
@@ -335,9 +332,10 @@ TEST(CutedslSoftmaxConfigs, ParamsCarryWhatTheArtifactBakesIn) {
 }
 
 TEST(CutedslSoftmaxConfigs, SourcesDigestCoversTheSoftmaxFiles) {
-  const std::string d = softmax_sources_digest(python_dir());
+  const fs::path dir = resolve(CompileOptions{}).python_dir;
+  const std::string d = softmax_sources_digest(dir);
   EXPECT_EQ(d.size(), 16u);
-  EXPECT_EQ(softmax_sources_digest(python_dir()), d);
+  EXPECT_EQ(softmax_sources_digest(dir), d);
   EXPECT_THROW(softmax_sources_digest("/nonexistent"), Error);
 }
 
@@ -352,7 +350,7 @@ TEST(CutedslSoftmaxProblems, EveryEntryIsValidAndSupported) {
   for (auto& [what, p] : matrix) {
     EXPECT_TRUE(names.insert(what + " " + p.str()).second) << "duplicate entry " << what << " " << p.str();
     EXPECT_TRUE(softmax_problem_verdict(p)) << what << " " << p.str();
-    auto cs = softmax_configs(p, default_softmax_max_configs());
+    auto cs = softmax_configs(p, kDefaultSoftmaxMaxConfigs);
     EXPECT_FALSE(cs.empty()) << what << " " << p.str();
     online += std::any_of(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return c.online && c.cluster == 1; });
     reread += std::any_of(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return c.online && c.cluster > 1; });
@@ -367,9 +365,6 @@ TEST(CutedslSoftmaxProblems, EveryEntryIsValidAndSupported) {
 }
 
 // ---- the compile path, for real, when .venv has the DSL ------------------------------------------
-
-// The compile tests' compiler: two workers (the variants compile in parallel), the store in a host_test::TempDir.
-CompilerOptions options(const fs::path& store) { return host_test::compile_options(store, 2); }
 
 // Representative variants: several rows per CTA (bf16, 16-byte accesses), one CTA per row with
 // the shared-memory merge (fp32 -> bf16), a cluster of 4 (fp16 -> fp32), the online kernel,
@@ -392,28 +387,30 @@ std::vector<Variant> variants() {
 
 TEST(CutedslSoftmaxCompiler, CompilesLoadsAndServesLoadOnly) {
   host_test::TempDir s("gemmtune-cutedsl-softmax-test-");
-  Compiler c(options(s.root));
-  if (Verdict v = c.available(); !v) GTEST_SKIP() << "no CuTe DSL compile worker: " << v.reason;
-  ASSERT_FALSE(c.load_only());
-  const std::string digest = softmax_sources_digest(python_dir());
-  std::vector<nlohmann::json> prm;
+  const CompileOptions o = host_test::compile_options(s.root, 2);
+  auto c = host_test::artifact_cache(o);
+  if (Verdict v = c->available("cutedsl"); !v) GTEST_SKIP() << "no CuTe DSL compile worker: " << v.reason;
+  ASSERT_FALSE(c->load_only("cutedsl"));
+  const std::string digest = softmax_sources_digest(o.python_dir);
+  std::vector<compile::Job> jobs;
   for (auto& v : variants()) {
     ASSERT_EQ(v.c.cannot_run(v.p), "") << v.c.id() << " " << v.p.str();
-    prm.push_back(softmax_params(v.c, v.p, digest));
+    jobs.push_back(softmax_job(v.c, v.p, digest));
+    EXPECT_EQ(jobs.back().params, softmax_params(v.c, v.p, digest));
   }
-  EXPECT_EQ(c.prestart(prm), int(prm.size()));
-  std::vector<Compiled> built(prm.size());
-  parallel_for(prm.size(), 2, [&](size_t i) { built[i] = c.compile(prm[i]); });
+  auto out = c->build_all(jobs);
   std::vector<double> times;
-  for (size_t i = 0; i < prm.size(); ++i) {
+  for (size_t i = 0; i < jobs.size(); ++i) {
     const Variant v = variants()[i];
     SCOPED_TRACE(v.c.id());
-    EXPECT_FALSE(built[i].store_hit);
-    EXPECT_GT(built[i].compile_s, 0);
-    times.push_back(built[i].compile_s);
-    EXPECT_TRUE(c.cached(prm[i]));
-    EXPECT_LT(built[i].artifact.bytes->size(), 200u * 1024) << "a kernel .so carries no CUDA runtime of its own";
-    auto lib = SoftmaxLibrary::open(built[i], prm[i].dump());
+    ASSERT_TRUE(out[i].built) << out[i].error;
+    const compile::Built& built = *out[i].built;
+    EXPECT_FALSE(built.hit);
+    EXPECT_GT(built.seconds, 0);
+    times.push_back(built.seconds);
+    EXPECT_TRUE(c->has(jobs[i]));
+    EXPECT_LT(built.artifact.bytes->size(), 200u * 1024) << "a kernel .so carries no CUDA runtime of its own";
+    auto lib = SoftmaxLibrary::open(built, jobs[i].params.dump());
     EXPECT_EQ(lib->max_cols(), v.c.online ? 2147483647 : int(v.c.max_cols()));
     alignas(16) static char dummy[64];
     GtCutedslSoftmaxArgs a = softmax_args(v.p, 0, dummy, dummy);
@@ -443,117 +440,37 @@ TEST(CutedslSoftmaxCompiler, CompilesLoadsAndServesLoadOnly) {
       EXPECT_NE(st, GT_CUTEDSL_SOFTMAX_OK);
       EXPECT_STRNE(lib->status_text(st), "");
     }
-    EXPECT_THROW(SoftmaxLibrary::open(built[i], "something else"), Error);
-    EXPECT_EQ(built[i].runtime.key, built[0].runtime.key) << "one runtime library for every kernel";
+    EXPECT_THROW(SoftmaxLibrary::open(built, "something else"), Error);
+    EXPECT_EQ(built.deps.at(0).key, out[0].built->deps.at(0).key) << "one runtime library for every kernel";
   }
   std::sort(times.begin(), times.end());
   std::printf("cutedsl softmax compile of %zu variants: median %.2f s (max %.2f s)\n", times.size(),
               times[times.size() / 2], times.back());
 
-  // Load-only: a second compiler on the same store without a worker finds the artifacts.
-  CompilerOptions lo = options(s.root);
-  lo.load_only = true;
-  Compiler reader(lo);
-  ASSERT_TRUE(reader.available()) << reader.available().reason;
-  EXPECT_TRUE(reader.load_only());
-  for (auto& p : prm) {
-    EXPECT_EQ(reader.key(p), c.key(p));
-    EXPECT_TRUE(reader.compile(p).store_hit);
+  // Load-only: a second cache on the same store that never compiles finds the artifacts.
+  auto reader = host_test::artifact_cache(host_test::compile_options(s.root, 2, {"cutedsl"}));
+  ASSERT_TRUE(reader->available("cutedsl")) << reader->available("cutedsl").reason;
+  EXPECT_TRUE(reader->load_only("cutedsl"));
+  for (auto& j : jobs) {
+    EXPECT_EQ(reader->key(j), c->key(j));
+    EXPECT_TRUE(reader->build(j).hit);
   }
-  nlohmann::json other = softmax_params(SoftmaxConfig{8, 8, 32, 256}, problem(10, 2048), digest);
-  EXPECT_FALSE(reader.cached(other));
-  EXPECT_THROW(reader.compile(other), Error);
+  const compile::Job other = softmax_job(SoftmaxConfig{8, 8, 32, 256}, problem(10, 2048), digest);
+  EXPECT_FALSE(reader->has(other));
+  EXPECT_THROW(reader->build(other), Error);
 
   // A request the worker refuses fails with its kind: a stale sources digest, a bad config.
-  nlohmann::json stale = prm[0];
-  stale["src"] = "0000000000000000";
+  compile::Job stale = jobs[0];
+  stale.params["src"] = "0000000000000000";
   try {
-    c.compile(stale);
+    c->build(stale);
     ADD_FAILURE() << "a stale digest compiled";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("bad_request"), std::string::npos) << e.message();
   }
-  nlohmann::json broken = prm[0];
-  broken["tpr"] = 48;
-  EXPECT_THROW(c.compile(broken), Error);
-}
-
-}  // namespace
-}  // namespace gemmtune::cutedsl
-
-// ---- precompiling the softmax suite and the GPU test's artifacts (a tool, off unless asked) ------
-
-namespace gemmtune::cutedsl {
-namespace {
-
-// The rows of a "rows,cols" CSV (bench/suites/softmax.csv).
-std::vector<std::pair<int64_t, int64_t>> read_suite(const std::string& path) {
-  std::ifstream in(path);
-  GT_CHECK(in, "cannot read " + path);
-  std::vector<std::pair<int64_t, int64_t>> out;
-  std::string line;
-  std::getline(in, line);
-  GT_CHECK(line.rfind("rows,cols", 0) == 0, path + ": expected the header rows,cols");
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream s(line);
-    int64_t rows = 0, cols = 0;
-    char comma = 0;
-    GT_CHECK((s >> rows >> comma >> cols) && comma == ',', path + ": bad line '" + line + "'");
-    out.emplace_back(rows, cols);
-  }
-  return out;
-}
-
-// The softmax problems of tests/gpu/test_softmax_engine.cpp (through the engine, every backend;
-// kept in step by hand): their CuTe DSL candidates are precompiled too.
-std::vector<SoftmaxProblem> engine_test_problems() {
-  struct S {
-    int64_t rows, cols;
-    DType in, out;
-    int64_t ld;
-  };
-  const S shapes[] = {{64, 1024, DType::bf16, DType::bf16, 0},    {40, 4096, DType::fp16, DType::fp16, 0},
-                      {24, 16384, DType::fp32, DType::fp32, 0},   {16, 65536, DType::bf16, DType::bf16, 0},
-                      {9, 262144, DType::bf16, DType::bf16, 0},   {33, 1000, DType::bf16, DType::fp32, 1008},
-                      {17, 33, DType::fp32, DType::bf16, 40},     {8, 131073, DType::fp16, DType::fp16, 0},
-                      {24, 3000, DType::bf16, DType::bf16, 3008}, {300, 8192, DType::bf16, DType::bf16, 0},
-                      {16, 262144, DType::bf16, DType::bf16, 0},  {64, 32768, DType::fp32, DType::fp32, 0},
-                      {2048, 1024, DType::fp16, DType::fp16, 0},  {3, 5, DType::bf16, DType::bf16, 0}};
-  std::vector<SoftmaxProblem> out;
-  for (const S& s : shapes) out.push_back(problem(s.rows, s.cols, s.in, s.out, s.ld));
-  return out;
-}
-
-// GEMMTUNE_CUTEDSL_PRECOMPILE_SOFTMAX=1 GEMMTUNE_ARTIFACTS=<store> gemmtune_host_tests
-//   --gtest_filter=CutedslSoftmaxPrecompile.*
-// compiles every CuTe DSL softmax candidate of bench/suites/softmax.csv (bf16, fp16, fp32;
-// $GEMMTUNE_SOFTMAX_SUITE overrides the file), of tests/gpu/test_cutedsl_softmax.cpp's matrix
-// and of the engine tests' problems into <store>; scripts/precompile-cutedsl.sh runs it.
-TEST(CutedslSoftmaxPrecompile, SuiteAndGpuTestMatrix) {
-  const char* on = std::getenv("GEMMTUNE_CUTEDSL_PRECOMPILE_SOFTMAX");
-  if (!on || std::string(on) != "1")
-    GTEST_SKIP() << "set GEMMTUNE_CUTEDSL_PRECOMPILE_SOFTMAX=1 (and GEMMTUNE_ARTIFACTS) to precompile";
-  Compiler& c = *shared_compiler();
-  ASSERT_TRUE(c.available()) << c.available().reason;
-  ASSERT_FALSE(c.load_only()) << "no CuTe DSL here: cannot compile";
-  const char* suite_env = std::getenv("GEMMTUNE_SOFTMAX_SUITE");
-  const std::string suite = suite_env ? suite_env : (python_dir().parent_path() / "bench/suites/softmax.csv").string();
-  std::vector<SoftmaxProblem> problems;
-  for (auto [rows, cols] : read_suite(suite))
-    for (DType t : {DType::bf16, DType::fp16, DType::fp32}) problems.push_back(SoftmaxProblem::make(rows, cols, t));
-  const size_t suite_problems = problems.size();
-  for (auto& [what, p] : cutedsl_softmax_test::problem_matrix()) problems.push_back(p);
-  for (const SoftmaxProblem& p : engine_test_problems()) problems.push_back(p);
-  host_test::PrecompileTally t;
-  auto items = precompile_softmax(c, problems, default_softmax_max_configs(), 2,
-                                  [&](const SoftmaxPrecompileItem& it) { t.add(it); });
-  std::printf(
-      "cutedsl softmax precompile into %s: %zu problems (%zu of the suite), %zu artifacts, %d compiled "
-      "(%.1f s of compile, median %.2f s), %d already there, %d failed\n",
-      c.store().root().c_str(), problems.size(), suite_problems, items.size(), t.built, t.seconds, t.median(), t.hits,
-      t.failed);
-  EXPECT_EQ(t.failed, 0);
+  compile::Job broken = jobs[0];
+  broken.params["tpr"] = 48;
+  EXPECT_THROW(c->build(broken), Error);
 }
 
 }  // namespace

@@ -11,7 +11,12 @@
 
 #include "backends/cutlass/configs.hpp"
 #include "backends/cutlass/cutlass_backend.hpp"
+#include "compile/artifact_cache.hpp"
+#include "compile/nvcc.hpp"
+#include "compile/python_worker.hpp"
+#include "core/settings.hpp"
 #include "gemmtune/error.hpp"
+#include "gemmtune/precompile.hpp"
 #include "host/problems.hpp"
 
 namespace gemmtune::cutlass_backend {
@@ -159,71 +164,55 @@ TEST(CutlassConfigs, PrecompileReportsWhatItCannotBuild) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("gt-cutlass-precompile-" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  BuilderOptions o;
-  o.artifacts = dir;
-  Builder b(o);
-  std::vector<GemmProblem> ps{GemmProblem::linear(64, 64, 64, DType::fp32), GemmProblem::linear(256, 256, 256)};
-  const Config too_small{64, 64, 64, 1, 1, Schedule::cooperative, false};  // cooperative needs tile M >= 128
-  auto items = precompile(b, ps, kSms, 16, 1, {}, {too_small});
+  EngineOptions o;
+  o.backends = {"cutlass"};
+  o.compile.artifacts = dir;
+  PrecompileRequest req;
+  req.gemm = {GemmProblem::linear(64, 64, 64, DType::fp32), GemmProblem::linear(256, 256, 256)};
+  req.candidates = {"co64x64x64c1x1"};  // cooperative needs tile M >= 128
+  auto items = precompile(req, o, hopper_target(kSms));
+  if (items.size() == 1 && items[0].skipped) GTEST_SKIP() << "cutlass " << items[0].error;
   ASSERT_EQ(items.size(), 2u);
   EXPECT_TRUE(items[0].skipped);
   EXPECT_NE(items[0].error.find("does not support"), std::string::npos) << items[0].error;
   EXPECT_FALSE(items[1].skipped);
   EXPECT_TRUE(items[1].key.empty());
-  EXPECT_NE(items[1].error.find("cannot run this problem: co64x64x64c1x1"), std::string::npos) << items[1].error;
+  EXPECT_EQ(items[1].candidate, "co64x64x64c1x1");
+  EXPECT_NE(items[1].error.find("co64x64x64c1x1 cannot run"), std::string::npos) << items[1].error;
   fs::remove_all(dir);
 }
 
-// Sets environment variables for one scope and restores them after.
-class ScopedEnv {
- public:
-  void set(const char* name, const std::string& value) {
-    const char* old = std::getenv(name);
-    saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it)
-      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      else ::unsetenv(it->first.c_str());
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
-
 // Load-only mode (a kernel pack on a machine without nvcc): the backend offers exactly the
-// configs whose artifact the store holds, and a problem with none is not supported (saying why).
+// configs whose artifact the store holds, and a problem with none has no candidates (saying why).
 TEST(CutlassConfigs, LoadOnlyOffersWhatTheStoreHolds) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("gt-cutlass-loadonly-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir / "cutlass");
-  {
-    Toolchain t;  // what a build machine records next to its artifacts
-    t.nvcc_version_text = "fake nvcc, release 13.0, V13.0.88";
-    t.nvcc_version = "13.0.88";
-    t.cutlass_version = "4.2.0";
-    t.kernel_digest = std::string(64, 'a');
-    t.flags = nvcc_flags();
-    std::ofstream(dir / "cutlass" / "toolchain.json") << t.to_json().dump(2);
-  }
-  ScopedEnv env;
-  env.set("GEMMTUNE_ARTIFACTS", dir.string());
-  env.set("GEMMTUNE_NVCC", (dir / "no-such-nvcc").string());  // no compiler here: load-only
-  env.set("GEMMTUNE_CUTLASS_MAX_CONFIGS", "16");
-
-  Builder b(BuilderOptions::defaults());
-  ASSERT_TRUE(b.available()) << b.available().reason;
-  ASSERT_TRUE(b.load_only());
+  // What a build machine records next to its artifacts.
+  std::ofstream(dir / "cutlass" / "toolchain.json")
+      << nlohmann::json{{"format", 1},         {"nvcc", "fake nvcc, release 13.0, V13.0.88"},
+                        {"nvcc_version", "13.0.88"}, {"cutlass", "4.2.0"},
+                        {"kernel", std::string(64, 'a')}, {"flags", compile::nvcc_flags()}}
+             .dump(2);
+  CompileOptions co;
+  co.artifacts = dir;
+  co.nvcc = dir / "no-such-nvcc";  // no compiler here: load-only
+  co = resolve(co);
+  compile::ArtifactCache cache(co, compile::make_toolchains(co, Log()), Log());
+  ASSERT_TRUE(cache.available("cutlass")) << cache.available("cutlass").reason;
+  ASSERT_TRUE(cache.load_only("cutlass"));
   const GemmProblem p = GemmProblem::linear(4096, 4096, 4096);
   const auto ranked = configs_for(p, kSms, 16);
   ASSERT_GE(ranked.size(), 3u);
   const Config held = ranked[2];
-  b.store().put(b.key(InstanceSpec::of(held, p)), "not really a shared object",
-                {{"backend", "cutlass"}, {"instance", InstanceSpec::of(held, p).text()}});
+  auto put = [&](const Config& c, const GemmProblem& q) {
+    const compile::Job j = job(InstanceSpec::of(c, q));
+    cache.store().put(cache.key(j), "not really a shared object", j.meta);
+  };
+  put(held, p);
 
-  auto backend = make_cutlass_backend(BackendContext{h200_device(), [](const std::string&) {}});
+  auto backend = make_cutlass_backend(BackendContext{hopper_target(kSms), Log(), &cache, 16});
   ASSERT_TRUE(backend->available()) << backend->available().reason;
   EXPECT_TRUE(backend->supports(p)) << backend->supports(p).reason;
   auto cands = backend->candidates(p);
@@ -232,7 +221,7 @@ TEST(CutlassConfigs, LoadOnlyOffersWhatTheStoreHolds) {
   // Another shape of the same instance class: the same instance serves it.
   const GemmProblem q = GemmProblem::linear(8192, 8192, 4096);
   if (auto rq = configs_for(q, kSms, 16); std::find(rq.begin(), rq.end(), held) != rq.end())
-    EXPECT_TRUE(backend->supports(q));
+    EXPECT_FALSE(backend->candidates(q).empty());
   // A pack instance outside this problem's unrestricted top 16 (valid and not pruned, but ranked
   // away by the cap) is still offered: the ranking runs over what the store holds. (The GPU test's
   // fixed configs at 333x776x328 are such instances.)
@@ -241,16 +230,17 @@ TEST(CutlassConfigs, LoadOnlyOffersWhatTheStoreHolds) {
   ASSERT_GT(all_r.size(), top_r.size());
   const Config outside = all_r.back();
   ASSERT_EQ(std::find(top_r.begin(), top_r.end(), outside), top_r.end());
-  b.store().put(b.key(InstanceSpec::of(outside, r)), "not really a shared object",
-                {{"backend", "cutlass"}, {"instance", InstanceSpec::of(outside, r).text()}});
-  EXPECT_TRUE(backend->supports(r)) << backend->supports(r).reason;
+  put(outside, r);
   std::vector<std::string> ids;
   for (auto& c : backend->candidates(r)) ids.push_back(c->id());
   EXPECT_NE(std::find(ids.begin(), ids.end(), outside.id()), ids.end()) << outside.id() << " not offered";
-  // Another instance class (fp16): nothing in the store, so not supported, and the reason says why.
-  Verdict v = backend->supports(GemmProblem::linear(4096, 4096, 4096, DType::fp16));
-  EXPECT_FALSE(v);
-  EXPECT_NE(v.reason.find("load-only"), std::string::npos) << v.reason;
+  // Another instance class (fp16): nothing in the store, so no candidates, and the error says why.
+  try {
+    backend->candidates(GemmProblem::linear(4096, 4096, 4096, DType::fp16));
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("load-only"), std::string::npos) << e.message();
+  }
   fs::remove_all(dir);
 }
 
@@ -278,7 +268,7 @@ TEST(CutlassConfigs, AdmitKeepsTheRankingAndTheCap) {
 }
 
 TEST(CutlassConfigs, H200Description) {
-  DeviceInfo d = h200_device();
+  DeviceInfo d = hopper_target();
   EXPECT_EQ(d.sm_count, 132);
   EXPECT_EQ(d.cc_major, 9);
   EXPECT_LT(d.index, 0);

@@ -1,7 +1,7 @@
-// The Triton backend without a GPU: the compile side (Compiler: artifact store hit or worker
-// compile, then publish) against a fake worker, and against the real `python -m
+// The Triton backend without a GPU: its toolchain through the artifact cache (store hit or
+// worker compile, then publish) against a fake worker, and against the real `python -m
 // gemmtune.worker` when the project's Python has Triton (else skipped); the backend's
-// candidates, ids and load() rules.
+// candidates, ids, jobs and load() rules.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -12,10 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "backends/backend.hpp"
-#include "backends/triton/compiler.hpp"
+#include "compile/artifact_cache.hpp"
+#include "compile/python_worker.hpp"
+#include "compile/source_hash.hpp"
+#include "core/settings.hpp"
 #include "backends/triton/configs.hpp"
 #include "gemmtune/error.hpp"
 
@@ -81,22 +85,55 @@ int lines_in(const fs::path& p) {
   return n;
 }
 
+DeviceInfo fake_h200() {
+  DeviceInfo d = hopper_target(kSms);
+  d.name = "NVIDIA H200 (fake)";
+  return d;
+}
+
+// The Triton toolchain over a fake worker: CompileOptions::python is a wrapper script that runs
+// the fake (it ignores "-m gemmtune.worker").
 class FakeCompilerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::system("python3 -c '' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not found";
     fs::create_directories(tree_.path() / "py" / "gemmtune" / "kernels");
-    std::ofstream(tree_.path() / "py" / "gemmtune" / "kernels" / "triton_gemm.py") << "# template v1\n";
+    template_text("# template v1\n");
     std::ofstream(tree_.path() / "fake.py") << kFakeCompiler;
   }
-  CompilerOptions options(const std::string& mode = "ok") const {
-    CompilerOptions o;
-    o.pool.command = {"python3", (tree_.path() / "fake.py").string(), mode, log().string()};
-    o.pool.max_workers = 4;
+  void template_text(const std::string& text) {
+    std::ofstream(tree_.path() / "py" / "gemmtune" / "kernels" / "triton_gemm.py") << text;
+  }
+  CompileOptions options(const std::string& mode = "ok") const {
+    const fs::path wrapper = tree_.path() / ("python-" + mode);
+    std::ofstream(wrapper) << "#!/bin/sh\nexec python3 " << (tree_.path() / "fake.py").string() << " " << mode << " "
+                           << log().string() << "\n";
+    fs::permissions(wrapper, fs::perms::owner_all);
+    CompileOptions o;
+    o.python = wrapper.string();
+    o.fork_server = false;
+    o.workers = 4;
     o.artifacts = tree_.path() / "artifacts";
     o.python_dir = tree_.path() / "py";
     o.timeout_s = 30;
-    return o;
+    return resolve(o);
+  }
+  std::unique_ptr<compile::ArtifactCache> cache(const CompileOptions& o) const {
+    return std::make_unique<compile::ArtifactCache>(o, compile::make_toolchains(o, Log()), Log());
+  }
+  // The compile jobs of config `id` for p, as the backend names them.
+  std::vector<compile::Job> jobs(compile::ArtifactCache& c, const GemmProblem& p, const std::string& id) const {
+    auto b = make_triton_backend(BackendContext{fake_h200(), Log(), &c, 0});
+    return b->load(p, id)->jobs();
+  }
+  // The sources hash the Triton compiler has always keyed with: the template (required), its
+  // compile step and the worker, in this order.
+  std::string hash_of_sources() const {
+    static const char* const kSources[] = {"gemmtune/kernels/triton_gemm.py", "gemmtune/triton_compile.py",
+                                           "gemmtune/worker.py"};
+    return hash_sources(tree_.path() / "py", kSources,
+                        [](std::string_view rel) { return rel == "gemmtune/kernels/triton_gemm.py"; })
+        .hex;
   }
   fs::path log() const { return tree_.path() / "requests.log"; }
   TempTree tree_;
@@ -104,239 +141,154 @@ class FakeCompilerTest : public ::testing::Test {
 
 TEST_F(FakeCompilerTest, MissCompilesAndPublishesThenHits) {
   auto p = GemmProblem::linear(256, 256, 256);
-  json params = gemm_params(Config::parse("t64x64x64w4s3g8"), p, kSms);
-  // Compile output goes to a private temporary directory, removed after each compile.
-  fs::create_directories(tree_.path() / "tmp");
-  const char* old_tmp = std::getenv("TMPDIR");
-  std::string saved_tmp = old_tmp ? old_tmp : "";
-  setenv("TMPDIR", (tree_.path() / "tmp").c_str(), 1);
   std::string key;
   {
-    Compiler c(options());
-    ASSERT_TRUE(c.available()) << c.available().reason;
-    EXPECT_EQ(c.triton_version(), "9.9.9");
-    CompiledArtifact a = c.compile(params);
-    EXPECT_FALSE(a.store_hit);
-    EXPECT_DOUBLE_EQ(a.compile_s, 0.2);
-    EXPECT_EQ(a.kernel, "gemm_tiled");
-    EXPECT_EQ(a.function, "gemm_tiled");
-    EXPECT_EQ(a.launch["shared"], 1024);
+    auto c = cache(options());
+    ASSERT_TRUE(c->available("triton")) << c->available("triton").reason;
+    EXPECT_EQ(c->version("triton"), "9.9.9");
+    const auto js = jobs(*c, p, "t64x64x64w4s3g8");
+    ASSERT_EQ(js.size(), 1u);
+    EXPECT_EQ(js[0].params, gemm_params(Config::parse("t64x64x64w4s3g8"), p, kSms));
+    compile::Built a = c->build(js[0]);
+    EXPECT_FALSE(a.hit);
+    EXPECT_DOUBLE_EQ(a.seconds, 0.2);
+    EXPECT_EQ(a.artifact.meta["kernel"], "gemm_tiled");
+    EXPECT_EQ(a.artifact.meta["function"], "gemm_tiled");
+    EXPECT_EQ(a.artifact.meta["launch"]["shared"], 1024);
     EXPECT_EQ(a.artifact.bytes->substr(0, 4), "\x7f" "ELF");
     key = a.artifact.key;
-    EXPECT_EQ(key, c.key(params));
-    EXPECT_TRUE(fs::exists(c.store().bin_path(key)));
-    EXPECT_TRUE(fs::exists(c.store().json_path(key)));
-    EXPECT_TRUE(c.compile(params).store_hit);  // from memory
+    EXPECT_EQ(key, c->key(js[0]));
+    EXPECT_TRUE(fs::exists(c->store().bin_path(key)));
+    EXPECT_TRUE(fs::exists(c->store().json_path(key)));
+    EXPECT_TRUE(c->build(js[0]).hit);  // from memory
   }
-  Compiler again(options());  // a new process, as it were: the files serve it
-  CompiledArtifact b = again.compile(params);
-  EXPECT_TRUE(b.store_hit);
-  EXPECT_EQ(b.compile_s, 0.0);
+  auto again = cache(options());  // a new process, as it were: the files serve it
+  compile::Built b = again->build(jobs(*again, p, "t64x64x64w4s3g8")[0]);
+  EXPECT_TRUE(b.hit);
+  EXPECT_EQ(b.seconds, 0.0);
   EXPECT_EQ(b.artifact.key, key);
-  EXPECT_EQ(b.launch["num_warps"], 4);
+  EXPECT_EQ(b.artifact.meta["launch"]["num_warps"], 4);
   EXPECT_EQ(lines_in(log()), 1);  // one compile request in all
-  EXPECT_TRUE(fs::is_empty(tree_.path() / "tmp"));
-  if (old_tmp) setenv("TMPDIR", saved_tmp.c_str(), 1);
-  else unsetenv("TMPDIR");
+  // Compile output went to a private folder under the store, removed after the compile.
+  EXPECT_TRUE(fs::is_empty(tree_.path() / "artifacts" / "triton" / "tmp"));
 }
 
 TEST_F(FakeCompilerTest, KeyCoversTemplateParamsAndVersions) {
   auto p = GemmProblem::linear(256, 256, 256);
-  json params = gemm_params(Config::parse("t64x64x64w4s3g8"), p, kSms);
-  Compiler c1(options());
-  std::string k1 = c1.key(params);
+  auto c1 = cache(options());
+  const compile::Job j = jobs(*c1, p, "t64x64x64w4s3g8")[0];
+  std::string k1 = c1->key(j);
   EXPECT_EQ(k1.size(), 64u);
-  EXPECT_NE(c1.key(gemm_params(Config::parse("t64x64x64w4s4g8"), p, kSms)), k1);
-  std::ofstream(tree_.path() / "py" / "gemmtune" / "kernels" / "triton_gemm.py") << "# template v2\n";
-  Compiler c2(options());
-  EXPECT_NE(c2.key(params), k1);
-  EXPECT_NE(c2.sources_digest(), c1.sources_digest());
+  // The key material is exactly what the Triton compiler has always hashed.
+  EXPECT_EQ(k1, ArtifactStore::make_key("gemmtune-triton-artifact 1\nprotocol 1\ntriton 9.9.9\ntarget cuda sm_90a\nsources " +
+                                        hash_of_sources() + "\nparams " + j.params.dump() + "\n"));
+  EXPECT_NE(c1->key(jobs(*c1, p, "t64x64x64w4s4g8")[0]), k1);
+  template_text("# template v2\n");
+  auto c2 = cache(options());
+  EXPECT_NE(c2->key(j), k1);
+  EXPECT_NE(c2->sources_digest("triton"), c1->sources_digest("triton"));
 }
 
 TEST_F(FakeCompilerTest, CompileFailureNamesKindAndError) {
-  Compiler c(options());
+  auto c = cache(options());
   auto p = GemmProblem::linear(4096, 4096, 4096);
   try {
-    c.compile(gemm_params(Config::parse("t256x128x64w8s3g8"), p, kSms));
+    c->build(jobs(*c, p, "t256x128x64w8s3g8")[0]);
     FAIL() << "compiled";
   } catch (const Error& e) {
     EXPECT_NE(e.message().find("triton: compile failed (resource): OutOfResources: shared memory ... Required: 300000"),
               std::string::npos)
         << e.message();
   }
-  EXPECT_TRUE(c.compile(gemm_params(Config::parse("t128x128x64w8s3g8"), p, kSms)).artifact.bytes);
+  EXPECT_TRUE(c->build(jobs(*c, p, "t128x128x64w8s3g8")[0]).artifact.bytes);
 }
 
 TEST_F(FakeCompilerTest, ConcurrentCompilesOfOneKeyShareOneRequest) {
-  Compiler c(options());
-  ASSERT_TRUE(c.available());
-  json params = gemm_params(Config::parse("t64x64x64w4s3g8"), GemmProblem::linear(256, 256, 256), kSms);
+  auto c = cache(options());
+  ASSERT_TRUE(c->available("triton"));
+  const compile::Job j = jobs(*c, GemmProblem::linear(256, 256, 256), "t64x64x64w4s3g8")[0];
   std::vector<std::thread> threads;
   std::vector<std::string> keys(6);
-  for (int i = 0; i < 6; ++i) threads.emplace_back([&, i] { keys[i] = c.compile(params).artifact.key; });
+  for (int i = 0; i < 6; ++i) threads.emplace_back([&, i] { keys[i] = c->build(j).artifact.key; });
   for (auto& t : threads) t.join();
   for (auto& k : keys) EXPECT_EQ(k, keys[0]);
   EXPECT_EQ(lines_in(log()), 1);
 }
 
-TEST_F(FakeCompilerTest, PrecompileSplitKSharesTheReduceKernel) {
-  Compiler c(options());
+TEST_F(FakeCompilerTest, SplitKSharesTheReduceKernel) {
+  auto c = cache(options());
   auto p = GemmProblem::linear(16, 4096, 8192);
-  std::vector<Config> configs = {Config::parse("t16x64x128w4s4g8k4"), Config::parse("t16x128x64w4s4g8k4"),
-                                 Config::parse("t16x64x64w4s3g8"), Config::parse("t256x128x64w8s3g8")};
-  auto results = precompile(c, p, configs, kSms);
-  ASSERT_EQ(results.size(), 4u);
-  EXPECT_EQ(results[0].artifacts.size(), 2u) << results[0].error;
-  EXPECT_EQ(results[0].artifacts[1].kernel, "splitk_reduce");
-  EXPECT_EQ(results[1].artifacts.size(), 2u) << results[1].error;
-  EXPECT_EQ(results[0].artifacts[1].artifact.key, results[1].artifacts[1].artifact.key);
-  EXPECT_EQ(results[2].artifacts.size(), 1u) << results[2].error;
-  EXPECT_TRUE(results[3].artifacts.empty());
-  EXPECT_NE(results[3].error.find("(resource)"), std::string::npos) << results[3].error;
+  std::vector<compile::Job> all;
+  std::vector<size_t> first;
+  for (const char* id : {"t16x64x128w4s4g8k4", "t16x128x64w4s4g8k4", "t16x64x64w4s3g8", "t256x128x64w8s3g8"}) {
+    first.push_back(all.size());
+    for (auto& j : jobs(*c, p, id)) all.push_back(std::move(j));
+  }
+  ASSERT_EQ(all.size(), 6u);  // two split-k configs name a reduce kernel each
+  int progress = 0;
+  auto out = c->build_all(all, [&](size_t, const compile::ArtifactCache::Outcome&) { ++progress; });
+  ASSERT_EQ(out.size(), 6u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(out[i].built) << i << ": " << out[i].error;
+  EXPECT_EQ(out[1].built->artifact.meta["kernel"], "splitk_reduce");
+  EXPECT_EQ(out[1].built->artifact.key, out[3].built->artifact.key);  // one reduce for both
+  EXPECT_FALSE(out[5].built);
+  EXPECT_NE(out[5].error.find("(resource)"), std::string::npos) << out[5].error;
+  EXPECT_EQ(progress, 5);          // distinct artifacts once
   EXPECT_EQ(lines_in(log()), 5);  // 3 GEMMs + 1 reduce + the failing one
-}
-
-bool eventually(const std::function<bool()>& cond, double seconds = 20) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!cond() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  return cond();
-}
-
-TEST_F(FakeCompilerTest, PrestartStartsWorkersOnlyForStoreMisses) {
-  auto p = GemmProblem::linear(16, 4096, 8192);
-  std::vector<Config> configs = {Config::parse("t16x64x128w4s4g8k4"), Config::parse("t16x128x64w4s4g8k4"),
-                                 Config::parse("t16x64x64w4s3g8")};
-  std::vector<json> params;
-  for (const Config& c : configs) {
-    params.push_back(gemm_params(c, p, kSms));
-    if (c.split_k > 1) params.push_back(reduce_params(c, p));
-  }
-  {
-    CompilerOptions o = options();
-    o.pool.max_workers = 3;
-    Compiler c(o);
-    EXPECT_EQ(c.prestart(params), 4);  // 3 GEMMs + the shared reduce; capped at 3 workers
-    EXPECT_EQ(c.pool().live_workers(), 3);
-    ASSERT_TRUE(eventually([&] { return c.pool().idle_workers() == 3; }));
-    for (auto& r : precompile(c, p, configs, kSms)) EXPECT_TRUE(r.error.empty()) << r.error;
-    EXPECT_EQ(c.pool().live_workers(), 3);  // the compiles used the prestarted workers
-  }
-  // All in the store now: a fresh compiler starts none beyond its availability probe's.
-  Compiler warm(options());
-  EXPECT_EQ(warm.prestart(params), 0);
-  EXPECT_EQ(warm.pool().live_workers(), 1);
-  // Without Triton: nothing is started.
-  Compiler none(options("no_triton"));
-  EXPECT_EQ(none.prestart(params), 0);
-  EXPECT_EQ(none.pool().live_workers(), 1);
+  // All in the store now: a fresh cache answers every one of them without a request.
+  auto warm = cache(options());
+  for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(warm->build(all[i]).hit);
+  EXPECT_EQ(lines_in(log()), 5);
 }
 
 TEST_F(FakeCompilerTest, UnavailableWithAReason) {
-  Verdict v = Compiler(options("no_triton")).available();
+  Verdict v = cache(options("no_triton"))->available("triton");
   EXPECT_FALSE(v);
   EXPECT_NE(v.reason.find("No module named 'triton'"), std::string::npos) << v.reason;
 
-  v = Compiler(options("old")).available();
+  v = cache(options("old"))->available("triton");
   EXPECT_FALSE(v);
   EXPECT_NE(v.reason.find("protocol 0, expected 1"), std::string::npos) << v.reason;
 
-  CompilerOptions o = options();
+  CompileOptions o = options();
   o.python_dir = tree_.path() / "nowhere";
-  v = Compiler(o).available();
+  v = cache(o)->available("triton");
   EXPECT_FALSE(v);
-  EXPECT_NE(v.reason.find("Triton templates not found"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("triton kernel sources not found"), std::string::npos) << v.reason;
 
   o = options();
-  o.pool.command = {"/nonexistent/python"};
-  Compiler missing(o);
-  v = missing.available();
+  o.python = "/nonexistent/python";
+  auto missing = cache(o);
+  v = missing->available("triton");
   EXPECT_FALSE(v);
   EXPECT_NE(v.reason.find("cannot start compile worker '/nonexistent/python'"), std::string::npos) << v.reason;
-  EXPECT_THROW(missing.compile(json::object()), Error);
+  EXPECT_THROW(missing->build({"triton", "x", {}, json::object()}), Error);
+  // The backend says the same.
+  auto b = make_triton_backend(BackendContext{fake_h200(), Log(), missing.get(), 0});
+  EXPECT_FALSE(b->available());
+  EXPECT_EQ(b->version(), "triton (unavailable)");
 }
 
-// ---- the real worker (the project's .venv with Triton) -------------------------------------
-
-TEST(TritonRealWorker, CompilesCandidatesOnTheCpuAndHitsTheStore) {
-  TempTree tree;
-  CompilerOptions o = CompilerOptions::defaults();
-  o.artifacts = tree.path() / "artifacts";
-  o.pool.max_workers = 2;
-  auto first = std::make_unique<Compiler>(o);
-  if (Verdict v = first->available(); !v) GTEST_SKIP() << "no Triton compile worker: " << v.reason;
-
-  auto p = GemmProblem::linear(256, 512, 8192);  // bf16 nn.Linear: tiled, persistent and split-k configs
-  std::vector<Config> configs = {Config::parse("t64x64x64w4s3g8"), Config::parse("p128x128x64w8s3g8"),
-                                 Config::parse("t64x128x64w4s4g8k4")};
-  for (const Config& c : configs) ASSERT_TRUE(check(c, p, kSms)) << c.id();
-  auto t0 = std::chrono::steady_clock::now();
-  auto results = precompile(*first, p, configs, kSms);
-  double cold_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  size_t artifacts = 0;
-  for (const Precompiled& r : results) {
-    SCOPED_TRACE(r.config.id());
-    ASSERT_TRUE(r.error.empty()) << r.error;
-    for (const CompiledArtifact& a : r.artifacts) {
-      ++artifacts;
-      EXPECT_FALSE(a.store_hit);
-      EXPECT_GT(a.compile_s, 0.0);
-      EXPECT_EQ(a.artifact.bytes->substr(0, 4), "\x7f" "ELF");
-      EXPECT_EQ(a.function, a.kernel);
-      EXPECT_LE(a.launch["shared"].get<int64_t>(), kMaxSharedBytes);
-      EXPECT_EQ(a.launch["num_ctas"], 1);
-      EXPECT_TRUE(fs::exists(first->store().bin_path(a.artifact.key)));
-    }
-  }
-  EXPECT_EQ(artifacts, 4u);  // 3 GEMMs + 1 reduce
-  // The workers were forked from the fork server, which is still serving (not dropped).
-  const char* fork_env = std::getenv("GEMMTUNE_COMPILE_FORK_SERVER");
-  if (!(fork_env && std::string(fork_env) == "0")) {
-    EXPECT_TRUE(o.pool.fork_server);
-    EXPECT_GT(first->pool().fork_server_pid(), 0);
-  }
-  EXPECT_EQ(results[0].artifacts[0].launch["num_warps"], 4);
-  EXPECT_GT(results[1].artifacts[0].launch["global_scratch_size"].get<int64_t>(), 0);  // in-kernel TMA descriptors
-  first.reset();
-
-  Compiler second(o);
-  t0 = std::chrono::steady_clock::now();
-  auto again = precompile(second, p, configs, kSms);
-  double warm_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (const Precompiled& r : again) {
-    ASSERT_TRUE(r.error.empty()) << r.error;
-    for (const CompiledArtifact& a : r.artifacts) {
-      EXPECT_TRUE(a.store_hit) << r.config.id();
-      EXPECT_EQ(a.compile_s, 0.0);
-    }
-  }
-  std::printf("[ triton ] cold compile of 4 artifacts %.1f s; store hits %.2f s (incl. worker start)\n", cold_s,
-              warm_s);
-}
-
-// ---- the backend (no GPU needed for candidates and ids) -------------------------------------
-
-DeviceInfo fake_h200() {
-  DeviceInfo d;
-  d.name = "NVIDIA H200 (fake)";
-  d.sm_count = kSms;
-  d.cc_major = 9, d.cc_minor = 0;
-  return d;
-}
-
-TEST(TritonBackend, CandidatesIdsAndLoad) {
-  auto b = make_triton_backend({fake_h200(), [](const std::string&) {}});
+TEST_F(FakeCompilerTest, CandidatesIdsJobsAndLoad) {
+  auto c = cache(options());
+  auto b = make_triton_backend(BackendContext{fake_h200(), Log(), c.get(), 0});
   EXPECT_EQ(b->name(), "triton");
+  ASSERT_TRUE(b->available()) << b->available().reason;
+  EXPECT_EQ(b->version(), "triton 9.9.9 (templates " + c->sources_digest("triton") + ")");
   auto p = GemmProblem::linear(4096, 4096, 4096);
   ASSERT_TRUE(b->supports(p)) << b->supports(p).reason;
   auto cands = b->candidates(p);
   EXPECT_EQ(cands.size(), configs_for(p, kSms).size());
-  for (auto& c : cands) {
-    EXPECT_EQ(c->backend(), "triton");
-    EXPECT_FALSE(c->is_default());
-    auto again = b->load(p, c->id());
-    EXPECT_EQ(again->id(), c->id());
-    EXPECT_EQ(again->name(), c->name());
+  for (auto& cand : cands) {
+    EXPECT_EQ(cand->backend(), "triton");
+    EXPECT_FALSE(cand->is_default());
+    const Config cfg = Config::parse(cand->id());
+    EXPECT_EQ(cand->jobs().size(), cfg.split_k > 1 ? 2u : 1u);
+    auto again = b->load(p, cand->id());
+    EXPECT_EQ(again->id(), cand->id());
+    EXPECT_EQ(again->name(), cand->name());
   }
+  EXPECT_EQ(lines_in(log()), 0);  // candidates() and jobs() compile nothing
   EXPECT_THROW(b->load(p, "not-an-id"), Error);
   auto misaligned = GemmProblem::linear(4096, 4096, 4100);
   try {
@@ -350,10 +302,64 @@ TEST(TritonBackend, CandidatesIdsAndLoad) {
   EXPECT_NE(v.reason.find("32-bit"), std::string::npos) << v.reason;
 }
 
+// ---- the real worker (the project's .venv with Triton) -------------------------------------
+
+TEST(TritonRealWorker, CompilesCandidatesOnTheCpuAndHitsTheStore) {
+  TempTree tree;
+  CompileOptions o;
+  o.artifacts = tree.path() / "artifacts";
+  o.workers = 2;
+  o = resolve(o);
+  auto first = std::make_unique<compile::ArtifactCache>(o, compile::make_toolchains(o, Log()), Log());
+  if (Verdict v = first->available("triton"); !v) GTEST_SKIP() << "no Triton compile worker: " << v.reason;
+
+  auto p = GemmProblem::linear(256, 512, 8192);  // bf16 nn.Linear: tiled, persistent and split-k configs
+  std::vector<compile::Job> all;
+  {
+    auto b = make_triton_backend(BackendContext{fake_h200(), Log(), first.get(), 0});
+    for (const char* id : {"t64x64x64w4s3g8", "p128x128x64w8s3g8", "t64x128x64w4s4g8k4"}) {
+      ASSERT_TRUE(check(Config::parse(id), p, kSms)) << id;
+      for (auto& j : b->load(p, id)->jobs()) all.push_back(std::move(j));
+    }
+  }
+  ASSERT_EQ(all.size(), 4u);  // 3 GEMMs + 1 reduce
+  auto t0 = std::chrono::steady_clock::now();
+  auto results = first->build_all(all);
+  double cold_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE(all[i].what);
+    ASSERT_TRUE(results[i].built) << results[i].error;
+    const compile::Built& a = *results[i].built;
+    EXPECT_FALSE(a.hit);
+    EXPECT_GT(a.seconds, 0.0);
+    EXPECT_EQ(a.artifact.bytes->substr(0, 4), "\x7f" "ELF");
+    EXPECT_EQ(a.artifact.meta["function"], a.artifact.meta["kernel"]);
+    EXPECT_LE(a.artifact.meta["launch"]["shared"].get<int64_t>(), kMaxSharedBytes);
+    EXPECT_EQ(a.artifact.meta["launch"]["num_ctas"], 1);
+    EXPECT_TRUE(fs::exists(first->store().bin_path(a.artifact.key)));
+  }
+  EXPECT_EQ(results[0].built->artifact.meta["launch"]["num_warps"], 4);
+  // in-kernel TMA descriptors
+  EXPECT_GT(results[1].built->artifact.meta["launch"]["global_scratch_size"].get<int64_t>(), 0);
+  first.reset();
+
+  compile::ArtifactCache second(o, compile::make_toolchains(o, Log()), Log());
+  t0 = std::chrono::steady_clock::now();
+  auto again = second.build_all(all);
+  double warm_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < again.size(); ++i) {
+    ASSERT_TRUE(again[i].built) << again[i].error;
+    EXPECT_TRUE(again[i].built->hit) << all[i].what;
+    EXPECT_EQ(again[i].built->seconds, 0.0);
+  }
+  std::printf("[ triton ] cold compile of 4 artifacts %.1f s; store hits %.2f s (incl. worker start)\n", cold_s,
+              warm_s);
+}
+
 TEST(TritonBackend, OnlyForSm90) {
   DeviceInfo ampere = fake_h200();
   ampere.cc_major = 8;
-  auto b = make_triton_backend({ampere, [](const std::string&) {}});
+  auto b = make_triton_backend(BackendContext{ampere, Log()});
   Verdict v = b->available();
   EXPECT_FALSE(v);
   EXPECT_NE(v.reason.find("compiled for sm_90a; this device is sm_80"), std::string::npos) << v.reason;

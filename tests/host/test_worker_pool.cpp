@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "compile/worker_pool.hpp"
+#include "core/settings.hpp"
 #include "gemmtune/error.hpp"
 
 namespace gemmtune {
@@ -340,7 +341,7 @@ class ForkServerTest : public WorkerPoolTest {
   WorkerPoolOptions fork_options(int workers = 3) {
     WorkerPoolOptions o;
     o.command = {"python3", (dir_ / "fork_worker.py").string()};
-    o.env = {{"PYTHONPATH", python_dir().string()}, {"GEMMTUNE_WORKER_BACKENDS", "none"}};
+    o.env = {{"PYTHONPATH", resolve(CompileOptions{}).python_dir.string()}, {"GEMMTUNE_WORKER_BACKENDS", "none"}};
     o.max_workers = workers;
     o.start_timeout_s = 30;
     o.fork_server = true;
@@ -649,26 +650,25 @@ TEST_F(WorkerPoolTest, DestructionDuringPrestartIsClean) {
   }
 }
 
-TEST(WorkerPoolDefaults, PythonAndPathsFromTheEnvironment) {
-  setenv("GEMMTUNE_PYTHON", "/opt/py/bin/python", 1);
-  setenv("GEMMTUNE_PYTHON_DIR", "/opt/gemmtune/python", 1);
-  setenv("GEMMTUNE_COMPILE_WORKERS", "3", 1);
-  WorkerPoolOptions o = WorkerPoolOptions::defaults();
-  unsetenv("GEMMTUNE_PYTHON");
-  unsetenv("GEMMTUNE_PYTHON_DIR");
-  unsetenv("GEMMTUNE_COMPILE_WORKERS");
+TEST(WorkerPoolDefaults, PythonWorkersFromTheCompileOptions) {
+  CompileOptions c;
+  c.python = "/opt/py/bin/python";
+  c.python_dir = "/opt/gemmtune/python";
+  c.workers = 3;
+  WorkerPoolOptions o = WorkerPoolOptions::for_python(c);
   ASSERT_EQ(o.command.size(), 3u);
   EXPECT_EQ(o.command[0], "/opt/py/bin/python");
   EXPECT_EQ(o.command[1], "-m");
   EXPECT_EQ(o.command[2], "gemmtune.worker");
   EXPECT_EQ(o.env.at("PYTHONPATH").substr(0, 20), "/opt/gemmtune/python");
   EXPECT_EQ(o.max_workers, 3);
-  // Without overrides: the build's python dir, and the repo's .venv python when present.
-  fs::path dir = python_dir();
-  EXPECT_TRUE(fs::exists(dir / "gemmtune" / "__init__.py")) << dir;
-  std::string py = python_executable();
-  EXPECT_TRUE(py == "python3" || py == (dir.parent_path() / ".venv" / "bin" / "python").string()) << py;
-  EXPECT_GE(WorkerPoolOptions::defaults().max_workers, 1);
+  // Resolved defaults: the build's python dir, and the repo's .venv python when present.
+  const CompileOptions r = resolve(CompileOptions{});
+  EXPECT_TRUE(fs::exists(r.python_dir / "gemmtune" / "__init__.py")) << r.python_dir;
+  EXPECT_TRUE(r.python == "python3" || r.python == (r.python_dir.parent_path() / ".venv" / "bin" / "python").string() ||
+              !std::string(std::getenv("GEMMTUNE_PYTHON") ? std::getenv("GEMMTUNE_PYTHON") : "").empty())
+      << r.python;
+  EXPECT_GE(WorkerPoolOptions::for_python(r).max_workers, 1);
 }
 
 }  // namespace

@@ -459,8 +459,9 @@ class CutedslSoftmaxBackend final : public SoftmaxBackend {
     return available() ? link_.version() + " src=" + link_.sources_digest() + " softmax=" + digest_ : "unavailable";
   }
   Verdict available() const override {
+    if (Verdict v = link_.available(); !v) return v;
     if (!broken_.empty()) return Verdict::no(broken_);
-    return link_.available();
+    return Verdict::yes();
   }
 
   Verdict supports(const SoftmaxProblem& p) const override {
