@@ -1,5 +1,5 @@
 // Compile-only test of the CUTLASS kernel template (no GPU needed): generates, builds with nvcc
-// and loads a bf16 and an fp8 instance end to end through the backend's Builder, then checks
+// and loads a bf16 and an fp8 instance end to end through the artifact cache, then checks
 // that each .so exports the C entry points, reports the config it was asked for, and answers
 // can_implement / workspace for a shape (host-side code only). Prints nvcc's wall time per
 // instance.
@@ -15,6 +15,11 @@
 #include <string>
 
 #include "backends/cutlass/cutlass_backend.hpp"
+#include "compile/artifact_cache.hpp"
+#include "compile/compile_util.hpp"
+#include "compile/nvcc.hpp"
+#include "compile/python_worker.hpp"
+#include "core/settings.hpp"
 #include "gemmtune/error.hpp"
 
 using namespace gemmtune;
@@ -29,11 +34,11 @@ void expect(bool ok, const std::string& what) {
   if (!ok) ++failures;
 }
 
-void check_instance(Builder& builder, const GemmProblem& p, const Config& c) {
+void check_instance(compile::ArtifactCache& cache, const GemmProblem& p, const Config& c) {
   InstanceSpec spec = InstanceSpec::of(c, p);
   std::printf("---- %s\n", spec.text().c_str());
-  Built b = builder.build(spec);
-  std::printf("nvcc: %.1f s%s, %zu bytes\n", b.compile_s, b.store_hit ? " (store hit)" : "", b.artifact.bytes->size());
+  compile::Built b = cache.build(job(spec));
+  std::printf("nvcc: %.1f s%s, %zu bytes\n", b.seconds, b.hit ? " (store hit)" : "", b.artifact.bytes->size());
   auto lib = Library::open(b.artifact, spec.text());  // dlsym of every entry point, ABI, config text
   expect(lib->config() == spec.text(), "gt_cutlass_config is the instance's text");
 
@@ -55,6 +60,13 @@ void check_instance(Builder& builder, const GemmProblem& p, const Config& c) {
   expect(lib->run(&norun, nullptr, nullptr) == GT_CUTLASS_BAD_ARGS, "run() with null pointers is refused");
 }
 
+// The toolchain record the cache wrote next to the artifacts.
+std::string slurp_record(const fs::path& root) {
+  auto text = slurp(root / "cutlass" / "toolchain.json");
+  GT_CHECK(text, "no toolchain record in " + root.string());
+  return *text;
+}
+
 }  // namespace
 
 int main() {
@@ -66,35 +78,49 @@ int main() {
     root = fs::temp_directory_path() / ("gemmtune-cutlass-compile-" + std::to_string(getpid()));
     temp = true;
   }
-  BuilderOptions opt = BuilderOptions::defaults([](const std::string& l) { std::printf("%s\n", l.c_str()); });
+  const Log log([](const std::string& l) { std::printf("%s\n", l.c_str()); }, LogLevel::debug);
+  CompileOptions opt;
   opt.artifacts = root;
-  opt.jobs = 1;  // one nvcc at a time: an SM90 instance takes ~3 GB
+  opt.nvcc_jobs = 1;  // one nvcc at a time: an SM90 instance takes ~3 GB
+  opt = resolve(opt);
   int rc = 0;
   try {
-    Builder builder(opt);
-    if (Verdict v = builder.available(); !v || builder.load_only()) {
+    compile::ArtifactCache cache(opt, compile::make_toolchains(opt, log), log);
+    if (Verdict v = cache.available("cutlass"); !v || cache.load_only("cutlass")) {
       std::printf("SKIP: CUTLASS backend cannot build here: %s\n", v ? "load-only" : v.reason.c_str());
       rc = 77;
     } else {
-      std::printf("toolchain: %s\n", builder.version().c_str());
+      std::printf("toolchain: %s\n", cache.version("cutlass").c_str());
       // bf16 nn.Linear with bias and GELU, cooperative 128x128x64.
       GemmProblem bf16 = GemmProblem::linear(4096, 4096, 4096);
       bf16.bias = true, bf16.act = Activation::gelu_tanh;
-      check_instance(builder, bf16, Config{128, 128, 64, 1, 1, Schedule::cooperative, false});
       // fp8 e4m3 -> bf16, tensorwise scales, ping-pong, cluster 2x1, swap-AB (decode-like shape).
       GemmProblem fp8 = GemmProblem::linear(16, 4096, 4096, DType::e4m3);
       fp8.scale = ScaleMode::tensorwise;
-      check_instance(builder, fp8, Config{64, 128, 128, 2, 1, Schedule::pingpong, true});
+      const InstanceSpec spec = InstanceSpec::of(Config{64, 128, 128, 2, 1, Schedule::pingpong, true}, fp8);
+      // The key is what the CUTLASS builder has always hashed: its fingerprint JSON, a newline,
+      // the source (kernel packs stay valid).
+      const std::string fingerprint =
+          nlohmann::json{{"format", 1},
+                         {"nvcc", nlohmann::json::parse(slurp_record(root)).at("nvcc")},
+                         {"cutlass", nlohmann::json::parse(slurp_record(root)).at("cutlass")},
+                         {"kernel", nlohmann::json::parse(slurp_record(root)).at("kernel")},
+                         {"flags", compile::nvcc_flags()}}
+              .dump();
+      expect(cache.key(job(spec)) == ArtifactStore::make_key(fingerprint + "\n" + spec.source()),
+             "the key is the fingerprint and the source, as always");
+      check_instance(cache, bf16, Config{128, 128, 64, 1, 1, Schedule::cooperative, false});
+      check_instance(cache, fp8, spec.config);
 
       // A machine without nvcc (the GPU machine) reads the same store as a kernel pack.
-      setenv("GEMMTUNE_NVCC", "/nonexistent/nvcc", 1);
-      Builder pack(opt);
-      expect(pack.available() && pack.load_only(), "without nvcc the store is usable load-only");
-      InstanceSpec spec = InstanceSpec::of(Config{64, 128, 128, 2, 1, Schedule::pingpong, true}, fp8);
-      expect(pack.key(spec) == builder.key(spec), "load-only computes the same artifact key");
-      expect(pack.cached(spec) && pack.build(spec).store_hit, "load-only finds the built instance");
+      CompileOptions no_nvcc = opt;
+      no_nvcc.nvcc = "/nonexistent/nvcc";
+      compile::ArtifactCache pack(no_nvcc, compile::make_toolchains(no_nvcc, log), log);
+      expect(pack.available("cutlass") && pack.load_only("cutlass"), "without nvcc the store is usable load-only");
+      expect(pack.key(job(spec)) == cache.key(job(spec)), "load-only computes the same artifact key");
+      expect(pack.has(job(spec)) && pack.build(job(spec)).hit, "load-only finds the built instance");
       InstanceSpec absent = InstanceSpec::of(Config{128, 192, 128, 1, 1, Schedule::cooperative, false}, fp8);
-      expect(!pack.cached(absent), "load-only reports an instance it lacks as not cached");
+      expect(!pack.has(job(absent)), "load-only reports an instance it lacks as absent");
       rc = failures ? 1 : 0;
     }
   } catch (const Error& e) {

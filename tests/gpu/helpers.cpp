@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <random>
 #include <thread>
 
+#include "compile/python_worker.hpp"
+#include "core/settings.hpp"
 #include "support/host_reference.hpp"
 
 namespace gemmtune::gpu_test {
@@ -24,6 +27,27 @@ DeviceInfo current_device() {
   dev.index = device, dev.name = prop.name, dev.sm_count = prop.multiProcessorCount;
   dev.cc_major = prop.major, dev.cc_minor = prop.minor;
   return dev;
+}
+
+compile::ArtifactCache& artifacts() {
+  static compile::ArtifactCache* cache = [] {
+    const EngineOptions o = resolve(EngineOptions{});
+    const Log log([](const std::string& m) { std::fprintf(stderr, "[artifacts] %s\n", m.c_str()); }, LogLevel::warning);
+    auto* c = new compile::ArtifactCache(o.compile, compile::make_toolchains(o.compile, log), log);
+    c->start_probes();
+    return c;
+  }();  // never destroyed: candidates may outlive the tests' scopes
+  return *cache;
+}
+
+BackendContext context(const DeviceInfo& dev, std::function<void(const std::string&)> log) {
+  return BackendContext{dev, Log(std::move(log), LogLevel::info), &artifacts(), 0};
+}
+
+void prepare(detail::CandidateBase& c) {
+  std::vector<compile::Built> built;
+  for (const compile::Job& j : c.jobs()) built.push_back(artifacts().build(j));
+  c.prepare(built);
 }
 
 fs::path temp_cache(const char* name) {

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.hpp"
+#include "compile/artifact_cache.hpp"
 #include "core/cuda.hpp"
 #include "gemmtune/engine.hpp"
 #include "gemmtune/error.hpp"
@@ -47,7 +49,16 @@ EngineOptions quick(const std::filesystem::path& cache);
 // max(duel_window, tie_tolerance). (Exactly which one wins is tested on a CPU with a fake timer.)
 void expect_winner_within_race_reach(const TuneReport& r, const TuneOptions& opt);
 
-// Starts prepare() (compile / load) of every candidate at once on its own thread, as the engine
+// The GPU tests' artifact cache, one per process, with the options the environment gives
+// (GEMMTUNE_ARTIFACTS: a kernel pack; GEMMTUNE_LOAD_ONLY), as an engine's would be.
+compile::ArtifactCache& artifacts();
+// A backend context on `dev` over artifacts(); `log` may be empty (silent).
+BackendContext context(const DeviceInfo& dev, std::function<void(const std::string&)> log = {});
+// Builds (store hit or compile) the candidate's artifacts through artifacts() and prepares it,
+// as the engine does. Throws Error.
+void prepare(detail::CandidateBase& c);
+
+// Starts prepare() (build / load) of every candidate at once on its own thread, as the engine
 // does, with `device` current there; each future holds "" when prepared, else the Error's
 // message. The candidates must outlive the futures.
 template <class Candidate>
@@ -57,7 +68,7 @@ std::vector<std::future<std::string>> prepare_async(std::vector<std::unique_ptr<
     out.push_back(std::async(std::launch::async, [&c, device]() -> std::string {
       try {
         GT_CUDA(cudaSetDevice(device));
-        c->prepare();
+        prepare(*c);
         return {};
       } catch (const Error& e) {
         return e.message();

@@ -64,7 +64,7 @@ std::vector<Named> problem_matrix() {
 }
 
 std::vector<std::unique_ptr<Backend>> all_backends() {
-  BackendContext ctx{query_device(0), [](const std::string&) {}};
+  BackendContext ctx = gpu_test::context(query_device(0), [](const std::string&) {});
   std::vector<std::unique_ptr<Backend>> out;
   out.push_back(make_cublaslt_backend(ctx));
   out.push_back(make_triton_backend(ctx));

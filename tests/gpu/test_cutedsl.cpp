@@ -26,7 +26,7 @@ using namespace gemmtune;
 namespace {
 
 std::unique_ptr<Backend> cutedsl_backend() {
-  BackendContext ctx{query_device(0), [](const std::string& m) { std::fprintf(stderr, "[cutedsl] %s\n", m.c_str()); }};
+  BackendContext ctx = gpu_test::context(query_device(0), [](const std::string& m) { std::fprintf(stderr, "[cutedsl] %s\n", m.c_str()); });
   return make_cutedsl_backend(ctx);
 }
 

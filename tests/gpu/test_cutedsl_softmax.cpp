@@ -86,7 +86,7 @@ void check_problem(SoftmaxBackend& backend, const SoftmaxProblem& p, bool specia
 }
 
 std::unique_ptr<SoftmaxBackend> backend_or_skip() {
-  BackendContext ctx{gpu_test::current_device(), [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); }};
+  BackendContext ctx = gpu_test::context(gpu_test::current_device(), [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); });
   auto b = make_cutedsl_softmax_backend(ctx);
   if (Verdict v = b->available(); !v) {
     ADD_FAILURE() << "cutedsl not available: " << v.reason
@@ -131,7 +131,7 @@ TEST(CutedslSoftmax, RefusesWhatItCannotRun) {
   if (!backend->supports(p)) GTEST_SKIP() << "no artifact for " << p.str();
   auto cands = backend->candidates(p);
   ASSERT_FALSE(cands.empty());
-  cands[0]->prepare();
+  gpu_test::prepare(*cands[0]);
   DeviceBuffer x(size_t(p.elems()) * 2 + 16), y(size_t(p.elems()) * 2 + 16);
   GT_CUDA(cudaMemset(x.get(), 0, x.bytes()));
   EXPECT_THROW(cands[0]->run({static_cast<const char*>(x.get()) + 2, y.get()}, nullptr), Error);

@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "backends/cutlass/builder.hpp"
 #include "backends/cutlass/configs.hpp"
 #include "backends/cutlass/cutlass_backend.hpp"
 #include "core/device.hpp"
@@ -126,12 +125,11 @@ std::vector<Case> cases() {
   return out;
 }
 
-// The backend and a builder on the same store (to ask which instances are in it); skips the
-// calling test when the backend is not available here.
+// The backend over the tests' artifact cache (to ask which instances are in its store); skips
+// the calling test when the backend is not available here.
 struct Fixture {
   DeviceInfo dev;
   std::unique_ptr<Backend> backend;
-  std::unique_ptr<cb::Builder> builder;
   std::string skip;  // non-empty: why the test cannot run
 };
 
@@ -143,18 +141,14 @@ Fixture open_backend() {
     return f;
   }
   f.dev = query_device(0);
-  f.backend = make_cutlass_backend(BackendContext{f.dev, [](const std::string&) {}});
+  f.backend = make_cutlass_backend(gpu_test::context(f.dev));
   if (Verdict v = f.backend->available(); !v) {
     f.skip = "cutlass not available: " + v.reason;
     return f;
   }
-  f.builder = std::make_unique<cb::Builder>(cb::BuilderOptions::defaults());
-  if (Verdict v = f.builder->available(); !v) {
-    f.skip = "cutlass builder not available: " + v.reason;
-    return f;
-  }
-  std::printf("cutlass: %s, store %s (%s)\n", f.builder->version().c_str(), f.builder->store().root().c_str(),
-              f.builder->load_only() ? "load-only" : "can build");
+  compile::ArtifactCache& a = gpu_test::artifacts();
+  std::printf("cutlass: %s, store %s (%s)\n", a.version("cutlass").c_str(), a.store().root().c_str(),
+              a.load_only("cutlass") ? "load-only" : "can build");
   return f;
 }
 
@@ -163,10 +157,10 @@ Fixture open_backend() {
   if (!f.skip.empty()) GTEST_SKIP() << f.skip
 
 // The pack's configs that can run `p`, in valid_configs order.
-std::vector<cb::Config> cached_configs(cb::Builder& b, const GemmProblem& p) {
+std::vector<cb::Config> cached_configs(const GemmProblem& p) {
   std::vector<cb::Config> out;
   for (const cb::Config& c : cb::valid_configs(p))
-    if (b.cached(cb::InstanceSpec::of(c, p))) out.push_back(c);
+    if (gpu_test::artifacts().has(cb::job(cb::InstanceSpec::of(c, p)))) out.push_back(c);
   return out;
 }
 
@@ -176,7 +170,7 @@ std::string run_and_check(Backend& backend, const GemmProblem& p, const std::str
                           const std::vector<double>& ref, Stream& s) {
   try {
     auto cand = backend.load(p, id);
-    cand->prepare();
+    gpu_test::prepare(*cand);
     ops.poison_d(s.get());
     cand->run(ops.args(), s.get());
     s.sync();
@@ -200,7 +194,7 @@ TEST(Cutlass, EveryInstanceInThePackIsCorrect) {
     SCOPED_TRACE(c.what + ": " + p.str());
     ASSERT_NO_THROW(p.validate());
     ASSERT_TRUE(cb::problem_verdict(p)) << "a test problem the backend should support: " << cb::problem_verdict(p).reason;
-    std::vector<cb::Config> configs = cached_configs(*f.builder, p);
+    std::vector<cb::Config> configs = cached_configs(p);
     for (const std::string& id : c.fixed) {
       cb::Config want = cb::Config::parse(id);
       ASSERT_TRUE(cb::check(want, p)) << cb::check(want, p).reason;
@@ -223,7 +217,7 @@ TEST(Cutlass, EveryInstanceInThePackIsCorrect) {
       SCOPED_TRACE("cutlass " + cfg.id());
       std::string err = run_and_check(*f.backend, p, cfg.id(), ops, ref, s);
       EXPECT_EQ(err, "") << cb::InstanceSpec::of(cfg, p).text();
-      keys.insert(f.builder->key(cb::InstanceSpec::of(cfg, p)));
+      keys.insert(gpu_test::artifacts().key(cb::job(cb::InstanceSpec::of(cfg, p))));
       ++runs;
     }
     ++problems_run;
@@ -236,7 +230,7 @@ TEST(Cutlass, EveryInstanceInThePackIsCorrect) {
 TEST(Cutlass, TheCheckRejectsAWrongResult) {
   OPEN_BACKEND(f);
   GemmProblem p = linear(333, 776, 328, DType::bf16, DType::bf16);
-  auto configs = cached_configs(*f.builder, p);
+  auto configs = cached_configs(p);
   if (configs.empty()) GTEST_SKIP() << "no instance for " << p.str() << " in the pack";
   Stream s;
   GemmProblem q = p;
@@ -254,7 +248,7 @@ TEST(Cutlass, SeveralInstancesInOneProcess) {
   OPEN_BACKEND(f);
   std::vector<std::pair<GemmProblem, std::string>> picks;  // (problem, config id)
   for (const Case& c : cases()) {
-    auto configs = cached_configs(*f.builder, c.p);
+    auto configs = cached_configs(c.p);
     for (size_t i = 0; i < configs.size() && i < 2; ++i) picks.push_back({c.p, configs[i].id()});
     if (picks.size() >= 6) break;
   }
@@ -274,7 +268,7 @@ TEST(Cutlass, SeveralInstancesInOneProcess) {
     l.ref = host::host_gemm(p, host::download(p, l.ops->args()));
     ASSERT_NO_THROW({
       l.cand = f.backend->load(p, id);
-      l.cand->prepare();
+      gpu_test::prepare(*l.cand);
     }) << id;
     loaded.push_back(std::move(l));
   }
@@ -303,9 +297,9 @@ TEST(Cutlass, PackCoversTheBenchSuite) {
     for (int64_t m : {2048, 4096, 8192})
       for (auto& [n, k] : nk) {
         GemmProblem p = GemmProblem::linear(m, n, k, t, DType::bf16);
-        for (const cb::Config& c : cb::configs_for(p, f.dev.sm_count, cb::default_max_configs())) {
+        for (const cb::Config& c : cb::configs_for(p, f.dev.sm_count, 16)) {
           ++checked;
-          if (!f.builder->cached(cb::InstanceSpec::of(c, p))) {
+          if (!gpu_test::artifacts().has(cb::job(cb::InstanceSpec::of(c, p)))) {
             ++missing;
             ADD_FAILURE() << "not in the pack: " << c.id() << " for " << p.str();
           }

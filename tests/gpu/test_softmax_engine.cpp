@@ -77,7 +77,7 @@ std::vector<SoftmaxProblem> shapes() {
 TEST(SoftmaxCandidates, EveryBackendEveryCandidateMatchesTheHostReference) {
   REQUIRE_GPU();
   const DeviceInfo dev = gpu_test::current_device();
-  BackendContext ctx{dev, [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); }};
+  BackendContext ctx = gpu_test::context(dev, [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); });
   std::vector<std::unique_ptr<SoftmaxBackend>> backends;
   backends.push_back(make_native_softmax_backend(ctx));
   backends.push_back(make_triton_softmax_backend(ctx));
@@ -144,7 +144,7 @@ TEST(SoftmaxCheck, GpuReferenceAndCheckCatchWrongOutputs) {
     }
   }
   // A correct output (the native online kernel) passes; then break it four ways.
-  auto cand = make_native_softmax_backend({DeviceInfo{}, [](const std::string&) {}})->load(p, "online_v8_t256");
+  auto cand = make_native_softmax_backend(BackendContext{DeviceInfo{}, Log()})->load(p, "online_v8_t256");
   auto run_and_check = [&] {
     in.ops.poison_outputs(s.get());
     cand->run(in.ops.args(), s.get());
@@ -198,8 +198,8 @@ TEST(SoftmaxEngine, TunesCachesReloadsAndRuns) {
     }
     // Every available softmax backend took part (CuTe DSL needs its wheel or a precompiled store).
     std::set<std::string> expected = {"native", "triton"};
-    for (auto& [name, state] : e.backends())
-      if (name == "softmax/cutedsl" && state.rfind("available", 0) == 0) expected.insert("cutedsl");
+    for (const BackendStatus& b : e.backends())
+      if (b.op == "softmax" && b.name == "cutedsl" && b.available) expected.insert("cutedsl");
     EXPECT_EQ(backends, expected);
     // The winner is the fastest correct candidate up to the race's near-tie reach (not
     // strictly: a duel on paired ratios may prefer one whose marginal median is a hair higher).
@@ -259,7 +259,7 @@ TEST(SoftmaxCandidates, SuiteRowsKeepOnePassCandidates) {
   REQUIRE_GPU();
   DeviceInfo dev;
   GT_CUDA(cudaGetDevice(&dev.index));
-  auto backend = make_native_softmax_backend({dev, [](const std::string&) {}});
+  auto backend = make_native_softmax_backend(BackendContext{dev, Log()});
   for (int64_t cols : {1024, 4096, 16384, 32768, 65536, 131072, 262144})
     for (DType in : {DType::bf16, DType::fp16, DType::fp32}) {
       const SoftmaxProblem p = SoftmaxProblem::make((int64_t(1) << 29) / cols, cols, in);
