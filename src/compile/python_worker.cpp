@@ -129,7 +129,7 @@ class PythonWorkerToolchain : public Toolchain {
       WorkerPoolOptions w = WorkerPoolOptions::for_python(opt_);
       for (const auto& [k, v] : spec_.env) w.env[k] = v;
       w.fork_server = spec_.fork_server;
-      w.log = log_.warnings();
+      w.log = log_.debugs();  // worker starts, reaps, a dropped fork server: diagnostics
       pool_ = std::make_unique<WorkerPool>(std::move(w));
     }
     return *pool_;

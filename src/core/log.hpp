@@ -32,6 +32,9 @@ class Log {
   std::function<void(const std::string&)> infos() const {
     return [self = *this](const std::string& m) { self.info(m); };
   }
+  std::function<void(const std::string&)> debugs() const {
+    return [self = *this](const std::string& m) { self.debug(m); };
+  }
 
  private:
   void emit(LogLevel l, const std::string& line) const {
