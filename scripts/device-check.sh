@@ -7,8 +7,9 @@
 # PACK (scripts/precompile.sh) is unpacked into a private store used load-only for CUTLASS and
 # the CuTe DSL (this machine has neither), with the GPU tests' complete-pack check on. The GPU
 # test binary is build/tests/gemmtune_gpu_tests ($GPU_TESTS). Each CLI tunes every problem of
-# SMOKE (default below) with --no-cache, round-robin; each call's report goes to $OUT (JSON), and
-# $OUT/smoke.tsv gets one line per call (cli, problem, backend, candidate, median_us, seconds).
+# SMOKE (default below) with --no-cache, round-robin; each call's report and JSON go to
+# $OUT/smoke.tar.gz, and $OUT/smoke.tsv gets one line per call (cli, problem, backend, candidate,
+# median_us, seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 PACK=${1:?usage: scripts/device-check.sh PACK.tar.xz [CLI...]}
@@ -43,19 +44,21 @@ fi
 
 SMOKE=${SMOKE:-"4096x4096x4096 16x4096x4096 2048x28672x8192 8192x8192x8192 1x6144x4096 --dtype=e4m3:4096x4096x4096 --dtype=e4m3:16x8192x8192 --dtype=e4m3:8192x8192x8192"}
 printf 'cli\tproblem\tbackend\tcandidate\tmedian_us\tseconds\n' >"$OUT/smoke.tsv"
+mkdir -p "$OUT/smoke"
 i=0
 for spec in $SMOKE; do
   flags=""; shape=$spec
   [[ $spec == *:* ]] && flags=${spec%%:*} && shape=${spec#*:}
   for cli in "${CLIS[@]}"; do
     i=$((i + 1))
-    json="$OUT/smoke-$i.json"
+    json="$OUT/smoke/$i.json"
     t0=$(date +%s.%N)
-    "$cli" tune "$shape" $flags --no-cache --json "$json" >"$OUT/smoke-$i.txt" 2>&1 || echo "== $cli $shape $flags: exit $?"
+    "$cli" tune "$shape" $flags --no-cache --json "$json" >"$OUT/smoke/$i.txt" 2>&1 || echo "== $cli $shape $flags: exit $?"
     t1=$(date +%s.%N)
-    python3 - "$json" "$cli" "$shape $flags" "$(echo "$t1 - $t0" | bc)" >>"$OUT/smoke.tsv" <<'PY'
+    python3 - "$json" "$cli" "$shape $flags" "$t0" "$t1" >>"$OUT/smoke.tsv" <<'PY'
 import json, sys
-path, cli, problem, secs = sys.argv[1:]
+path, cli, problem, t0, t1 = sys.argv[1:]
+secs = float(t1) - float(t0)
 try:
     r = json.load(open(path))
     w = next(x for x in r["results"] if x.get("winner"))
@@ -65,5 +68,6 @@ except Exception as e:  # a failed tune: its line says so
 PY
   done
 done
-column -t -s$'\t' "$OUT/smoke.tsv"
+tar -C "$OUT" -czf "$OUT/smoke.tar.gz" smoke && rm -rf "$OUT/smoke"
+cat "$OUT/smoke.tsv"
 exit $rc

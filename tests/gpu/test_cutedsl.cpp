@@ -85,6 +85,7 @@ TEST(Cutedsl, RepeatedRunsAreIdenticalAcrossStreams) {
   if (!b->supports(p)) GTEST_SKIP() << "not in the artifact store";
   auto cands = b->candidates(p);
   ASSERT_GE(cands.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) ASSERT_NO_THROW(gpu_test::prepare(*cands[i])) << cands[i]->id();
   Stream s1, s2;
   OperandSet ops(p, 7, s1.get());
   s1.sync();

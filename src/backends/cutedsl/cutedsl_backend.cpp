@@ -112,6 +112,7 @@ class CutedslCandidate final : public detail::CandidateFor<GemmOp> {
   }
 
   void run(const GemmArgs& g, cudaStream_t s) override {
+    GT_CHECK(lib_, "cutedsl: " + id() + ": run before prepare");
     GtCutedslArgs a = args(g);
     if (int st = lib_->run(&a, s); st != GT_CUTEDSL_OK) GT_THROW("cutedsl: " + id() + ": " + lib_->status_text(st));
   }
@@ -144,6 +145,9 @@ class CutedslBackend final : public Backend {
   Verdict supports(const GemmProblem& p) const override {
     if (Verdict v = problem_verdict(p); !v) return v;
     if (configs_for(p, sms_, max_configs_).empty()) return Verdict::no("no CuTe DSL config fits this problem");
+    // Load-only: "supported" means "has candidates" (a read of the store's file names).
+    if (available() && link_.load_only() && configs(p).empty())
+      return Verdict::no("load-only (no CuTe DSL here) and the artifact store holds none of this problem's artifacts");
     return Verdict::yes();
   }
 

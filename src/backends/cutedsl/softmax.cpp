@@ -429,6 +429,7 @@ class CutedslSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
   }
 
   void run(const SoftmaxArgs& a, cudaStream_t s) override {
+    GT_CHECK(lib_, "cutedsl: softmax " + id() + ": run before prepare");
     GtCutedslSoftmaxArgs args = softmax_args(p_, device_, a.x, a.y);
     if (int st = lib_->run(&args, s); st != GT_CUTEDSL_SOFTMAX_OK)
       GT_THROW("cutedsl: softmax " + id() + ": " + lib_->status_text(st));
@@ -467,6 +468,9 @@ class CutedslSoftmaxBackend final : public SoftmaxBackend {
   Verdict supports(const SoftmaxProblem& p) const override {
     if (Verdict v = softmax_problem_verdict(p); !v) return v;
     if (softmax_configs(p, max_configs_).empty()) return Verdict::no("no CuTe DSL softmax config fits this problem");
+    // Load-only: "supported" means "has candidates" (a read of the store's file names).
+    if (available() && link_.load_only() && configs(p).empty())
+      return Verdict::no("load-only (no CuTe DSL here) and the artifact store holds none of this problem's softmax artifacts");
     return Verdict::yes();
   }
 

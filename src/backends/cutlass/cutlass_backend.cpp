@@ -104,6 +104,7 @@ class CutlassCandidate final : public detail::CandidateFor<GemmOp> {
   }
 
   void run(const GemmArgs& g, cudaStream_t s) override {
+    GT_CHECK(lib_, "cutlass: " + id() + ": run before prepare");
     GtCutlassArgs a = args(g);
     if (int st = lib_->run(&a, ws_.get(), s); st != GT_CUTLASS_OK)
       GT_THROW("cutlass: " + id() + ": " + lib_->status_text(st));
@@ -129,7 +130,15 @@ class CutlassBackend final : public Backend {
   std::string name() const override { return kName; }
   std::string version() const override { return available() ? link_.version() : "unavailable"; }
   Verdict available() const override { return link_.available(); }
-  Verdict supports(const GemmProblem& p) const override { return problem_verdict(p); }
+  // In load-only mode (a kernel pack, no nvcc here) a problem none of whose instances is in the
+  // store is not supported: nothing could run it, and callers treat "supported" as "has
+  // candidates". (A read of the store's file names; no compile.)
+  Verdict supports(const GemmProblem& p) const override {
+    if (Verdict v = problem_verdict(p); !v) return v;
+    if (link_.load_only() && configs(p).empty())
+      return Verdict::no("load-only (no nvcc or CUTLASS here) and the artifact store holds none of this problem's instances");
+    return Verdict::yes();
+  }
 
   std::vector<std::unique_ptr<detail::Candidate>> candidates(const GemmProblem& p) override {
     std::vector<std::unique_ptr<detail::Candidate>> out;

@@ -83,6 +83,7 @@ class TritonCandidate final : public detail::CandidateFor<GemmOp> {
   }
 
   void run(const GemmArgs& g, cudaStream_t s) override {
+    GT_CHECK(gemm_.fn, "triton: " + id() + ": run before prepare");
     triton::ensure_context(device_);
     check_args(g);
     CUdeviceptr a = dptr(g.a), b = dptr(g.b), c = p_.uses_c() ? dptr(g.c) : 0, d = dptr(g.d);

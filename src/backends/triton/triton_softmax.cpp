@@ -145,6 +145,7 @@ class TritonSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
   }
 
   void run(const SoftmaxArgs& a, cudaStream_t s) override {
+    GT_CHECK(kernel_.fn, "triton softmax: " + id() + ": run before prepare");
     triton::ensure_context(device_);
     for (const void* ptr : {static_cast<const void*>(a.x), static_cast<const void*>(a.y)})
       GT_CHECK(reinterpret_cast<uintptr_t>(ptr) % 16 == 0, "triton softmax: x and y must be 16-byte aligned");
