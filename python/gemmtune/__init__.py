@@ -144,14 +144,18 @@ class Engine(_Owned):
     cache_path: the tuning-cache file (None: $GEMMTUNE_CACHE or ~/.cache/gemmtune/tuning.sqlite);
     use_cache=False never reads or writes it; backends: names to enable (None: all);
     tune: dict of TuneOptions (warmup_ms, min_rounds, max_rounds, round_budget_ms, prune_ratio,
-    tie_tolerance, tie_rounds, prefer_margin, duel_rounds, duel_window, duels, seed); log_to_stderr prints progress lines.
+    tie_tolerance, tie_rounds, prefer_margin, duel_rounds, duel_window, duels, seed); log_to_stderr prints progress lines;
+    compile: dict of CompileOptions (artifacts, workers, nvcc_jobs, timeout_s, load_only, python, python_dir);
+    max_configs: candidates per backend and problem at most; log_level: quiet, warning, info or debug.
+    Options left out take the library's defaults ($GEMMTUNE_* where set; include/gemmtune/engine_options.hpp).
     """
 
     _destroy = "gt_engine_destroy"
 
     def __init__(self, cache_path: Optional[str] = None, backends: Optional[Iterable[str]] = None,
                  device: int = 0, use_cache: bool = True, log_to_stderr: bool = False,
-                 tune: Optional[dict] = None):
+                 tune: Optional[dict] = None, compile: Optional[dict] = None, max_configs: Optional[int] = None,
+                 log_level: Optional[str] = None):
         opts: dict = {"device": int(device), "use_cache": bool(use_cache), "log_to_stderr": bool(log_to_stderr)}
         if cache_path is not None:
             opts["cache_path"] = str(cache_path)
@@ -159,6 +163,12 @@ class Engine(_Owned):
             opts["backends"] = [backends] if isinstance(backends, str) else list(backends)
         if tune:
             opts["tune"] = dict(tune)
+        if compile:
+            opts["compile"] = dict(compile)
+        if max_configs is not None:
+            opts["max_configs"] = int(max_configs)
+        if log_level is not None:
+            opts["log_level"] = str(log_level)
         self.options = opts
         self._h = ctypes.c_void_p()
         _capi.check(_capi.lib().gt_engine_create(json.dumps(opts).encode(), ctypes.byref(self._h)))
