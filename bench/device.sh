@@ -87,9 +87,10 @@ fi
 echo "== $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader 2>&1 | head -1)"
 echo "== python: $(python3 --version 2>&1); $(python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' 2>&1 | tail -1)"
 
-# The Triton backend's compile workers (GPU tests, the CLI, the bench): this machine's python3
-# (with its triton), and this checkout's python/ (the path compiled into build/ is the build
-# machine's). The bench sets the same for its engines and uses its own, empty artifact store.
+# The compile workers of the GPU tests and the CLI: this machine's python3 (with its triton), and
+# this checkout's python/ (the path compiled into build/ is the build machine's). The benches pass
+# the same to their engines as options (bench/gtbench/engine.py) and h200.py its own, empty
+# artifact store.
 export GEMMTUNE_PYTHON=${GEMMTUNE_PYTHON:-$(command -v python3)}
 export GEMMTUNE_PYTHON_DIR=${GEMMTUNE_PYTHON_DIR:-$PWD/python}
 echo "== GEMMTUNE_PYTHON=$GEMMTUNE_PYTHON GEMMTUNE_PYTHON_DIR=$GEMMTUNE_PYTHON_DIR; $(nproc) cores"
