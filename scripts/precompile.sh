@@ -15,6 +15,8 @@
 #                  and rowwise)
 #   softmax        every CuTe DSL and Triton softmax candidate of bench/suites/softmax.csv
 #                  (bf16, fp16, fp32)
+#   gpu-tests      the CuTe DSL GPU tests' problems (tests/gpu/packs/*.jsonl; a host test keeps
+#                  them equal to the tests' matrices)
 # Idempotent (artifacts already in the store are store hits). Extra flags for every call:
 # $PRECOMPILE_FLAGS (e.g. "--nvcc-jobs 1", or "--load-only cutlass,cutedsl" to check that a
 # store holds everything without compiling). Each call's JSON lines go to STORE/precompile.jsonl.
@@ -23,7 +25,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STORE=$(realpath -m "${1:-$ROOT/artifacts-pack/store}")
 GT=${GEMMTUNE_CLI:-$ROOT/build/gemmtune}
-PARTS=${PRECOMPILE_PARTS:-cutlass-core cutlass-tests cutlass-bench cutedsl softmax}
+PARTS=${PRECOMPILE_PARTS:-cutlass-core cutlass-tests cutlass-bench cutedsl softmax gpu-tests}
 read -r -a FLAGS <<<"${PRECOMPILE_FLAGS:-}"
 [ -x "$GT" ] || { echo "precompile: $GT is not an executable (run scripts/setup.sh)" >&2; exit 2; }
 mkdir -p "$STORE"
@@ -105,6 +107,10 @@ for part in $PARTS; do
       ;;
     softmax)
       for t in bf16 fp16 fp32; do pc "softmax-$t" "$ROOT/bench/suites/softmax.csv" --dtype "$t" --backends cutedsl,triton; done
+      ;;
+    gpu-tests)
+      pc gpu-cutedsl-gemm "$ROOT/tests/gpu/packs/cutedsl_gemm.jsonl" --backends cutedsl
+      pc gpu-softmax "$ROOT/tests/gpu/packs/softmax.jsonl" --backends cutedsl
       ;;
     *) echo "precompile: unknown part '$part'" >&2; exit 2 ;;
   esac

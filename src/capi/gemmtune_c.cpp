@@ -85,45 +85,6 @@ struct gt_softmax_kernel {
 
 namespace {
 
-// {"rows", "cols", "ld", "dtype", "out_dtype", "scale"}; Error names the field.
-gemmtune::SoftmaxProblem softmax_from_json(const char* text) {
-  using nlohmann::json;
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    GT_THROW(std::string("softmax problem: not valid JSON: ") + e.what());
-  }
-  GT_CHECK(j.is_object(), "softmax problem: expected a JSON object");
-  for (auto& [k, v] : j.items())
-    GT_CHECK(k == "rows" || k == "cols" || k == "ld" || k == "dtype" || k == "out_dtype" || k == "scale",
-             "softmax problem: unknown field '" + k + "' (rows, cols, ld, dtype, out_dtype, scale)");
-  auto integer = [&](const char* k, bool required) -> int64_t {
-    if (!j.contains(k)) {
-      GT_CHECK(!required, std::string("softmax.") + k + ": missing");
-      return 0;
-    }
-    GT_CHECK(j[k].is_number_integer(), std::string("softmax.") + k + ": expected an integer");
-    return j[k].get<int64_t>();
-  };
-  gemmtune::SoftmaxProblem p;
-  p.rows = integer("rows", true), p.cols = integer("cols", true), p.ld = integer("ld", false);
-  if (j.contains("dtype")) {
-    GT_CHECK(j["dtype"].is_string(), "softmax.dtype: expected a string");
-    p.in = p.out = gemmtune::parse_dtype(j["dtype"].get<std::string>(), "softmax.dtype");
-  }
-  if (j.contains("out_dtype")) {
-    GT_CHECK(j["out_dtype"].is_string(), "softmax.out_dtype: expected a string");
-    p.out = gemmtune::parse_dtype(j["out_dtype"].get<std::string>(), "softmax.out_dtype");
-  }
-  if (j.contains("scale")) {
-    GT_CHECK(j["scale"].is_number(), "softmax.scale: expected a number");
-    p.scale = j["scale"].get<float>();
-  }
-  p.validate();
-  return p;
-}
-
 std::string softmax_report_json(const gemmtune::TuneReport& r) {
   using nlohmann::json;
   const double bytes = r.softmax.min_bytes();
@@ -292,7 +253,7 @@ GT_API int gt_softmax_select(gt_engine* engine, const char* problem_json, int fo
   if (!engine) return fail(GT_ERR_ARGUMENT, "gt_softmax_select: engine is NULL");
   if (!problem_json) return fail(GT_ERR_ARGUMENT, "gt_softmax_select: problem_json is NULL");
   gemmtune::SoftmaxProblem p;
-  if (int st = call(GT_ERR_INVALID, [&] { p = softmax_from_json(problem_json); })) return st;
+  if (int st = call(GT_ERR_INVALID, [&] { p = gemmtune::softmax_problem_from_json(problem_json); })) return st;
   return call(GT_ERR_RUNTIME, [&] {
     auto handle = std::make_unique<gt_softmax_kernel>();
     handle->state = engine->state;

@@ -158,6 +158,7 @@ json problem_object(const GemmProblem& p) {
               {"out_dtype", to_string(p.d.dtype)},
               {"layout", std::string(letter(p.a.layout)) + letter(p.b.layout)},
               {"d_layout", letter(p.d.layout)},
+              {"c_layout", letter(p.c.layout)},
               {"lda", p.a.ld},
               {"ldb", p.b.ld},
               {"ldc", p.c.ld},
@@ -192,7 +193,9 @@ GemmProblem problem_from_json(const std::string& text) {
 
   p.a = {in, la, f.integer("lda", 0)};
   p.b = {b_in, lb, f.integer("ldb", 0)};
-  p.c = {out, ld_layout, f.integer("ldc", 0)};
+  // C takes D's layout unless said otherwise (C's may differ: the kernels read it by its own).
+  const Layout lc = f.has("c_layout") ? parse_layout(f.string("c_layout", ""), f.name("c_layout")) : ld_layout;
+  p.c = {out, lc, f.integer("ldc", 0)};
   p.d = {out, ld_layout, f.integer("ldd", 0)};
   for (auto [name, ld] : {std::pair{"lda", p.a.ld}, {"ldb", p.b.ld}, {"ldc", p.c.ld}, {"ldd", p.d.ld}})
     if (ld < 0) GT_THROW(f.name(name) + ": must be >= 0 (0 = packed), got " + std::to_string(ld));
@@ -212,6 +215,49 @@ GemmProblem problem_from_json(const std::string& text) {
 }
 
 std::string problem_to_json(const GemmProblem& p) { return dump(problem_object(p)); }
+
+// {"rows", "cols", "ld", "dtype", "out_dtype", "scale"}; Error names the field.
+SoftmaxProblem softmax_problem_from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    GT_THROW(std::string("softmax problem: not valid JSON: ") + e.what());
+  }
+  GT_CHECK(j.is_object(), "softmax problem: expected a JSON object");
+  for (auto& [k, v] : j.items())
+    GT_CHECK(k == "rows" || k == "cols" || k == "ld" || k == "dtype" || k == "out_dtype" || k == "scale",
+             "softmax problem: unknown field '" + k + "' (rows, cols, ld, dtype, out_dtype, scale)");
+  auto integer = [&](const char* k, bool required) -> int64_t {
+    if (!j.contains(k)) {
+      GT_CHECK(!required, std::string("softmax.") + k + ": missing");
+      return 0;
+    }
+    GT_CHECK(j[k].is_number_integer(), std::string("softmax.") + k + ": expected an integer");
+    return j[k].get<int64_t>();
+  };
+  SoftmaxProblem p;
+  p.rows = integer("rows", true), p.cols = integer("cols", true), p.ld = integer("ld", false);
+  if (j.contains("dtype")) {
+    GT_CHECK(j["dtype"].is_string(), "softmax.dtype: expected a string");
+    p.in = p.out = parse_dtype(j["dtype"].get<std::string>(), "softmax.dtype");
+  }
+  if (j.contains("out_dtype")) {
+    GT_CHECK(j["out_dtype"].is_string(), "softmax.out_dtype: expected a string");
+    p.out = parse_dtype(j["out_dtype"].get<std::string>(), "softmax.out_dtype");
+  }
+  if (j.contains("scale")) {
+    GT_CHECK(j["scale"].is_number(), "softmax.scale: expected a number");
+    p.scale = j["scale"].get<float>();
+  }
+  p.validate();
+  return p;
+}
+
+std::string softmax_problem_to_json(const SoftmaxProblem& p) {
+  return dump(json{{"rows", p.rows}, {"cols", p.cols}, {"ld", p.ld}, {"dtype", to_string(p.in)},
+                   {"out_dtype", to_string(p.out)}, {"scale", p.scale}});
+}
 
 EngineOptions engine_options_from_json(const std::string& text) {
   EngineOptions o;

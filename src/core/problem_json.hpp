@@ -32,6 +32,7 @@
 #include "gemmtune/kernel.hpp"
 #include "gemmtune/problem.hpp"
 #include "gemmtune/report.hpp"
+#include "gemmtune/softmax.hpp"
 
 namespace gemmtune {
 
@@ -39,6 +40,12 @@ namespace gemmtune {
 GemmProblem problem_from_json(const std::string& json);
 // The problem as a JSON object text that problem_from_json reads back to the same problem.
 std::string problem_to_json(const GemmProblem& p);
+
+// A softmax problem: {"rows", "cols", "ld", "dtype", "out_dtype", "scale"} (rows and cols
+// required; dtype sets both dtypes, out_dtype overrides the output's), validated; Error names the
+// field. And back (every field).
+SoftmaxProblem softmax_problem_from_json(const std::string& json);
+std::string softmax_problem_to_json(const SoftmaxProblem& p);
 
 // Parses engine options; empty text means defaults. log_to_stderr installs a logger that
 // writes "gemmtune: <line>" to stderr. Throws Error naming the field ("options.device: ...").

@@ -1,11 +1,14 @@
-// `gemmtune precompile SUITE`: build every artifact the suite's problems would try, for every
+// `gemmtune precompile SUITE`: build every artifact the suite's problems would try (a suite CSV,
+// or a .jsonl file of problems as the C API takes them, one per line), for every
 // backend that builds (CUTLASS: nvcc; Triton and CuTe DSL: Python compile workers), on a machine
 // without a GPU (candidates are enumerated for an H200: sm_90a, --sms SMs), into the artifact
 // store. Copying that store to the GPU machine makes a kernel pack (docs/kernel-packs.md).
 #include <algorithm>
 #include <iostream>
+#include <sstream>
 
 #include "commands.hpp"
+#include "core/problem_json.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/precompile.hpp"
 #include "softmax_cli.hpp"
@@ -16,7 +19,21 @@ int cmd_precompile(const PrecompileArgs& args) {
   const std::string shapes = read_text_file(args.file);
   PrecompileRequest req;
   req.candidates = args.configs;
-  if (is_softmax_suite(shapes, args.file)) {
+  if (args.file.size() > 6 && args.file.compare(args.file.size() - 6, 6, ".jsonl") == 0) {
+    // One problem per line, as the C API takes them: a softmax problem has "rows", a GEMM "m".
+    std::istringstream in(shapes);
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      if (line.find_first_not_of(" \t\r") == std::string::npos || line[0] == '#') continue;
+      try {
+        if (line.find("\"rows\"") != std::string::npos) req.softmax.push_back(softmax_problem_from_json(line));
+        else req.gemm.push_back(problem_from_json(line));
+      } catch (const Error& e) {
+        GT_THROW(args.file + ":" + std::to_string(line_no) + ": " + e.message());
+      }
+    }
+  } else if (is_softmax_suite(shapes, args.file)) {
     for (auto [rows, cols] : softmax_suite_entries(shapes, args.file))
       req.softmax.push_back(build_softmax_problem(rows, cols, args.problem));
   } else {

@@ -185,7 +185,10 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
 
   precompile_ = app.add_subcommand("precompile",
                                    "Build every kernel a suite's problems would try (CUTLASS, Triton, CuTe DSL), without a GPU");
-  precompile_->add_option("file", precompile.file, "suite CSV, as for `suite` (GEMM, or softmax with header rows,cols)")->required();
+  precompile_->add_option("file", precompile.file,
+                          "suite CSV, as for `suite` (GEMM, or softmax with header rows,cols), or FILE.jsonl: one\n"
+                          "problem JSON per line, as the C API takes them (problem flags do not apply)")
+      ->required();
   precompile_->add_option("--m-values", precompile.m_values, "CSV with header phase,m, as for `suite`");
   add_problem_flags(precompile_, precompile.problem, false);
   precompile_->add_option("--stride", precompile.problem.stride, "softmax suites: elements between rows (0 = packed)");
