@@ -24,15 +24,13 @@
 #       carry=[... as below, with the packs])
 #
 # Kernel packs (the GPU machine has neither CUTLASS's headers nor the CuTe DSL wheel): when
-# artifacts-cutlass-pack/artifacts-cutlass.tar.xz (scripts/precompile-cutlass.sh) and/or
-# artifacts-cutedsl-pack/store.tar.xz (scripts/precompile-cutedsl.sh) are carried, they are
-# unpacked into one store, GEMMTUNE_ARTIFACTS points at it (unless set), the CuTe DSL backend
-# runs load-only, the GPU tests require the CUTLASS pack to be complete, and the bench gets
+# artifacts-pack/store.tar.xz (scripts/precompile.sh) is carried, it is unpacked into one
+# store, GEMMTUNE_ARTIFACTS points at it (unless set), CUTLASS and the CuTe DSL run load-only
+# (GEMMTUNE_LOAD_ONLY), the GPU tests require the pack to be complete, and the bench gets
 # --artifacts. Carry the packs, not the unpacked stores: the working tree plus what is carried
 # must stay under 64 MiB. E.g.
 #   run(command="bash bench/device.sh --backends cublaslt,cutlass,cutedsl --m-values 2048,8192",
-#       carry=["build/libgemmtune_c.so", "build/tests/gemmtune_gpu_tests", "artifacts-cutlass-pack",
-#              "artifacts-cutedsl-pack"])
+#       carry=["build/libgemmtune_c.so", "build/tests/gemmtune_gpu_tests", "artifacts-pack"])
 #
 # Arguments go to bench/h200.py. Unless --budget-s is given, the bench gets what is left of
 # DEVICE_BUDGET_S (default 540 s) after the GPU tests, so the whole call stays under the device
@@ -48,8 +46,7 @@ export OUT
 
 # Kernel packs -> one store (see the header).
 packs=()
-[ -f artifacts-cutlass-pack/artifacts-cutlass.tar.xz ] && packs+=(artifacts-cutlass-pack/artifacts-cutlass.tar.xz)
-[ -f artifacts-cutedsl-pack/store.tar.xz ] && packs+=(artifacts-cutedsl-pack/store.tar.xz)
+[ -f artifacts-pack/store.tar.xz ] && packs+=(artifacts-pack/store.tar.xz)
 pack_store=""
 if [ "${#packs[@]}" -gt 0 ] && [ -z "${GEMMTUNE_ARTIFACTS:-}" ]; then
   pack_store=${TMPDIR:-/tmp}/gemmtune-packs/store
@@ -62,8 +59,7 @@ if [ "${#packs[@]}" -gt 0 ] && [ -z "${GEMMTUNE_ARTIFACTS:-}" ]; then
     rm -rf "$tmp"
   done
   export GEMMTUNE_ARTIFACTS=$pack_store
-  [[ " ${packs[*]} " == *cutedsl* ]] && export GEMMTUNE_CUTEDSL_LOAD_ONLY=${GEMMTUNE_CUTEDSL_LOAD_ONLY:-1}
-  [[ " ${packs[*]} " == *cutlass-pack* ]] && export GEMMTUNE_TEST_CUTLASS_PACK=${GEMMTUNE_TEST_CUTLASS_PACK:-1}
+  export GEMMTUNE_LOAD_ONLY=${GEMMTUNE_LOAD_ONLY:-cutlass,cutedsl} GEMMTUNE_TEST_CUTLASS_PACK=${GEMMTUNE_TEST_CUTLASS_PACK:-1}
   echo "== packs: ${packs[*]} -> GEMMTUNE_ARTIFACTS=$pack_store ($(find "$pack_store" -type f | wc -l) files)"
 fi
 

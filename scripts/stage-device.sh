@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lays out build-dev/ for a device call (bench/device-calls/README.md): the stripped binaries of
+# Lays out build-dev/ for a device call (docs/kernel-packs.md, scripts/device-check.sh): the stripped binaries of
 # BUILD (default build/) as build-dev/bin.tar.xz (libgemmtune_c.so, gemmtune, gemmtune_gpu_tests:
 # ~8 MB instead of ~40, the carry limit is 64 MiB with the working tree) and build-dev/snap/, a
 # `git archive HEAD` of bench/ and python/ that the call script copies over the tree on the
