@@ -19,6 +19,14 @@ void check_backend_names(const std::vector<std::string>& names) {
              "backends: unknown backend '" + want + "' (known: " + text + ")");
 }
 
+EngineSetup::EngineSetup(const EngineOptions& options) {
+  check_backend_names(options.backends);
+  opt = resolve(options);
+  log = Log(opt.log, opt.log_level);
+  artifacts = std::make_unique<compile::ArtifactCache>(opt.compile, compile::make_toolchains(opt.compile, log), log);
+  artifacts->start_probes();  // a Python worker start takes about a second: overlap it
+}
+
 std::vector<std::string> backend_names(const std::string& op) {
   std::vector<std::string> out;
   if (op == GemmOp::name)
@@ -46,15 +54,11 @@ void add_status(std::vector<BackendStatus>& out, const std::vector<std::unique_p
 }  // namespace
 
 std::vector<BackendStatus> backend_status(const EngineOptions& options, const DeviceInfo& target) {
-  check_backend_names(options.backends);
-  EngineOptions o = resolve(options);
-  Log log(o.log, o.log_level);
-  compile::ArtifactCache artifacts(o.compile, compile::make_toolchains(o.compile, log), log);
-  artifacts.start_probes();
-  BackendContext ctx{target, log, &artifacts, o.max_configs};
+  const EngineSetup setup(options);
+  const BackendContext ctx = setup.context(target);
   std::vector<BackendStatus> out;
-  add_status(out, make_backends<GemmOp>(o.backends, ctx));
-  add_status(out, make_backends<SoftmaxOp>(o.backends, ctx));
+  add_status(out, make_backends<GemmOp>(setup.opt.backends, ctx));
+  add_status(out, make_backends<SoftmaxOp>(setup.opt.backends, ctx));
   return out;
 }
 

@@ -21,11 +21,9 @@
 
 #include "backends/backend.hpp"
 #include "compile/artifact_cache.hpp"
-#include "compile/python_worker.hpp"
 #include "core/cuda.hpp"
 #include "core/device.hpp"
 #include "core/parallel.hpp"
-#include "core/settings.hpp"
 #include "engine/registry.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
@@ -131,14 +129,12 @@ void make_op_state(OpState<Op>& st, const EngineOptions& opt, const BackendConte
 Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>()) {
   auto& I = *impl_;
   check_backend_names(options.backends);
-  I.opt = resolve(std::move(options));
-  I.log = Log(I.opt.log, I.opt.log_level);
-  I.dev = query_device(I.opt.device);
-  GT_CUDA(cudaSetDevice(I.opt.device));
-
-  // Toolchain probes (a Python worker start takes about a second) overlap the rest of start-up.
-  I.artifacts = std::make_unique<compile::ArtifactCache>(I.opt.compile, compile::make_toolchains(I.opt.compile, I.log), I.log);
-  I.artifacts->start_probes();
+  I.dev = query_device(options.device);  // before anything starts: no device, no workers
+  GT_CUDA(cudaSetDevice(options.device));
+  EngineSetup setup(options);
+  I.opt = std::move(setup.opt);
+  I.log = setup.log;
+  I.artifacts = std::move(setup.artifacts);
   BackendContext ctx{I.dev, I.log, I.artifacts.get(), I.opt.max_configs};
   const std::string base = "device=" + I.dev.name + ";sms=" + std::to_string(I.dev.sm_count) + ";cc=" +
                            std::to_string(I.dev.cc_major) + std::to_string(I.dev.cc_minor) +

@@ -6,8 +6,6 @@
 #include <mutex>
 
 #include "compile/artifact_cache.hpp"
-#include "compile/python_worker.hpp"
-#include "core/settings.hpp"
 #include "engine/registry.hpp"
 
 namespace gemmtune {
@@ -77,14 +75,11 @@ void gather(const std::vector<typename Op::Problem>& problems, const std::vector
 std::vector<PrecompileItem> precompile(const PrecompileRequest& request, const EngineOptions& options,
                                        const DeviceInfo& target,
                                        const std::function<void(const PrecompileItem&)>& progress) {
-  check_backend_names(options.backends);
-  EngineOptions o = resolve(options);
-  Log log(o.log, o.log_level);
-  compile::ArtifactCache artifacts(o.compile, compile::make_toolchains(o.compile, log), log);
-  artifacts.start_probes();
-  BackendContext ctx{target, log, &artifacts, o.max_configs};
-  auto gemm = make_backends<GemmOp>(o.backends, ctx, true);
-  auto softmax = make_backends<SoftmaxOp>(o.backends, ctx, true);
+  const EngineSetup setup(options);
+  compile::ArtifactCache& artifacts = *setup.artifacts;
+  const BackendContext ctx = setup.context(target);
+  auto gemm = make_backends<GemmOp>(setup.opt.backends, ctx, true);
+  auto softmax = make_backends<SoftmaxOp>(setup.opt.backends, ctx, true);
 
   std::vector<PrecompileItem> done;
   std::vector<Pending> todo;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "compile/artifact_cache.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/engine_options.hpp"
 
@@ -41,6 +42,18 @@ constexpr auto& registry() {
 
 // Throws Error naming the known backends when `names` has an unknown one.
 void check_backend_names(const std::vector<std::string>& names);
+
+// What an engine, a precompile and backend_status set up alike: the options checked (backend
+// names) and resolved (core/settings.hpp), the log, and the artifact cache with its toolchain
+// probes started.
+struct EngineSetup {
+  explicit EngineSetup(const EngineOptions& options);
+  BackendContext context(const DeviceInfo& dev) const { return {dev, log, artifacts.get(), opt.max_configs}; }
+
+  EngineOptions opt;
+  Log log;
+  std::unique_ptr<compile::ArtifactCache> artifacts;
+};
 
 // The backends of Op that `names` asks for (empty: all; with `builders_only`, all that build
 // artifacts), constructed with ctx.
