@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <regex>
@@ -147,12 +148,13 @@ class NvccToolchain final : public Toolchain {
 
     bool timed_out = false;
     int rc = -1;
-    const auto t0 = std::chrono::steady_clock::now();
+    double secs = 0;  // nvcc's own wall time, not the wait for a slot
     {
       Slot slot(*this);
+      const auto t0 = std::chrono::steady_clock::now();
       rc = run_process(argv, tmp / "nvcc.log", timeout_s, &timed_out);
+      secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string what = "cutlass: " + job.what;
     if (timed_out) GT_THROW(what + ": nvcc timed out after " + std::to_string(int(timeout_s)) + " s (compile.timeout_s)");
     if (rc != 0)
