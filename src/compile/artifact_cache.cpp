@@ -163,8 +163,11 @@ Built ArtifactCache::build(const Job& job) {
 }
 
 Built ArtifactCache::compile_miss(Toolchain& t, const Job& job, const std::string& key) {
+  // Another thread's flight for this key may have published it after this one missed the store.
+  if (auto b = find_key(t, key)) return std::move(*b);
   const fs::path parent = store_.root() / t.name() / "tmp";
-  fs::create_directories(parent);
+  std::error_code ec;
+  fs::create_directories(parent, ec);  // when it fails, TempDir throws Error saying so
   TempDir tmp(parent, key.substr(0, 16) + "-", t.name(), opt_.keep_build);
   const auto t0 = std::chrono::steady_clock::now();
   Output out = t.compile(job, tmp.path(), opt_.timeout_s);
@@ -225,7 +228,11 @@ std::vector<ArtifactCache::Outcome> ArtifactCache::build_all(const std::vector<J
     }
     if (progress) {
       std::lock_guard<std::mutex> lock(progress_mu);
-      progress(i, out[i]);
+      try {  // a pool thread must not throw: the caller's exception is rethrown below
+        progress(i, out[i]);
+      } catch (...) {
+        if (!unexpected) unexpected = std::current_exception();
+      }
     }
   });
   if (unexpected) std::rethrow_exception(unexpected);

@@ -81,8 +81,8 @@ bool debug_locations() { return env_flag("GEMMTUNE_DEBUG"); }
 
 CompileOptions resolve(CompileOptions o) {
   if (o.artifacts.empty()) o.artifacts = user_cache_path("GEMMTUNE_ARTIFACTS", "artifacts");
-  if (o.workers <= 0) o.workers = int(env_number("GEMMTUNE_COMPILE_WORKERS", std::min(cores(), 32)));
-  if (o.nvcc_jobs <= 0) o.nvcc_jobs = int(env_number("GEMMTUNE_NVCC_JOBS", cores()));
+  if (o.workers <= 0) o.workers = std::max(1, int(env_number("GEMMTUNE_COMPILE_WORKERS", std::min(cores(), 32))));
+  if (o.nvcc_jobs <= 0) o.nvcc_jobs = std::max(1, int(env_number("GEMMTUNE_NVCC_JOBS", cores())));
   if (o.timeout_s <= 0) o.timeout_s = env_number("GEMMTUNE_COMPILE_TIMEOUT", 600);
   GT_CHECK(o.timeout_s < 1e9, "compile.timeout_s: " + std::to_string(o.timeout_s) + " is not below 1e9 s");
   for (const std::string& t : env_list("GEMMTUNE_LOAD_ONLY"))
