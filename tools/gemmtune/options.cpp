@@ -181,6 +181,8 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
 
   info_ = app.add_subcommand("info", "Device, versions, backends, cache path and measured ceilings");
   info_->add_flag("--no-measure", info.no_measure, "skip measuring the copy / bf16 / fp8 ceilings");
+  info_->add_flag("--json", info.json, "print {version, device, environment, cache, backends: [{op, name, available,\n"
+                                       "version, reason}]} (no ceilings)");
   add_engine_flags(info_, info.engine);
 
   precompile_ = app.add_subcommand("precompile",

@@ -88,6 +88,7 @@ struct CacheArgs {
 
 struct InfoArgs {
   bool no_measure = false;
+  bool json = false;  // one JSON object on stdout (no ceilings)
   EngineFlags engine;
 };
 
