@@ -19,11 +19,18 @@
  *    last pointers it was given): load one kernel per thread.
  *  - Problems are JSON objects (fields: m, n, k required; dtype, b_dtype, out_dtype, layout
  *    ("rc": A row-major, B col-major, i.e. D = A @ W^T with W[n,k] row-major as nn.Linear),
- *    d_layout, lda, ldb, ldc, ldd, alpha, beta, bias, act, scale, tf32); errors name the field,
- *    e.g. "problem.layout: 'x' is not two layout letters ...". Unknown fields are errors.
- *  - Engine options are a JSON object, or NULL / "" for defaults: cache_path, use_cache,
- *    backends (list of names), device, log_to_stderr, tune {warmup_ms, min_rounds, max_rounds,
- *    round_budget_ms, prune_ratio, tie_tolerance, tie_rounds, seed}.
+ *    d_layout, c_layout, lda, ldb, ldc, ldd, alpha, beta, bias, act, scale, tf32); errors name
+ *    the field, e.g. "problem.layout: 'x' is not two layout letters ...". Unknown fields are
+ *    errors.
+ *  - Engine options are a JSON object, or NULL / "" for defaults (gemmtune/engine_options.hpp;
+ *    cache_path, log_level, max_configs and compile fields left out come from the GEMMTUNE_*
+ *    variables, docs/compile-stage.md):
+ *    cache_path, use_cache, backends (list of names), device, log_to_stderr, log_level (quiet,
+ *    warning, info, debug), max_configs (candidates per backend and problem, 0 = the backend's),
+ *    tune {warmup_ms, min_rounds, max_rounds, round_budget_ms, prune_ratio, tie_tolerance,
+ *    tie_rounds, prefer_margin, duel_rounds, duel_window, duels, seed, spin_us, input_sets},
+ *    compile {artifacts, workers, nvcc_jobs, timeout_s, load_only (list of cutlass, triton,
+ *    cutedsl), python, python_dir, nvcc, cutlass_dir}.
  */
 #ifndef GEMMTUNE_C_H
 #define GEMMTUNE_C_H
