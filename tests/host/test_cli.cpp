@@ -133,14 +133,14 @@ TEST(CliProblem, UsageErrorsAreParseErrors) {
 TEST(CliGrammar, CommandsAndEngineFlags) {
   {
     cli::Cli c;
-    c.parse({"tune", "64x64x64", "--backends", "cublaslt,Other", "--cache", "/tmp/x.sqlite", "--force", "--json", "-"});
+    c.parse({"tune", "64x64x64", "--backends", "cublaslt, Triton", "--cache", "/tmp/x.sqlite", "--force", "--json", "-"});
     EXPECT_EQ(c.command(), cli::Command::tune);
     EXPECT_TRUE(c.tune.force);
     EXPECT_EQ(c.tune.json, "-");
     const EngineOptions o = cli::engine_options(c.tune.engine, {});
     EXPECT_EQ(o.cache_path, fs::path("/tmp/x.sqlite"));
     EXPECT_TRUE(o.use_cache);
-    EXPECT_EQ(o.backends, (std::vector<std::string>{"cublaslt", "other"}));
+    EXPECT_EQ(o.backends, (std::vector<std::string>{"cublaslt", "triton"}));
   }
   {
     cli::Cli c;
@@ -390,4 +390,24 @@ TEST(CliExec, CacheExportImportRoundTrip) {
   e = run_cli(dir.root, "cache import '" + (dir.root / "bad.json").string() + "' --cache '" + dst + "'");
   EXPECT_EQ(e.code, 1);
   EXPECT_TRUE(starts_with(e.err, "gemmtune: ")) << e.err;
+}
+
+// Usage errors are found while parsing, before any GPU check: exit 2, naming what is known and
+// the nearest name.
+TEST(CliExec, UsageErrorsSuggestTheNearestName) {
+  host_test::TempDir dir("gemmtune_cli_");
+  Exec e = run_cli(dir.root, "tuen 64x64x64");
+  EXPECT_EQ(e.code, 2) << e.err;
+  EXPECT_NE(e.err.find("unknown command 'tuen' (known: tune, suite, run, cache, info, precompile); did you mean 'tune'?"),
+            std::string::npos)
+      << e.err;
+  e = run_cli(dir.root, "tune 64x64x64 --backends cublas");
+  EXPECT_EQ(e.code, 2) << e.err;
+  EXPECT_NE(e.err.find("unknown backend 'cublas'"), std::string::npos) << e.err;
+  EXPECT_NE(e.err.find("did you mean 'cublaslt'?"), std::string::npos) << e.err;
+  e = run_cli(dir.root, "precompile none.csv --backends zzzzzzzz");
+  EXPECT_EQ(e.code, 2) << e.err;
+  EXPECT_NE(e.err.find("unknown backend 'zzzzzzzz' (known: cublaslt, triton, cutlass, cutedsl, native)"), std::string::npos)
+      << e.err;
+  EXPECT_EQ(e.err.find("did you mean"), std::string::npos) << "nothing near: " << e.err;
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "gemmtune/backends.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
 
@@ -51,6 +52,49 @@ void add_problem_flags(CLI::App* cmd, ProblemFlags& f, bool with_ld) {
   cmd->add_flag("--tf32", f.tf32, "fp32 inputs: allow TF32 tensor cores");
 }
 
+std::string lower_trim(std::string s);
+
+// Levenshtein distance, for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// "unknown <what> 'x' (known: a, b); did you mean 'a'?" (the suggestion when one is within 3 edits).
+std::string unknown(const std::string& what, const std::string& text, const std::vector<std::string>& known) {
+  std::string list, best;
+  size_t best_d = 4;
+  for (const std::string& k : known) {
+    list += (list.empty() ? "" : ", ") + k;
+    if (size_t d = edit_distance(text, k); d < best_d) best_d = d, best = k;
+  }
+  return "unknown " + what + " '" + text + "' (known: " + list + ")" + (best.empty() ? "" : "; did you mean '" + best + "'?");
+}
+
+// Backend names are checked while parsing: a usage error, found before any GPU check.
+CLI::Validator backend_name_check() {
+  return CLI::Validator(
+      [](std::string& name) -> std::string {
+        std::vector<std::string> known = backend_names("gemm");
+        for (const std::string& n : backend_names("softmax"))
+          if (std::find(known.begin(), known.end(), n) == known.end()) known.push_back(n);
+        const std::string t = lower_trim(name);
+        if (std::find(known.begin(), known.end(), t) != known.end()) return {};
+        return unknown("backend", name, known);
+      },
+      "BACKEND");
+}
+
 // The compile stage's options (EngineOptions::compile, max_configs, log_level).
 void add_compile_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option("--artifacts", f.artifacts, "artifact store, e.g. a kernel pack (default: $GEMMTUNE_ARTIFACTS, else\n"
@@ -74,7 +118,8 @@ void add_compile_flags(CLI::App* cmd, EngineFlags& f) {
 
 void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
   cmd->add_option("--backends", f.backends, "comma-separated backends to use (default: all available)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(backend_name_check());
   auto* cache = cmd->add_option("--cache", f.cache, "tuning-cache file (default: see gemmtune --help)");
   cmd->add_flag("--no-cache", f.no_cache, "neither read nor write the tuning cache")->excludes(cache);
   add_compile_flags(cmd, f);
@@ -196,7 +241,8 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   precompile_->add_option("--stride", precompile.problem.stride, "softmax suites: elements between rows (0 = packed)");
   precompile_->add_option("--backends", precompile.engine.backends,
                           "comma-separated backends (default: those that build: triton, cutlass, cutedsl)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(backend_name_check());
   add_compile_flags(precompile_, precompile.engine);
   precompile_->add_option("--sms", precompile.sms, "SM count of the target GPU (H200: 132)")->capture_default_str();
   precompile_->add_option("--configs", precompile.configs,
@@ -207,7 +253,16 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   precompile_->footer("Copy the artifact directory to the GPU machine as a kernel pack: docs/kernel-packs.md.");
 }
 
-void Cli::parse(int argc, const char* const* argv) { app.parse(argc, argv); }
+void Cli::parse(int argc, const char* const* argv) {
+  // An unknown command is a usage error that names the commands (and the nearest one).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end())
+      throw CLI::ValidationError("command", unknown("command", argv[1], names));
+  }
+  app.parse(argc, argv);
+}
 
 void Cli::parse(const std::vector<std::string>& args) {
   std::vector<const char*> argv{"gemmtune"};
