@@ -18,7 +18,9 @@ CLIS=("$@")
 [ ${#CLIS[@]} -gt 0 ] || CLIS=(build/gemmtune)
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
-STORE=$(mktemp -d)/store
+STORE_ROOT=$(mktemp -d)
+trap 'rm -rf "$STORE_ROOT"' EXIT
+STORE=$STORE_ROOT/store
 mkdir -p "$STORE"
 tar -C "$STORE" --strip-components=1 -xJf "$PACK" || { echo "== cannot unpack $PACK"; exit 1; }
 echo "== pack $PACK: $(find "$STORE" -name '*.bin' | wc -l) artifacts"

@@ -18,8 +18,8 @@
 #   gpu-tests      the CuTe DSL GPU tests' problems (tests/gpu/packs/*.jsonl; a host test keeps
 #                  them equal to the tests' matrices)
 # Idempotent (artifacts already in the store are store hits). Extra flags for every call:
-# $PRECOMPILE_FLAGS (e.g. "--nvcc-jobs 1", or "--load-only cutlass,cutedsl" to check that a
-# store holds everything without compiling). Each call's JSON lines go to STORE/precompile.jsonl.
+# $PRECOMPILE_FLAGS (e.g. "--nvcc-jobs 1"; "--load-only cutlass,cutedsl" builds nothing and
+# reports a fixed-id part's (--configs) missing artifacts as failures). Each call's JSON lines go to STORE/precompile.jsonl.
 # Env: GEMMTUNE_CLI (default build/gemmtune).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

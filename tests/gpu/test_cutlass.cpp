@@ -4,7 +4,7 @@
 // several .so in one process, interleaved; the engine's select() with CUTLASS in the race.
 //
 // The GPU machine has no nvcc or CUTLASS headers: the instances are built elsewhere by
-// scripts/precompile-cutlass.sh (its "tests" part is this file's kCases, FIXED config ids: keep
+// scripts/precompile.sh (its "tests" part is this file's kCases, FIXED config ids: keep
 // the two in sync) and found through $GEMMTUNE_ARTIFACTS (load-only mode, docs/cutlass.md).
 // Without the backend (no pack, not Hopper) every test skips with the reason; an instance that
 // is absent is skipped, unless GEMMTUNE_TEST_CUTLASS_PACK=1 says the pack is complete (then a
@@ -201,7 +201,7 @@ TEST(Cutlass, EveryInstanceInThePackIsCorrect) {
       bool have = std::find(configs.begin(), configs.end(), want) != configs.end();
       if (!have && pack_expected_complete())
         ADD_FAILURE() << id << " (" << cb::InstanceSpec::of(want, p).text()
-                      << ") is not in the pack (scripts/precompile-cutlass.sh builds it)";
+                      << ") is not in the pack (scripts/precompile.sh builds it)";
       else if (!have)
         std::printf("  skip %s / %s: not in the pack\n", c.what.c_str(), id.c_str());
     }

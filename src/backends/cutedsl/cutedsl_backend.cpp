@@ -147,7 +147,7 @@ class CutedslBackend final : public Backend {
     if (configs_for(p, sms_, max_configs_).empty()) return Verdict::no("no CuTe DSL config fits this problem");
     // Load-only: "supported" means "has candidates" (a read of the store's file names).
     if (available() && link_.load_only() && configs(p).empty())
-      return Verdict::no("load-only (no CuTe DSL here) and the artifact store holds none of this problem's artifacts");
+      return Verdict::no("load-only (the cutedsl toolchain does not compile here) and the artifact store holds none of this problem's artifacts");
     return Verdict::yes();
   }
 
@@ -156,7 +156,7 @@ class CutedslBackend final : public Backend {
     std::vector<std::unique_ptr<detail::Candidate>> out;
     for (const Config& c : configs(p)) out.push_back(std::make_unique<CutedslCandidate>(dev(), p, c));
     if (out.empty())
-      GT_THROW("cutedsl: load-only (no CuTe DSL here) and the artifact store holds none of this problem's artifacts");
+      GT_THROW("cutedsl: load-only (the cutedsl toolchain does not compile here) and the artifact store holds none of this problem's artifacts");
     return out;
   }
 

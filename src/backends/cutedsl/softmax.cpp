@@ -470,7 +470,7 @@ class CutedslSoftmaxBackend final : public SoftmaxBackend {
     if (softmax_configs(p, max_configs_).empty()) return Verdict::no("no CuTe DSL softmax config fits this problem");
     // Load-only: "supported" means "has candidates" (a read of the store's file names).
     if (available() && link_.load_only() && configs(p).empty())
-      return Verdict::no("load-only (no CuTe DSL here) and the artifact store holds none of this problem's softmax artifacts");
+      return Verdict::no("load-only (the cutedsl toolchain does not compile here) and the artifact store holds none of this problem's softmax artifacts");
     return Verdict::yes();
   }
 
@@ -480,7 +480,7 @@ class CutedslSoftmaxBackend final : public SoftmaxBackend {
     for (const SoftmaxConfig& c : configs(p))
       out.push_back(std::make_unique<CutedslSoftmaxCandidate>(link_.ctx.device.index, p, c, digest_));
     if (out.empty())
-      GT_THROW("cutedsl: load-only (no CuTe DSL here) and the artifact store holds none of this problem's softmax "
+      GT_THROW("cutedsl: load-only (the cutedsl toolchain does not compile here) and the artifact store holds none of this problem's softmax "
                "artifacts");
     return out;
   }

@@ -136,7 +136,7 @@ class CutlassBackend final : public Backend {
   Verdict supports(const GemmProblem& p) const override {
     if (Verdict v = problem_verdict(p); !v) return v;
     if (link_.load_only() && configs(p).empty())
-      return Verdict::no("load-only (no nvcc or CUTLASS here) and the artifact store holds none of this problem's instances");
+      return Verdict::no("load-only (the cutlass toolchain does not compile here) and the artifact store holds none of this problem's instances");
     return Verdict::yes();
   }
 
@@ -144,7 +144,7 @@ class CutlassBackend final : public Backend {
     std::vector<std::unique_ptr<detail::Candidate>> out;
     for (const Config& c : configs(p)) out.push_back(std::make_unique<CutlassCandidate>(dev(), p, c));
     if (out.empty() && link_.load_only())
-      GT_THROW("load-only (no nvcc or CUTLASS here) and the artifact store holds none of this problem's instances");
+      GT_THROW("load-only (the cutlass toolchain does not compile here) and the artifact store holds none of this problem's instances");
     return out;
   }
 

@@ -141,16 +141,18 @@ class TritonBackend final : public Backend {
   Verdict supports(const GemmProblem& p) const override {
     if (Verdict v = triton::problem_verdict(p); !v) return v;
     if (triton::configs_for(p, sms_).empty()) return Verdict::no("no Triton config fits this problem");
+    // Load-only: "supported" means "has candidates" (a read of the store's file names).
+    if (link_.load_only() && stored_configs(p).empty())
+      return Verdict::no("load-only (the triton toolchain does not compile here) and the artifact store holds none of "
+                         "this problem's kernels");
     return Verdict::yes();
   }
 
   std::vector<std::unique_ptr<detail::Candidate>> candidates(const GemmProblem& p) override {
     require(p);
     std::vector<std::unique_ptr<detail::Candidate>> out;
-    const bool load_only = link_.load_only();
-    for (const Config& c : triton::configs_for(p, sms_))
-      if (!load_only || link_.stored(triton_jobs(c, p, sms_)))
-        out.push_back(std::make_unique<TritonCandidate>(p, c, link_.ctx.device.index, sms_));
+    for (const Config& c : stored_configs(p))
+      out.push_back(std::make_unique<TritonCandidate>(p, c, link_.ctx.device.index, sms_));
     if (out.empty()) GT_THROW("load-only and the artifact store holds none of this problem's Triton kernels");
     return out;
   }
@@ -164,6 +166,15 @@ class TritonBackend final : public Backend {
   }
 
  private:
+  // The configs for p; in load-only mode those whose kernels are all in the store.
+  std::vector<Config> stored_configs(const GemmProblem& p) const {
+    std::vector<Config> out;
+    const bool load_only = link_.load_only();
+    for (const Config& c : triton::configs_for(p, sms_))
+      if (!load_only || link_.stored(triton_jobs(c, p, sms_))) out.push_back(c);
+    return out;
+  }
+
   void require(const GemmProblem& p) const {
     Verdict v = available();
     GT_CHECK(v, "triton: not available: " + v.reason);
