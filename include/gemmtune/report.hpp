@@ -31,6 +31,10 @@ struct CandidateResult {
   bool is_default = false;  // what the library picks unaided (cuBLASLt heuristic #0)
 };
 
+// Best first: the winner, then correct candidates by median (ok before pruned), then wrong, then
+// failed; a missing (NaN) median last within its group; ties by backend and id.
+bool best_first(const CandidateResult& a, const CandidateResult& b);
+
 struct TuneReport {
   std::string op = "gemm";   // GemmOp::name or SoftmaxOp::name: which problem below is set
   GemmProblem problem;       // op "gemm"
@@ -50,6 +54,8 @@ struct TuneReport {
 
   const CandidateResult* winner() const;
   const CandidateResult* default_pick() const;
+  // Puts results in the one order every report, cache listing and CLI table uses (best_first).
+  void rank();
 };
 
 }  // namespace gemmtune

@@ -1,4 +1,10 @@
 // TuneReport helpers.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <tuple>
+
 #include "gemmtune/error.hpp"
 #include "gemmtune/report.hpp"
 #include "gemmtune/softmax.hpp"
@@ -14,6 +20,29 @@ const char* to_string(CandidateStatus s) {
   }
   return "?";
 }
+
+namespace {
+int rank_of(const CandidateResult& r) {
+  if (r.winner) return 0;
+  switch (r.status) {
+    case CandidateStatus::ok: return 1;
+    case CandidateStatus::pruned: return 2;
+    case CandidateStatus::wrong: return 3;
+    case CandidateStatus::failed: return 4;
+  }
+  return 5;
+}
+}  // namespace
+
+bool best_first(const CandidateResult& a, const CandidateResult& b) {
+  auto median = [](const CandidateResult& r) {
+    return std::isnan(r.median_us) ? std::numeric_limits<double>::infinity() : r.median_us;
+  };
+  return std::make_tuple(rank_of(a), median(a), std::cref(a.backend), std::cref(a.id)) <
+         std::make_tuple(rank_of(b), median(b), std::cref(b.backend), std::cref(b.id));
+}
+
+void TuneReport::rank() { std::stable_sort(results.begin(), results.end(), best_first); }
 
 const CandidateResult* TuneReport::winner() const {
   for (auto& r : results)

@@ -473,11 +473,7 @@ KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::strin
 
   auto win = std::find_if(entries.begin(), entries.end(), [](const Entry<Op>& e) { return e.result.winner; });
   for (auto& e : entries) r.results.push_back(e.result);
-  std::stable_sort(r.results.begin(), r.results.end(), [](const CandidateResult& a, const CandidateResult& b) {
-    auto rank = [](const CandidateResult& x) { return x.winner ? 0 : x.status == CandidateStatus::ok ? 1 : x.status == CandidateStatus::pruned ? 2 : 3; };
-    if (rank(a) != rank(b)) return rank(a) < rank(b);
-    return a.median_us < b.median_us;
-  });
+  r.rank();
   if (win == entries.end()) {
     if (out) *out = r;
     GT_THROW("no correct candidate for " + p.str() + " (" + std::to_string(entries.size()) +
