@@ -40,7 +40,7 @@ struct TuneReport {
   double seconds = 0;        // wall time of select()
   double spread = 0;         // (p80 - p20) / median of the winner
   std::vector<std::string> notes;  // backends not available / not supporting, with reasons; the race's duel
-  std::vector<CandidateResult> results;  // sorted: winner first, then by median
+  std::vector<CandidateResult> results;  // sorted by rank_results (below)
 
   // The problem of `op`: its str(), its canonical() text (what the cache stores).
   std::string problem_str() const;
@@ -51,5 +51,12 @@ struct TuneReport {
   const CandidateResult* winner() const;
   const CandidateResult* default_pick() const;
 };
+
+// The one order of candidate results (engine reports, the tuning cache, the CLI; defined in
+// src/core/report_json.cpp): the winner; then correct and timed (ok) by median; pruned by
+// median; wrong; failed. Wrong before failed: a wrong candidate ran and was measured (its rel_err
+// says how far off it was), a failed one never ran. A NaN median sorts as +inf; ties by backend,
+// then id, so the same results sort the same wherever they come from.
+void rank_results(std::vector<CandidateResult>& results);
 
 }  // namespace gemmtune

@@ -179,25 +179,6 @@ CandidateStatus status_from_string(const std::string& s, const std::string& fiel
   raise(field + ": '" + s + "' is not a status (" + known + ")");
 }
 
-// Best first: the winner, then correct ones by median (ok before pruned), then wrong, failed.
-int rank(const CandidateResult& r) {
-  if (r.winner) return 0;
-  switch (r.status) {
-    case CandidateStatus::ok: return 1;
-    case CandidateStatus::pruned: return 2;
-    case CandidateStatus::wrong: return 3;
-    case CandidateStatus::failed: return 4;
-  }
-  return 5;
-}
-bool best_first(const CandidateResult& a, const CandidateResult& b) {
-  auto median = [](const CandidateResult& r) {
-    return std::isnan(r.median_us) ? std::numeric_limits<double>::infinity() : r.median_us;
-  };
-  return std::make_tuple(rank(a), median(a), std::cref(a.backend), std::cref(a.id)) <
-         std::make_tuple(rank(b), median(b), std::cref(b.backend), std::cref(b.id));
-}
-
 // ---- rows ---------------------------------------------------------------------------------
 
 CachedChoice choice_from_row(sqlite3_stmt* s) {
@@ -234,7 +215,7 @@ std::vector<CandidateResult> read_results(const Sql& sql, const std::string& key
   bind_all(sql, s.get(), key);
   std::vector<CandidateResult> out;
   while (step(sql, s.get(), "results")) out.push_back(result_from_row(sql, s.get()));
-  std::sort(out.begin(), out.end(), best_first);
+  rank_results(out);
   return out;
 }
 

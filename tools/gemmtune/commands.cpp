@@ -82,20 +82,6 @@ std::unique_ptr<Engine> make_engine(const EngineFlags& flags, std::function<void
   return engine;
 }
 
-namespace {
-
-int status_rank(CandidateStatus s) {
-  switch (s) {
-    case CandidateStatus::ok: return 0;
-    case CandidateStatus::pruned: return 1;
-    case CandidateStatus::wrong: return 2;
-    case CandidateStatus::failed: return 3;
-  }
-  return 4;
-}
-
-}  // namespace
-
 std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& report, const Kernel& kernel) {
   std::vector<CandidateResult> results = report.results;
   if (results.empty() && report.from_cache && engine.cache()) results = engine.cache()->results(report.key);
@@ -110,11 +96,7 @@ std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& re
     r.reason = "chosen earlier in this process; no timings kept";
     results.push_back(std::move(r));
   }
-  std::stable_sort(results.begin(), results.end(), [](const CandidateResult& x, const CandidateResult& y) {
-    if (x.winner != y.winner) return x.winner;
-    if (status_rank(x.status) != status_rank(y.status)) return status_rank(x.status) < status_rank(y.status);
-    return x.median_us < y.median_us;
-  });
+  rank_results(results);
   return results;
 }
 

@@ -55,7 +55,7 @@ std::unique_ptr<Engine> make_engine(const EngineFlags& flags, std::function<void
 // The candidates' timings behind `report`: its own results when it tuned now; on a cache hit,
 // its results if the engine filled them in, else the cache's (Engine::cache()->results()); else
 // (an in-process repeat without a cache) one untimed row for `kernel`.
-// Sorted: winner first, then correct candidates by median, pruned, wrong, failed.
+// Sorted by rank_results (report.hpp).
 std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& report, const Kernel& kernel);
 
 // Selects (with `force`: re-tunes) `problem` (a GemmProblem or a SoftmaxProblem) and returns its
