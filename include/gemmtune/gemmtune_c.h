@@ -76,7 +76,9 @@ GT_API int gt_engine_info(gt_engine* engine, char** json);
  * overwriting the cache entry). report_json (may be NULL) receives the TuneReport as JSON:
  * {"problem", "problem_json", "canonical", "key", "from_cache", "seconds", "spread", "notes",
  *  "results": [{"backend", "id", "name", "status", "reason", "rel_err", "median_us", "p20_us",
- *  "p80_us", "samples", "compile_s", "winner", "is_default"}]}. */
+ *  "p80_us", "samples", "compile_s", "winner", "is_default"}]}, results best first (winner, ok by
+ *  median, pruned, wrong, failed). "rel_err" is null when it was not measured (earlier versions
+ *  gave -1 here; the softmax report and the CLI always said null). */
 GT_API int gt_select(gt_engine* engine, const char* problem_json, int force_tune, gt_kernel** out,
                      char** report_json);
 /* A specific candidate (backend and id from a report), prepared, bypassing the cache. */

@@ -1,10 +1,11 @@
-// rank_results (include/gemmtune/report.hpp): the one order of candidate results.
+// rank_results (include/gemmtune/report.hpp) and to_json (report_json.hpp): the one order and
+// the one JSON encoding of candidate results.
+#include "core/report_json.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
-
-#include "gemmtune/report.hpp"
 
 namespace gemmtune {
 
@@ -32,6 +33,22 @@ void rank_results(std::vector<CandidateResult>& results) {
     return std::make_tuple(group(a), median_key(a), std::cref(a.backend), std::cref(a.id)) <
            std::make_tuple(group(b), median_key(b), std::cref(b.backend), std::cref(b.id));
   });
+}
+
+nlohmann::json to_json(const CandidateResult& r) {
+  return {{"backend", r.backend},
+          {"id", r.id},
+          {"name", r.name},
+          {"status", to_string(r.status)},
+          {"reason", r.reason},
+          {"rel_err", r.rel_err < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.rel_err)},
+          {"median_us", r.median_us},
+          {"p20_us", r.p20_us},
+          {"p80_us", r.p80_us},
+          {"samples", r.samples},
+          {"compile_s", r.compile_s},
+          {"winner", r.winner},
+          {"is_default", r.is_default}};
 }
 
 }  // namespace gemmtune
