@@ -100,6 +100,7 @@ std::unique_ptr<Backend> make_cublaslt_backend(const BackendContext& ctx);
 std::unique_ptr<Backend> make_triton_backend(const BackendContext& ctx);
 std::unique_ptr<Backend> make_cutlass_backend(const BackendContext& ctx);
 std::unique_ptr<Backend> make_cutedsl_backend(const BackendContext& ctx);
+std::unique_ptr<Backend> make_native_gemm_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_native_softmax_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_triton_softmax_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_cutedsl_softmax_backend(const BackendContext& ctx);

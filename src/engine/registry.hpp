@@ -24,6 +24,7 @@ struct Registered {
 
 inline constexpr Registered<GemmOp> kGemmBackends[] = {
     {"cublaslt", &make_cublaslt_backend, false},
+    {"native", &make_native_gemm_backend, false},
     {"triton", &make_triton_backend, true},
     {"cutlass", &make_cutlass_backend, true},
     {"cutedsl", &make_cutedsl_backend, true},

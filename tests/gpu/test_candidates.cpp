@@ -69,6 +69,7 @@ std::vector<std::unique_ptr<Backend>> all_backends() {
   out.push_back(make_cublaslt_backend(ctx));
   out.push_back(make_triton_backend(ctx));
   out.push_back(make_cutlass_backend(ctx));
+  out.push_back(make_native_gemm_backend(ctx));
   return out;
 }
 
