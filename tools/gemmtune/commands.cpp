@@ -38,8 +38,11 @@ int run_cli(int argc, char** argv) {
   } catch (const Error& e) {
     // The message only: users need what went wrong, not where in our sources. Set
     // GEMMTUNE_DEBUG=1 to see the source location too.
+    // Exit codes by the error's code: no device is 3, as require_gpu says it; the rest 1
+    // (invalid input found inside a command, e.g. a bad suite file, is an error, not a usage
+    // error: the command line itself parsed).
     std::cerr << "gemmtune: " << (debug_locations() ? e.what() : e.message()) << "\n";
-    return kError;
+    return e.code() == ErrorCode::no_device ? kNoDevice : kError;
   } catch (const std::exception& e) {
     std::cerr << "gemmtune: " << e.what() << "\n";
     return kError;

@@ -1,7 +1,8 @@
 // The gemmtune commands, one file each (cmd_*.cpp), and what they share (commands.cpp).
 //
 // Each command returns its exit code (options.hpp: Exit). gemmtune::Error escaping a command
-// is printed by run_cli as "gemmtune: <message>" and exits 1.
+// is printed by run_cli as "gemmtune: <message>" and exits 3 (kNoDevice) for
+// ErrorCode::no_device, else 1.
 #pragma once
 
 #include <nlohmann/json.hpp>
