@@ -12,6 +12,7 @@
 
 #include "core/cuda.hpp"
 #include "core/problem_json.hpp"
+#include "core/report_json.hpp"
 #include "gemmtune/engine.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/kernel.hpp"
@@ -104,20 +105,11 @@ std::string softmax_report_json(const gemmtune::TuneReport& r) {
          {"bytes", bytes},        {"key", r.key},               {"from_cache", r.from_cache},
          {"seconds", r.seconds},  {"spread", r.spread},         {"notes", r.notes},
          {"results", json::array()}};
-  for (const auto& c : r.results)
-    j["results"].push_back({{"backend", c.backend},
-                            {"id", c.id},
-                            {"name", c.name},
-                            {"status", gemmtune::to_string(c.status)},
-                            {"reason", c.reason},
-                            {"rel_err", c.rel_err < 0 ? json(nullptr) : json(c.rel_err)},
-                            {"median_us", c.median_us},
-                            {"p20_us", c.p20_us},
-                            {"p80_us", c.p80_us},
-                            {"samples", c.samples},
-                            {"compile_s", c.compile_s},
-                            {"winner", c.winner},
-                            {"TBps", c.median_us > 0 ? bytes / (c.median_us * 1e-6) / 1e12 : 0.0}});
+  for (const auto& c : r.results) {
+    json jc = gemmtune::to_json(c);
+    jc["tbps"] = c.median_us > 0 ? bytes / (c.median_us * 1e-6) / 1e12 : 0.0;
+    j["results"].push_back(std::move(jc));
+  }
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -1,5 +1,6 @@
 // JSON forms of problems, engine options and reports (see problem_json.hpp).
 #include "core/problem_json.hpp"
+#include "core/report_json.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -381,21 +382,7 @@ EngineOptions engine_options_from_json(const std::string& text) {
 
 std::string report_to_json(const TuneReport& r) {
   json results = json::array();
-  for (const CandidateResult& c : r.results) {
-    results.push_back(json{{"backend", c.backend},
-                           {"id", c.id},
-                           {"name", c.name},
-                           {"status", to_string(c.status)},
-                           {"reason", c.reason},
-                           {"rel_err", c.rel_err},
-                           {"median_us", c.median_us},
-                           {"p20_us", c.p20_us},
-                           {"p80_us", c.p80_us},
-                           {"samples", c.samples},
-                           {"compile_s", c.compile_s},
-                           {"winner", c.winner},
-                           {"is_default", c.is_default}});
-  }
+  for (const CandidateResult& c : r.results) results.push_back(to_json(c));
   json j{{"problem", r.problem.str()},
          {"problem_json", problem_object(r.problem)},
          {"canonical", r.problem.canonical()},

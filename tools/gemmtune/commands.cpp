@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "core/cuda.hpp"
+#include "core/report_json.hpp"
 #include "core/settings.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
@@ -157,25 +158,9 @@ nlohmann::json problem_json(const GemmProblem& p) {
           {"canonical", p.canonical()}};
 }
 
-nlohmann::json candidate_json(const CandidateResult& r) {
-  return {{"backend", r.backend},
-          {"id", r.id},
-          {"name", r.name},
-          {"status", to_string(r.status)},
-          {"reason", r.reason},
-          {"rel_err", r.rel_err < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.rel_err)},
-          {"median_us", r.median_us},
-          {"p20_us", r.p20_us},
-          {"p80_us", r.p80_us},
-          {"samples", r.samples},
-          {"compile_s", r.compile_s},
-          {"winner", r.winner}};
-}
-
 nlohmann::json result_json(const CandidateResult& r, const GemmProblem& p, double roof_tflops) {
   const double tf = tflops(p, r.median_us);
-  nlohmann::json j = candidate_json(r);
-  j["default"] = r.is_default;
+  nlohmann::json j = to_json(r);
   j["tflops"] = tf;
   if (roof_tflops > 0) j["pct_roof"] = tf > 0 ? 100.0 * tf / roof_tflops : 0.0;
   return j;
