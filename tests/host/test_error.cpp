@@ -8,6 +8,7 @@
 #include "core/cuda.hpp"
 #include "core/device.hpp"
 #include "core/problem_json.hpp"
+#include "engine/registry.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/problem.hpp"
 #include "gemmtune/softmax.hpp"
@@ -74,6 +75,11 @@ TEST(ErrorCode, JsonParsingIsInvalid) {
   EXPECT_EQ(code_of([] { softmax_problem_from_json(R"({"rows": 4})"); }), ErrorCode::invalid);
   EXPECT_EQ(code_of([] { engine_options_from_json(R"({"max_configs": -1})"); }), ErrorCode::invalid);
   EXPECT_EQ(code_of([] { engine_options_from_json(R"({"compile": {"load_only": ["nvcc"]}})"); }), ErrorCode::invalid);
+}
+
+TEST(ErrorCode, UnknownBackendNameIsInvalid) {
+  EXPECT_EQ(code_of([] { check_backend_names({"cublaslt", "cutlas"}); }), ErrorCode::invalid);
+  EXPECT_NO_THROW(check_backend_names({"cublaslt", "native"}));
 }
 
 TEST(ErrorCode, NoDeviceIsNoDevice) {
