@@ -29,14 +29,20 @@ TEST(CliUsage, UnknownBackendBeforeTheGpu) {
   EXPECT_NE(e.err.find("did you mean 'cutlass'?"), std::string::npos) << e.err;
 }
 
+// suite and precompile alike: precompile needs no GPU, but it must not start building anything.
 TEST(CliUsage, SuiteWithoutMValuesBeforeTheGpu) {
   host_test::TempDir dir("gemmtune_cli_");
   const auto csv = dir.root / "layers.csv";
   std::ofstream(csv) << "model,layer,n,k\nllama,qkv,6144,4096\n";
-  const Exec e = run_cli(dir.root, "suite '" + csv.string() + "'");
-  EXPECT_EQ(e.code, 2) << e.err;
-  EXPECT_NE(e.err.find("has no m column, so --m-values FILE (header phase,m) is required"), std::string::npos) << e.err;
-  EXPECT_EQ(e.err.find("no CUDA device"), std::string::npos) << e.err;
+  for (const char* command : {"suite", "precompile"}) {
+    const Exec e = run_cli(dir.root, std::string(command) + " '" + csv.string() + "'");
+    EXPECT_EQ(e.code, 2) << command << "\n" << e.err;
+    EXPECT_NE(e.err.find(std::string("gemmtune ") + command + ": " + csv.string() +
+                         ": has no m column, so --m-values FILE (header phase,m) is required"),
+              std::string::npos)
+        << e.err;
+    EXPECT_EQ(e.err.find("no CUDA device"), std::string::npos) << e.err;
+  }
 
   EXPECT_TRUE(cli::suite_needs_m_values("model,layer,n,k\nllama,qkv,6144,4096\n", "x.csv"));
   EXPECT_FALSE(cli::suite_needs_m_values("m,n,k\n16,16,16\n", "x.csv"));
