@@ -12,7 +12,6 @@
 
 #include "core/cuda.hpp"
 #include "core/problem_json.hpp"
-#include "core/report_json.hpp"
 #include "gemmtune/engine.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/kernel.hpp"
@@ -95,25 +94,6 @@ struct gt_softmax_kernel {
   std::shared_ptr<EngineState> state;
   gemmtune::SoftmaxKernel kernel;
 };
-
-namespace {
-
-std::string softmax_report_json(const gemmtune::TuneReport& r) {
-  using nlohmann::json;
-  const double bytes = r.softmax.min_bytes();
-  json j{{"op", "softmax"},       {"problem", r.softmax.str()}, {"canonical", r.softmax.canonical()},
-         {"bytes", bytes},        {"key", r.key},               {"from_cache", r.from_cache},
-         {"seconds", r.seconds},  {"spread", r.spread},         {"notes", r.notes},
-         {"results", json::array()}};
-  for (const auto& c : r.results) {
-    json jc = gemmtune::to_json(c);
-    jc["tbps"] = c.median_us > 0 ? bytes / (c.median_us * 1e-6) / 1e12 : 0.0;
-    j["results"].push_back(std::move(jc));
-  }
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -269,7 +249,7 @@ GT_API int gt_softmax_select(gt_engine* engine, const char* problem_json, int fo
       if (report.key.empty()) report.key = e.cache_key(p);
       if (report.from_cache && report.results.empty() && e.cache()) report.results = e.cache()->results(report.key);
     }
-    char* text = report_json ? dup(softmax_report_json(report)) : nullptr;
+    char* text = report_json ? dup(gemmtune::report_to_json(report)) : nullptr;
     *out = handle.release();
     if (report_json) *report_json = text;
   });

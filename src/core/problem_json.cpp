@@ -381,17 +381,29 @@ EngineOptions engine_options_from_json(const std::string& text) {
 }
 
 std::string report_to_json(const TuneReport& r) {
+  const bool softmax = r.op == SoftmaxOp::name;
+  const double bytes = r.min_bytes();
   json results = json::array();
-  for (const CandidateResult& c : r.results) results.push_back(to_json(c));
-  json j{{"problem", r.problem.str()},
-         {"problem_json", problem_object(r.problem)},
-         {"canonical", r.problem.canonical()},
+  for (const CandidateResult& c : r.results) {
+    json jc = to_json(c);
+    if (softmax) jc["tbps"] = c.median_us > 0 ? bytes / (c.median_us * 1e-6) / 1e12 : 0.0;
+    results.push_back(std::move(jc));
+  }
+  json j{{"op", r.op},
+         {"problem", r.problem_str()},
+         {"canonical", r.problem_canonical()},
          {"key", r.key},
          {"from_cache", r.from_cache},
          {"seconds", r.seconds},
          {"spread", r.spread},
          {"notes", r.notes},
          {"results", std::move(results)}};
+  if (softmax) {
+    j["bytes"] = bytes;
+    j["problem_json"] = json::parse(softmax_problem_to_json(r.softmax));
+  } else {
+    j["problem_json"] = problem_object(r.problem);
+  }
   return dump(j);
 }
 
