@@ -120,8 +120,13 @@ std::vector<Listed> read_list() {
         l.kind = Listed::skip;
       } else {
         l.kind = kind == "nogpu" ? Listed::nogpu : Listed::run;
-        if (l.kind == Listed::run) l.code = std::stoi(kind);  // "= <code> <text>"
-        else words >> l.code;                                 // "= nogpu <code> <text>"
+        std::string code = kind;  // "= CODE TEXT"
+        if (l.kind == Listed::nogpu) words >> code;  // "= nogpu CODE TEXT"
+        if (code.empty() || code.find_first_not_of("0123456789") != std::string::npos) {
+          ADD_FAILURE() << where << "'" << code << "' is not an exit code (nor skip, nogpu)";
+          continue;
+        }
+        l.code = std::stoi(code);
       }
       std::getline(words, l.text);
       l.text = trim(l.text);
