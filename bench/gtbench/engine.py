@@ -52,7 +52,7 @@ class SoftmaxEngine:
         return self.engine.info()
 
     def softmax_select(self, problem):
-        """(kernel, report): the C API's softmax report (results[] with TBps per candidate)."""
+        """(kernel, report): the C API's softmax report (results[] with tbps per candidate)."""
         k, rep = ctypes.c_void_p(), ctypes.c_void_p()
         # the bindings' engine handle (_h): the softmax calls take it as the GEMM calls do
         self._capi.check(self.lib.gt_softmax_select(self.engine._h, json.dumps(problem).encode(), 0,

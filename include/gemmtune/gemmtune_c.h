@@ -49,13 +49,20 @@ typedef struct gt_engine gt_engine;
 typedef struct gt_kernel gt_kernel;
 typedef struct gt_softmax_kernel gt_softmax_kernel;
 
+/* A failed call's status is the code of the gemmtune::Error behind it (gemmtune/error.hpp:
+ * ErrorCode invalid, no_device, runtime, internal), wherever in the call it was raised; only
+ * GT_ERR_ARGUMENT is this API's own. */
 enum gt_status {
   GT_OK = 0,
   GT_ERR_ARGUMENT = 1,  /* a NULL handle or output pointer */
-  GT_ERR_INVALID = 2,   /* bad JSON, an invalid problem or option (the message names the field) */
-  GT_ERR_NO_DEVICE = 3, /* no usable CUDA device */
-  GT_ERR_RUNTIME = 4,   /* CUDA / backend failure, no correct candidate, bad kernel arguments */
-  GT_ERR_INTERNAL = 5   /* anything else (out of memory, unexpected exception) */
+  GT_ERR_INVALID = 2,   /* ErrorCode::invalid: bad JSON, an invalid problem or option, an unknown
+                           backend name, a malformed GEMMTUNE_* value (the message names the field
+                           or variable, without a source location) */
+  GT_ERR_NO_DEVICE = 3, /* ErrorCode::no_device: no usable CUDA device */
+  GT_ERR_RUNTIME = 4,   /* ErrorCode::runtime: CUDA / backend failure, no correct candidate, bad
+                           kernel arguments */
+  GT_ERR_INTERNAL = 5   /* ErrorCode::internal, or anything else (out of memory, an exception
+                           that is not a gemmtune::Error) */
 };
 
 /* The message of the last failed call on this thread; "" if none failed yet. Never NULL. */
@@ -74,9 +81,12 @@ GT_API int gt_engine_info(gt_engine* engine, char** json);
 
 /* The kernel for problem_json: from the cache, or tuned now (force_tune != 0: always tuned,
  * overwriting the cache entry). report_json (may be NULL) receives the TuneReport as JSON:
- * {"problem", "problem_json", "canonical", "key", "from_cache", "seconds", "spread", "notes",
- *  "results": [{"backend", "id", "name", "status", "reason", "rel_err", "median_us", "p20_us",
- *  "p80_us", "samples", "compile_s", "winner", "is_default"}]}. */
+ * {"op": "gemm", "problem", "problem_json", "canonical", "key", "from_cache", "seconds", "spread",
+ *  "notes", "results": [{"backend", "id", "name", "status", "reason", "rel_err", "median_us",
+ *  "p20_us", "p80_us", "samples", "compile_s", "winner", "is_default"}]}, results best first
+ *  (winner, ok by median, pruned, wrong, failed). A result's fields are the one encoding the CLI's
+ *  --json and the tuning cache's export also use. "rel_err" is null when it was not measured
+ *  (earlier versions gave -1 here; the softmax report and the CLI always said null). */
 GT_API int gt_select(gt_engine* engine, const char* problem_json, int force_tune, gt_kernel** out,
                      char** report_json);
 /* A specific candidate (backend and id from a report), prepared, bypassing the cache. */
@@ -97,8 +107,9 @@ GT_API int gt_kernel_describe(gt_kernel* kernel, char** json);
 /* Softmax over the last dimension of a [rows, cols] tensor (gemmtune/softmax.hpp). problem_json:
  * {"rows": 4096, "cols": 32768, "ld": 0, "dtype": "bf16", "out_dtype": "bf16", "scale": 1.0}
  * (every field but rows and cols optional; ld 0 = packed). report_json as gt_select's, with
- * "op": "softmax", "problem" (str), "canonical", "bytes" (read + written) and each result's
- * "TBps". */
+ * "op": "softmax", "problem_json" in these fields, "bytes" (read + written) and each result's
+ * "tbps" (bytes / median, TB/s; 0 when not timed; earlier versions spelled it "TBps" and had no
+ * "problem_json"). */
 GT_API int gt_softmax_select(gt_engine* engine, const char* problem_json, int force_tune, gt_softmax_kernel** out,
                              char** report_json);
 /* Enqueues y = softmax(scale * x) on `stream`; x and y device pointers, 16-byte aligned. */

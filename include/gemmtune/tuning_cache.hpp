@@ -56,8 +56,11 @@ class TuningCache {
   std::vector<CachedChoice> list() const;
   // Removes everything; returns the number of choices removed.
   int clear();
-  // JSON document {"format": "gemmtune-cache", "version": 1, "entries": [...]} holding
-  // choices and all results. Import merges: an imported key replaces the same key here.
+  // JSON document {"format": "gemmtune-cache", "version": 2, "entries": [...]} holding
+  // choices and all results, each result in the C API's encoding of a candidate result ("id",
+  // "name", "rel_err" null when not measured). Import reads versions 2 and 1 (results with
+  // "candidate_id", "candidate_name", rel_err -1) and merges: an imported key replaces the same
+  // key here.
   std::string export_json() const;
   int import_json(const std::string& json);  // returns entries imported; Error on bad input
 

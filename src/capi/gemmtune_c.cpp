@@ -41,15 +41,27 @@ int fail(int code, std::string message) {
   return code;
 }
 
-// Runs f; a gemmtune::Error becomes `code`, anything else GT_ERR_INTERNAL. Messages about bad
-// input are the bare message (it names the field); others keep the source location.
+// The GT_ERR_* status of an Error's code.
+int status_of(gemmtune::ErrorCode code) {
+  switch (code) {
+    case gemmtune::ErrorCode::invalid: return GT_ERR_INVALID;
+    case gemmtune::ErrorCode::no_device: return GT_ERR_NO_DEVICE;
+    case gemmtune::ErrorCode::runtime: return GT_ERR_RUNTIME;
+    case gemmtune::ErrorCode::internal: return GT_ERR_INTERNAL;
+  }
+  return GT_ERR_INTERNAL;
+}
+
+// Runs f; a gemmtune::Error becomes the status of its code (status_of), anything else
+// GT_ERR_INTERNAL. Messages about bad input are the bare message (it names the field); others
+// keep the source location.
 template <class F>
-int call(int code, F&& f) noexcept {
+int call(F&& f) noexcept {
   try {
     f();
     return GT_OK;
   } catch (const gemmtune::Error& e) {
-    return fail(code, code == GT_ERR_INVALID ? e.message() : std::string(e.what()));
+    return fail(status_of(e.code()), e.code() == gemmtune::ErrorCode::invalid ? e.message() : std::string(e.what()));
   } catch (const std::bad_alloc&) {
     return fail(GT_ERR_INTERNAL, "out of host memory");
   } catch (const std::exception& e) {
@@ -83,34 +95,6 @@ struct gt_softmax_kernel {
   gemmtune::SoftmaxKernel kernel;
 };
 
-namespace {
-
-std::string softmax_report_json(const gemmtune::TuneReport& r) {
-  using nlohmann::json;
-  const double bytes = r.softmax.min_bytes();
-  json j{{"op", "softmax"},       {"problem", r.softmax.str()}, {"canonical", r.softmax.canonical()},
-         {"bytes", bytes},        {"key", r.key},               {"from_cache", r.from_cache},
-         {"seconds", r.seconds},  {"spread", r.spread},         {"notes", r.notes},
-         {"results", json::array()}};
-  for (const auto& c : r.results)
-    j["results"].push_back({{"backend", c.backend},
-                            {"id", c.id},
-                            {"name", c.name},
-                            {"status", gemmtune::to_string(c.status)},
-                            {"reason", c.reason},
-                            {"rel_err", c.rel_err < 0 ? json(nullptr) : json(c.rel_err)},
-                            {"median_us", c.median_us},
-                            {"p20_us", c.p20_us},
-                            {"p80_us", c.p80_us},
-                            {"samples", c.samples},
-                            {"compile_s", c.compile_s},
-                            {"winner", c.winner},
-                            {"TBps", c.median_us > 0 ? bytes / (c.median_us * 1e-6) / 1e12 : 0.0}});
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-}  // namespace
-
 extern "C" {
 
 GT_API const char* gt_last_error(void) { return g_last_error.c_str(); }
@@ -123,13 +107,13 @@ GT_API int gt_engine_create(const char* options_json, gt_engine** out) {
   if (!out) return fail(GT_ERR_ARGUMENT, "gt_engine_create: out is NULL");
   *out = nullptr;
   gemmtune::EngineOptions options;
-  if (int st = call(GT_ERR_INVALID, [&] { options = gemmtune::engine_options_from_json(options_json ? options_json : ""); }))
+  if (int st = call([&] { options = gemmtune::engine_options_from_json(options_json ? options_json : ""); }))
     return st;
   std::string why;
   bool present = false;
-  if (int st = call(GT_ERR_NO_DEVICE, [&] { present = gemmtune::cuda_device_present(&why); })) return st;
+  if (int st = call([&] { present = gemmtune::cuda_device_present(&why); })) return st;
   if (!present) return fail(GT_ERR_NO_DEVICE, "no CUDA device (" + why + ")");
-  return call(GT_ERR_RUNTIME, [&] {
+  return call([&] {
     auto handle = std::make_unique<gt_engine>();
     handle->state = std::make_shared<EngineState>(std::move(options));
     *out = handle.release();
@@ -137,14 +121,14 @@ GT_API int gt_engine_create(const char* options_json, gt_engine** out) {
 }
 
 GT_API int gt_engine_destroy(gt_engine* engine) {
-  return call(GT_ERR_RUNTIME, [&] { delete engine; });
+  return call([&] { delete engine; });
 }
 
 GT_API int gt_engine_info(gt_engine* engine, char** out) {
   if (!out) return fail(GT_ERR_ARGUMENT, "gt_engine_info: json is NULL");
   *out = nullptr;
   if (!engine) return fail(GT_ERR_ARGUMENT, "gt_engine_info: engine is NULL");
-  return call(GT_ERR_RUNTIME, [&] {
+  return call([&] {
     using nlohmann::json;
     EngineState& s = *engine->state;
     std::lock_guard lock(s.mutex);
@@ -184,8 +168,8 @@ GT_API int gt_select(gt_engine* engine, const char* problem_json, int force_tune
   if (!engine) return fail(GT_ERR_ARGUMENT, "gt_select: engine is NULL");
   if (!problem_json) return fail(GT_ERR_ARGUMENT, "gt_select: problem_json is NULL");
   GemmProblem p;
-  if (int st = call(GT_ERR_INVALID, [&] { p = gemmtune::problem_from_json(problem_json); })) return st;
-  return call(GT_ERR_RUNTIME, [&] {
+  if (int st = call([&] { p = gemmtune::problem_from_json(problem_json); })) return st;
+  return call([&] {
     auto handle = std::make_unique<gt_kernel>();
     handle->state = engine->state;
     gemmtune::TuneReport report;
@@ -208,8 +192,8 @@ GT_API int gt_load(gt_engine* engine, const char* problem_json, const char* back
   if (!backend) return fail(GT_ERR_ARGUMENT, "gt_load: backend is NULL");
   if (!id) return fail(GT_ERR_ARGUMENT, "gt_load: id is NULL");
   GemmProblem p;
-  if (int st = call(GT_ERR_INVALID, [&] { p = gemmtune::problem_from_json(problem_json); })) return st;
-  return call(GT_ERR_RUNTIME, [&] {
+  if (int st = call([&] { p = gemmtune::problem_from_json(problem_json); })) return st;
+  return call([&] {
     auto handle = std::make_unique<gt_kernel>();
     handle->state = engine->state;
     {
@@ -223,7 +207,7 @@ GT_API int gt_load(gt_engine* engine, const char* problem_json, const char* back
 GT_API int gt_kernel_run(gt_kernel* kernel, const void* a, const void* b, const void* c, void* d, const void* bias,
                          const float* scale_a, const float* scale_b, void* stream) {
   if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_kernel_run: kernel is NULL");
-  return call(GT_ERR_RUNTIME, [&] {
+  return call([&] {
     gemmtune::GemmArgs args;
     args.a = a, args.b = b, args.c = c, args.d = d, args.bias = bias, args.scale_a = scale_a, args.scale_b = scale_b;
     kernel->kernel.run(args, static_cast<cudaStream_t>(stream));
@@ -231,14 +215,14 @@ GT_API int gt_kernel_run(gt_kernel* kernel, const void* a, const void* b, const 
 }
 
 GT_API int gt_kernel_destroy(gt_kernel* kernel) {
-  return call(GT_ERR_RUNTIME, [&] { delete kernel; });
+  return call([&] { delete kernel; });
 }
 
 GT_API int gt_kernel_describe(gt_kernel* kernel, char** out) {
   if (!out) return fail(GT_ERR_ARGUMENT, "gt_kernel_describe: json is NULL");
   *out = nullptr;
   if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_kernel_describe: kernel is NULL");
-  return call(GT_ERR_RUNTIME, [&] {
+  return call([&] {
     auto j = nlohmann::json::parse(gemmtune::kernel_to_json(kernel->kernel));
     j["cache_key"] = kernel->state->engine.cache_key(kernel->kernel.problem());
     *out = dup(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
@@ -253,8 +237,8 @@ GT_API int gt_softmax_select(gt_engine* engine, const char* problem_json, int fo
   if (!engine) return fail(GT_ERR_ARGUMENT, "gt_softmax_select: engine is NULL");
   if (!problem_json) return fail(GT_ERR_ARGUMENT, "gt_softmax_select: problem_json is NULL");
   gemmtune::SoftmaxProblem p;
-  if (int st = call(GT_ERR_INVALID, [&] { p = gemmtune::softmax_problem_from_json(problem_json); })) return st;
-  return call(GT_ERR_RUNTIME, [&] {
+  if (int st = call([&] { p = gemmtune::softmax_problem_from_json(problem_json); })) return st;
+  return call([&] {
     auto handle = std::make_unique<gt_softmax_kernel>();
     handle->state = engine->state;
     gemmtune::TuneReport report;
@@ -265,7 +249,7 @@ GT_API int gt_softmax_select(gt_engine* engine, const char* problem_json, int fo
       if (report.key.empty()) report.key = e.cache_key(p);
       if (report.from_cache && report.results.empty() && e.cache()) report.results = e.cache()->results(report.key);
     }
-    char* text = report_json ? dup(softmax_report_json(report)) : nullptr;
+    char* text = report_json ? dup(gemmtune::report_to_json(report)) : nullptr;
     *out = handle.release();
     if (report_json) *report_json = text;
   });
@@ -273,18 +257,18 @@ GT_API int gt_softmax_select(gt_engine* engine, const char* problem_json, int fo
 
 GT_API int gt_softmax_run(gt_softmax_kernel* kernel, const void* x, void* y, void* stream) {
   if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_softmax_run: kernel is NULL");
-  return call(GT_ERR_RUNTIME, [&] { kernel->kernel.run({x, y}, static_cast<cudaStream_t>(stream)); });
+  return call([&] { kernel->kernel.run({x, y}, static_cast<cudaStream_t>(stream)); });
 }
 
 GT_API int gt_softmax_destroy(gt_softmax_kernel* kernel) {
-  return call(GT_ERR_RUNTIME, [&] { delete kernel; });
+  return call([&] { delete kernel; });
 }
 
 GT_API int gt_softmax_describe(gt_softmax_kernel* kernel, char** out) {
   if (!out) return fail(GT_ERR_ARGUMENT, "gt_softmax_describe: json is NULL");
   *out = nullptr;
   if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_softmax_describe: kernel is NULL");
-  return call(GT_ERR_RUNTIME, [&] {
+  return call([&] {
     const auto& k = kernel->kernel;
     nlohmann::json j{{"backend", k.backend()}, {"id", k.id()}, {"name", k.name()}, {"problem", k.problem().str()},
                      {"cache_key", kernel->state->engine.cache_key(k.problem())}};

@@ -23,10 +23,10 @@ bool cuda_device_present(std::string* why) {
 
 DeviceInfo query_device(int index) {
   std::string why;
-  GT_CHECK(cuda_device_present(&why), "no CUDA device (" + why + ")");
+  if (!cuda_device_present(&why)) GT_THROW_CODE(no_device, "no CUDA device (" + why + ")");
   int count = 0;
   GT_CUDA(cudaGetDeviceCount(&count));
-  GT_CHECK(index >= 0 && index < count,
+  GT_CHECK_INVALID(index >= 0 && index < count,
            "device: index " + std::to_string(index) + " out of range (" + std::to_string(count) + " devices)");
   cudaDeviceProp prop{};
   GT_CUDA(cudaGetDeviceProperties(&prop, index));

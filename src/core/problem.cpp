@@ -19,7 +19,7 @@ E parse_enum(std::string_view text, std::string_view field, const std::pair<cons
     if (text == name) return value;
     accepted += accepted.empty() ? name : std::string(", ") + name;
   }
-  GT_THROW(std::string(field) + ": unknown value '" + std::string(text) + "' (accepted: " + accepted + ")");
+  GT_INVALID(std::string(field) + ": unknown value '" + std::string(text) + "' (accepted: " + accepted + ")");
 }
 
 constexpr std::pair<const char*, DType> kDTypes[] = {
@@ -47,7 +47,7 @@ bool is_half(DType t) { return t == DType::bf16 || t == DType::fp16; }
 void check_ld(const char* name, const MatrixDesc& d, int64_t rows, int64_t cols) {
   int64_t need = inner(d.layout, rows, cols);
   if (d.ld < 0 || (d.ld != 0 && d.ld < need)) {
-    GT_THROW(std::string("problem.ld") + name + ": " + std::to_string(d.ld) + " is shorter than a " +
+    GT_INVALID(std::string("problem.ld") + name + ": " + std::to_string(d.ld) + " is shorter than a " +
              (d.layout == Layout::row ? "row" : "column") + " of " + name + " (" + std::to_string(need) +
              " elements, " + to_string(d.layout) + "-major [" + std::to_string(rows) + ", " +
              std::to_string(cols) + "])");
@@ -55,7 +55,7 @@ void check_ld(const char* name, const MatrixDesc& d, int64_t rows, int64_t cols)
   // ld * outer must fit in int64 (and in bytes).
   int64_t ld = resolve_ld(d, rows, cols);
   if (ld > std::numeric_limits<int64_t>::max() / 16 / std::max<int64_t>(outer(d.layout, rows, cols), 1))
-    GT_THROW(std::string("problem.ld") + name + ": matrix " + name + " is too large to address");
+    GT_INVALID(std::string("problem.ld") + name + ": matrix " + name + " is too large to address");
 }
 
 }  // namespace
@@ -142,9 +142,9 @@ double GemmProblem::min_bytes() const {
 }
 
 void GemmProblem::validate() const {
-  if (m < 1) GT_THROW("problem.m: must be >= 1 (got " + std::to_string(m) + ")");
-  if (n < 1) GT_THROW("problem.n: must be >= 1 (got " + std::to_string(n) + ")");
-  if (k < 1) GT_THROW("problem.k: must be >= 1 (got " + std::to_string(k) + ")");
+  if (m < 1) GT_INVALID("problem.m: must be >= 1 (got " + std::to_string(m) + ")");
+  if (n < 1) GT_INVALID("problem.n: must be >= 1 (got " + std::to_string(n) + ")");
+  if (k < 1) GT_INVALID("problem.k: must be >= 1 (got " + std::to_string(k) + ")");
   check_ld("a", a, m, k);
   check_ld("b", b, k, n);
   if (uses_c()) check_ld("c", c, m, n);
@@ -153,21 +153,21 @@ void GemmProblem::validate() const {
   // Supported dtype pairings: A and B of one family; D by input family.
   const bool fp8_in = is_fp8(a.dtype) && is_fp8(b.dtype);
   if (!fp8_in && a.dtype != b.dtype)
-    GT_THROW(std::string("problem.b.dtype: ") + to_string(b.dtype) + " with A " + to_string(a.dtype) +
+    GT_INVALID(std::string("problem.b.dtype: ") + to_string(b.dtype) + " with A " + to_string(a.dtype) +
              " is not a supported pairing (A and B share a dtype, or are both fp8)");
   if (fp8_in && a.dtype == DType::e5m2 && b.dtype == DType::e5m2)
-    GT_THROW("problem.b.dtype: e5m2 x e5m2 is not supported (one operand must be e4m3)");
+    GT_INVALID("problem.b.dtype: e5m2 x e5m2 is not supported (one operand must be e4m3)");
   bool out_ok = d.dtype == DType::fp32 || (fp8_in && is_half(d.dtype)) || (is_half(a.dtype) && d.dtype == a.dtype);
   if (!out_ok)
-    GT_THROW(std::string("problem.d.dtype: ") + to_string(d.dtype) + " output is not supported for " +
+    GT_INVALID(std::string("problem.d.dtype: ") + to_string(d.dtype) + " output is not supported for " +
              to_string(a.dtype) + " inputs (use " + (fp8_in ? "bf16, fp16 or fp32" : a.dtype == DType::fp32 ? "fp32" : std::string(to_string(a.dtype)) + " or fp32") + ")");
   if (uses_c() && c.dtype != d.dtype)
-    GT_THROW(std::string("problem.c.dtype: C must have D's dtype (") + to_string(d.dtype) + "), got " + to_string(c.dtype));
+    GT_INVALID(std::string("problem.c.dtype: C must have D's dtype (") + to_string(d.dtype) + "), got " + to_string(c.dtype));
   if (scale != ScaleMode::none && !fp8_in)
-    GT_THROW(std::string("problem.scale: ") + to_string(scale) + " scales apply to fp8 inputs only");
-  if (tf32 && a.dtype != DType::fp32) GT_THROW("problem.tf32: applies to fp32 inputs only");
-  if (!std::isfinite(alpha)) GT_THROW("problem.alpha: must be finite");
-  if (!std::isfinite(beta)) GT_THROW("problem.beta: must be finite");
+    GT_INVALID(std::string("problem.scale: ") + to_string(scale) + " scales apply to fp8 inputs only");
+  if (tf32 && a.dtype != DType::fp32) GT_INVALID("problem.tf32: applies to fp32 inputs only");
+  if (!std::isfinite(alpha)) GT_INVALID("problem.alpha: must be finite");
+  if (!std::isfinite(beta)) GT_INVALID("problem.beta: must be finite");
 }
 
 std::string GemmProblem::str() const {
@@ -222,7 +222,7 @@ void parse_mnk(std::string_view text, int64_t& m, int64_t& n, int64_t& k, std::s
     auto [next, ec] = std::from_chars(p, end, v[i]);
     bool sep_ok = i == 2 ? next == end : (next != end && (*next == 'x' || *next == 'X'));
     if (ec != std::errc() || !sep_ok)
-      GT_THROW(std::string(field) + ": '" + std::string(text) + "' is not MxNxK (e.g. 4096x4096x4096)");
+      GT_INVALID(std::string(field) + ": '" + std::string(text) + "' is not MxNxK (e.g. 4096x4096x4096)");
     p = next + (i < 2 ? 1 : 0);
   }
   m = v[0], n = v[1], k = v[2];

@@ -1,5 +1,6 @@
 // JSON forms of problems, engine options and reports (see problem_json.hpp).
 #include "core/problem_json.hpp"
+#include "core/report_json.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -55,12 +56,12 @@ class Fields {
   int64_t integer(const char* key, int64_t fallback, bool required = false) {
     const json* v = get(key);
     if (!v) {
-      if (required) GT_THROW(name(key) + ": required (an integer)");
+      if (required) GT_INVALID(name(key) + ": required (an integer)");
       return fallback;
     }
     if (v->is_number_unsigned()) {
       auto u = v->get<uint64_t>();
-      if (u > uint64_t(std::numeric_limits<int64_t>::max())) GT_THROW(name(key) + ": " + shown(*v) + " is too large");
+      if (u > uint64_t(std::numeric_limits<int64_t>::max())) GT_INVALID(name(key) + ": " + shown(*v) + " is too large");
       return int64_t(u);
     }
     if (v->is_number_integer()) return v->get<int64_t>();
@@ -69,41 +70,41 @@ class Fields {
       // 16.0 is accepted as 16 (some JSON writers emit every number as a float).
       if (d == double(int64_t(d)) && d >= -9.0e18 && d <= 9.0e18) return int64_t(d);
     }
-    GT_THROW(name(key) + ": must be an integer, got " + kind_of(*v) + " " + shown(*v));
+    GT_INVALID(name(key) + ": must be an integer, got " + kind_of(*v) + " " + shown(*v));
   }
 
   uint64_t unsigned_integer(const char* key, uint64_t fallback) {
     const json* v = get(key);
     if (!v) return fallback;
     if (v->is_number_unsigned()) return v->get<uint64_t>();
-    if (v->is_number_integer()) GT_THROW(name(key) + ": must be >= 0, got " + shown(*v));
-    GT_THROW(name(key) + ": must be an unsigned integer, got " + kind_of(*v) + " " + shown(*v));
+    if (v->is_number_integer()) GT_INVALID(name(key) + ": must be >= 0, got " + shown(*v));
+    GT_INVALID(name(key) + ": must be an unsigned integer, got " + kind_of(*v) + " " + shown(*v));
   }
 
   double number(const char* key, double fallback) {
     const json* v = get(key);
     if (!v) return fallback;
-    if (!v->is_number()) GT_THROW(name(key) + ": must be a number, got " + kind_of(*v) + " " + shown(*v));
+    if (!v->is_number()) GT_INVALID(name(key) + ": must be a number, got " + kind_of(*v) + " " + shown(*v));
     return v->get<double>();
   }
 
   bool boolean(const char* key, bool fallback) {
     const json* v = get(key);
     if (!v) return fallback;
-    if (!v->is_boolean()) GT_THROW(name(key) + ": must be true or false, got " + kind_of(*v) + " " + shown(*v));
+    if (!v->is_boolean()) GT_INVALID(name(key) + ": must be true or false, got " + kind_of(*v) + " " + shown(*v));
     return v->get<bool>();
   }
 
   std::string string(const char* key, const std::string& fallback) {
     const json* v = get(key);
     if (!v) return fallback;
-    if (!v->is_string()) GT_THROW(name(key) + ": must be a string, got " + kind_of(*v) + " " + shown(*v));
+    if (!v->is_string()) GT_INVALID(name(key) + ": must be a string, got " + kind_of(*v) + " " + shown(*v));
     return v->get<std::string>();
   }
 
   void finish() const {
     for (auto it = obj_.begin(); it != obj_.end(); ++it)
-      if (!is_known(it.key())) GT_THROW(prefix_ + "." + it.key() + ": unknown field (known: " + known_ + ")");
+      if (!is_known(it.key())) GT_INVALID(prefix_ + "." + it.key() + ": unknown field (known: " + known_ + ")");
   }
 
  private:
@@ -128,9 +129,9 @@ json parse_object(const std::string& text, const std::string& what) {
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    GT_THROW(what + ": invalid JSON (" + e.what() + ")");
+    GT_INVALID(what + ": invalid JSON (" + e.what() + ")");
   }
-  if (!j.is_object()) GT_THROW(what + ": expected a JSON object, got " + kind_of(j));
+  if (!j.is_object()) GT_INVALID(what + ": expected a JSON object, got " + kind_of(j));
   return j;
 }
 
@@ -143,7 +144,7 @@ void parse_layout_letters(const std::string& text, const std::string& field, Lay
     return false;
   };
   if (text.size() != 2 || !letter(text[0], a) || !letter(text[1], b))
-    GT_THROW(field + ": '" + text + "' is not two layout letters, A's then B's, each r (row-major) or c (col-major): rr, rc, cr or cc");
+    GT_INVALID(field + ": '" + text + "' is not two layout letters, A's then B's, each r (row-major) or c (col-major): rr, rc, cr or cc");
 }
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -198,7 +199,7 @@ GemmProblem problem_from_json(const std::string& text) {
   p.c = {out, lc, f.integer("ldc", 0)};
   p.d = {out, ld_layout, f.integer("ldd", 0)};
   for (auto [name, ld] : {std::pair{"lda", p.a.ld}, {"ldb", p.b.ld}, {"ldc", p.c.ld}, {"ldd", p.d.ld}})
-    if (ld < 0) GT_THROW(f.name(name) + ": must be >= 0 (0 = packed), got " + std::to_string(ld));
+    if (ld < 0) GT_INVALID(f.name(name) + ": must be >= 0 (0 = packed), got " + std::to_string(ld));
 
   double alpha = f.number("alpha", 1.0), beta = f.number("beta", 0.0);
   p.alpha = float(alpha);
@@ -222,32 +223,32 @@ SoftmaxProblem softmax_problem_from_json(const std::string& text) {
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    GT_THROW(std::string("softmax problem: not valid JSON: ") + e.what());
+    GT_INVALID(std::string("softmax problem: not valid JSON: ") + e.what());
   }
-  GT_CHECK(j.is_object(), "softmax problem: expected a JSON object");
+  GT_CHECK_INVALID(j.is_object(), "softmax problem: expected a JSON object");
   for (auto& [k, v] : j.items())
-    GT_CHECK(k == "rows" || k == "cols" || k == "ld" || k == "dtype" || k == "out_dtype" || k == "scale",
+    GT_CHECK_INVALID(k == "rows" || k == "cols" || k == "ld" || k == "dtype" || k == "out_dtype" || k == "scale",
              "softmax problem: unknown field '" + k + "' (rows, cols, ld, dtype, out_dtype, scale)");
   auto integer = [&](const char* k, bool required) -> int64_t {
     if (!j.contains(k)) {
-      GT_CHECK(!required, std::string("softmax.") + k + ": missing");
+      GT_CHECK_INVALID(!required, std::string("softmax.") + k + ": missing");
       return 0;
     }
-    GT_CHECK(j[k].is_number_integer(), std::string("softmax.") + k + ": expected an integer");
+    GT_CHECK_INVALID(j[k].is_number_integer(), std::string("softmax.") + k + ": expected an integer");
     return j[k].get<int64_t>();
   };
   SoftmaxProblem p;
   p.rows = integer("rows", true), p.cols = integer("cols", true), p.ld = integer("ld", false);
   if (j.contains("dtype")) {
-    GT_CHECK(j["dtype"].is_string(), "softmax.dtype: expected a string");
+    GT_CHECK_INVALID(j["dtype"].is_string(), "softmax.dtype: expected a string");
     p.in = p.out = parse_dtype(j["dtype"].get<std::string>(), "softmax.dtype");
   }
   if (j.contains("out_dtype")) {
-    GT_CHECK(j["out_dtype"].is_string(), "softmax.out_dtype: expected a string");
+    GT_CHECK_INVALID(j["out_dtype"].is_string(), "softmax.out_dtype: expected a string");
     p.out = parse_dtype(j["out_dtype"].get<std::string>(), "softmax.out_dtype");
   }
   if (j.contains("scale")) {
-    GT_CHECK(j["scale"].is_number(), "softmax.scale: expected a number");
+    GT_CHECK_INVALID(j["scale"].is_number(), "softmax.scale: expected a number");
     p.scale = j["scale"].get<float>();
   }
   p.validate();
@@ -271,7 +272,7 @@ EngineOptions engine_options_from_json(const std::string& text) {
   o.cache_path = f.string("cache_path", "");
   o.use_cache = f.boolean("use_cache", true);
   int64_t device = f.integer("device", 0);
-  if (device < 0 || device > 1024) GT_THROW(f.name("device") + ": must be a device index >= 0, got " + std::to_string(device));
+  if (device < 0 || device > 1024) GT_INVALID(f.name("device") + ": must be a device index >= 0, got " + std::to_string(device));
   o.device = int(device);
 
   if (const json* b = f.get("backends")) {
@@ -293,12 +294,12 @@ EngineOptions engine_options_from_json(const std::string& text) {
     } else if (b->is_array()) {
       for (size_t i = 0; i < b->size(); ++i) {
         if (!(*b)[i].is_string())
-          GT_THROW(f.name("backends") + "[" + std::to_string(i) + "]: must be a backend name (a string), got " +
+          GT_INVALID(f.name("backends") + "[" + std::to_string(i) + "]: must be a backend name (a string), got " +
                    kind_of((*b)[i]) + " " + shown((*b)[i]));
         add((*b)[i].get<std::string>());
       }
     } else {
-      GT_THROW(f.name("backends") + ": must be a list of backend names, got " + kind_of(*b) + " " + shown(*b));
+      GT_INVALID(f.name("backends") + ": must be a list of backend names, got " + kind_of(*b) + " " + shown(*b));
     }
   }
 
@@ -306,7 +307,7 @@ EngineOptions engine_options_from_json(const std::string& text) {
     o.log = [](const std::string& line) { std::fprintf(stderr, "gemmtune: %s\n", line.c_str()); };
 
   if (const json* t = f.get("tune")) {
-    if (!t->is_object()) GT_THROW(f.name("tune") + ": must be an object, got " + kind_of(*t) + " " + shown(*t));
+    if (!t->is_object()) GT_INVALID(f.name("tune") + ": must be an object, got " + kind_of(*t) + " " + shown(*t));
     Fields g(*t, "options.tune");
     TuneOptions& to = o.tune;
     to.warmup_ms = g.number("warmup_ms", to.warmup_ms);
@@ -324,32 +325,32 @@ EngineOptions engine_options_from_json(const std::string& text) {
     to.spin_us = g.number("spin_us", to.spin_us);
     to.input_sets = int(g.integer("input_sets", to.input_sets));
     g.finish();
-    if (!(to.spin_us >= 0)) GT_THROW("options.tune.spin_us: must be >= 0");
-    if (to.input_sets < 0 || to.input_sets > 64) GT_THROW("options.tune.input_sets: must be in [0, 64]");
-    if (!(to.warmup_ms >= 0)) GT_THROW("options.tune.warmup_ms: must be >= 0");
-    if (to.min_rounds < 1) GT_THROW("options.tune.min_rounds: must be >= 1");
-    if (to.max_rounds < to.min_rounds) GT_THROW("options.tune.max_rounds: must be >= min_rounds");
-    if (!(to.round_budget_ms > 0)) GT_THROW("options.tune.round_budget_ms: must be > 0");
-    if (!(to.prune_ratio >= 1)) GT_THROW("options.tune.prune_ratio: must be >= 1");
-    if (!(to.tie_tolerance >= 0)) GT_THROW("options.tune.tie_tolerance: must be >= 0");
-    if (to.tie_rounds < 0) GT_THROW("options.tune.tie_rounds: must be >= 0");
-    if (!(to.prefer_margin >= 0)) GT_THROW("options.tune.prefer_margin: must be >= 0");
-    if (to.duel_rounds < 0) GT_THROW("options.tune.duel_rounds: must be >= 0");
-    if (!(to.duel_window >= 0)) GT_THROW("options.tune.duel_window: must be >= 0");
-    if (to.duels < 0) GT_THROW("options.tune.duels: must be >= 0");
+    if (!(to.spin_us >= 0)) GT_INVALID("options.tune.spin_us: must be >= 0");
+    if (to.input_sets < 0 || to.input_sets > 64) GT_INVALID("options.tune.input_sets: must be in [0, 64]");
+    if (!(to.warmup_ms >= 0)) GT_INVALID("options.tune.warmup_ms: must be >= 0");
+    if (to.min_rounds < 1) GT_INVALID("options.tune.min_rounds: must be >= 1");
+    if (to.max_rounds < to.min_rounds) GT_INVALID("options.tune.max_rounds: must be >= min_rounds");
+    if (!(to.round_budget_ms > 0)) GT_INVALID("options.tune.round_budget_ms: must be > 0");
+    if (!(to.prune_ratio >= 1)) GT_INVALID("options.tune.prune_ratio: must be >= 1");
+    if (!(to.tie_tolerance >= 0)) GT_INVALID("options.tune.tie_tolerance: must be >= 0");
+    if (to.tie_rounds < 0) GT_INVALID("options.tune.tie_rounds: must be >= 0");
+    if (!(to.prefer_margin >= 0)) GT_INVALID("options.tune.prefer_margin: must be >= 0");
+    if (to.duel_rounds < 0) GT_INVALID("options.tune.duel_rounds: must be >= 0");
+    if (!(to.duel_window >= 0)) GT_INVALID("options.tune.duel_window: must be >= 0");
+    if (to.duels < 0) GT_INVALID("options.tune.duels: must be >= 0");
   }
   const int64_t max_configs = f.integer("max_configs", 0);
-  if (max_configs < 0 || max_configs > 4096) GT_THROW(f.name("max_configs") + ": must be in [0, 4096]");
+  if (max_configs < 0 || max_configs > 4096) GT_INVALID(f.name("max_configs") + ": must be in [0, 4096]");
   o.max_configs = int(max_configs);
   if (const std::string level = f.string("log_level", ""); !level.empty()) {
     if (level == "quiet") o.log_level = LogLevel::quiet;
     else if (level == "warning") o.log_level = LogLevel::warning;
     else if (level == "info") o.log_level = LogLevel::info;
     else if (level == "debug") o.log_level = LogLevel::debug;
-    else GT_THROW(f.name("log_level") + ": '" + level + "' is not one of quiet, warning, info, debug");
+    else GT_INVALID(f.name("log_level") + ": '" + level + "' is not one of quiet, warning, info, debug");
   }
   if (const json* c = f.get("compile")) {
-    if (!c->is_object()) GT_THROW(f.name("compile") + ": must be an object, got " + kind_of(*c) + " " + shown(*c));
+    if (!c->is_object()) GT_INVALID(f.name("compile") + ": must be an object, got " + kind_of(*c) + " " + shown(*c));
     Fields g(*c, "options.compile");
     CompileOptions& co = o.compile;
     co.artifacts = g.string("artifacts", "");
@@ -358,17 +359,17 @@ EngineOptions engine_options_from_json(const std::string& text) {
     co.nvcc = g.string("nvcc", "");
     co.cutlass_dir = g.string("cutlass_dir", "");
     const int64_t workers = g.integer("workers", 0), jobs = g.integer("nvcc_jobs", 0);
-    if (workers < 0 || workers > 256) GT_THROW("options.compile.workers: must be in [0, 256]");
-    if (jobs < 0 || jobs > 256) GT_THROW("options.compile.nvcc_jobs: must be in [0, 256]");
+    if (workers < 0 || workers > 256) GT_INVALID("options.compile.workers: must be in [0, 256]");
+    if (jobs < 0 || jobs > 256) GT_INVALID("options.compile.nvcc_jobs: must be in [0, 256]");
     co.workers = int(workers), co.nvcc_jobs = int(jobs);
     co.timeout_s = g.number("timeout_s", 0);
-    if (!(co.timeout_s >= 0 && co.timeout_s < 1e9)) GT_THROW("options.compile.timeout_s: must be in [0, 1e9) seconds");
+    if (!(co.timeout_s >= 0 && co.timeout_s < 1e9)) GT_INVALID("options.compile.timeout_s: must be in [0, 1e9) seconds");
     if (const json* l = g.get("load_only")) {
-      if (!l->is_array()) GT_THROW(std::string("options.compile.load_only: must be a list of toolchain names, got ") + kind_of(*l));
+      if (!l->is_array()) GT_INVALID(std::string("options.compile.load_only: must be a list of toolchain names, got ") + kind_of(*l));
       for (size_t i = 0; i < l->size(); ++i) {
         const json& t = (*l)[i];
         if (!t.is_string() || (t != "cutlass" && t != "triton" && t != "cutedsl"))
-          GT_THROW("options.compile.load_only[" + std::to_string(i) + "]: must be one of cutlass, triton, cutedsl, got " +
+          GT_INVALID("options.compile.load_only[" + std::to_string(i) + "]: must be one of cutlass, triton, cutedsl, got " +
                    shown(t));
         co.load_only.push_back(t.get<std::string>());
       }
@@ -380,31 +381,29 @@ EngineOptions engine_options_from_json(const std::string& text) {
 }
 
 std::string report_to_json(const TuneReport& r) {
+  const bool softmax = r.op == SoftmaxOp::name;
+  const double bytes = r.min_bytes();
   json results = json::array();
   for (const CandidateResult& c : r.results) {
-    results.push_back(json{{"backend", c.backend},
-                           {"id", c.id},
-                           {"name", c.name},
-                           {"status", to_string(c.status)},
-                           {"reason", c.reason},
-                           {"rel_err", c.rel_err},
-                           {"median_us", c.median_us},
-                           {"p20_us", c.p20_us},
-                           {"p80_us", c.p80_us},
-                           {"samples", c.samples},
-                           {"compile_s", c.compile_s},
-                           {"winner", c.winner},
-                           {"is_default", c.is_default}});
+    json jc = to_json(c);
+    if (softmax) jc["tbps"] = c.median_us > 0 ? bytes / (c.median_us * 1e-6) / 1e12 : 0.0;
+    results.push_back(std::move(jc));
   }
-  json j{{"problem", r.problem.str()},
-         {"problem_json", problem_object(r.problem)},
-         {"canonical", r.problem.canonical()},
+  json j{{"op", r.op},
+         {"problem", r.problem_str()},
+         {"canonical", r.problem_canonical()},
          {"key", r.key},
          {"from_cache", r.from_cache},
          {"seconds", r.seconds},
          {"spread", r.spread},
          {"notes", r.notes},
          {"results", std::move(results)}};
+  if (softmax) {
+    j["bytes"] = bytes;
+    j["problem_json"] = json::parse(softmax_problem_to_json(r.softmax));
+  } else {
+    j["problem_json"] = problem_object(r.problem);
+  }
   return dump(j);
 }
 

@@ -51,10 +51,11 @@ std::string softmax_problem_to_json(const SoftmaxProblem& p);
 // writes "gemmtune: <line>" to stderr. Throws Error naming the field ("options.device: ...").
 EngineOptions engine_options_from_json(const std::string& json);
 
-// The report as JSON: {"problem": str(), "problem_json": {...}, "canonical", "key",
-// "from_cache", "seconds", "spread", "notes": [...], "results": [{"backend", "id", "name",
-// "status", "reason", "rel_err", "median_us", "p20_us", "p80_us", "samples", "compile_s",
-// "winner", "is_default"}, ...]}.
+// The report of either op as JSON (the C API's report_json): {"op": "gemm" | "softmax",
+// "problem": str(), "problem_json": {...} (problem_from_json's or softmax_problem_from_json's
+// fields), "canonical", "key", "from_cache", "seconds", "spread", "notes": [...], "results":
+// [to_json of each result (core/report_json.hpp), in the report's order]}; a softmax report adds
+// "bytes" (read + written) and each result's "tbps" (bytes / median, TB/s; 0 when not timed).
 std::string report_to_json(const TuneReport& report);
 
 // {"backend", "id", "name", "problem": str(), "problem_json": {...}}.

@@ -36,7 +36,7 @@ double env_number(const char* name, double fallback) {
   errno = 0;
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
-  GT_CHECK(errno == 0 && end && *end == '\0' && x > 0 && x < 1e9,
+  GT_CHECK_INVALID(errno == 0 && end && *end == '\0' && x > 0 && x < 1e9,
            std::string("$") + name + ": '" + v + "' is not a positive number below 1e9");
   return x;
 }
@@ -84,7 +84,7 @@ CompileOptions resolve(CompileOptions o) {
   if (o.workers <= 0) o.workers = std::max(1, int(env_number("GEMMTUNE_COMPILE_WORKERS", std::min(cores(), 32))));
   if (o.nvcc_jobs <= 0) o.nvcc_jobs = std::max(1, int(env_number("GEMMTUNE_NVCC_JOBS", cores())));
   if (o.timeout_s <= 0) o.timeout_s = env_number("GEMMTUNE_COMPILE_TIMEOUT", 600);
-  GT_CHECK(o.timeout_s < 1e9, "compile.timeout_s: " + std::to_string(o.timeout_s) + " is not below 1e9 s");
+  GT_CHECK_INVALID(o.timeout_s < 1e9, "compile.timeout_s: " + std::to_string(o.timeout_s) + " is not below 1e9 s");
   for (const std::string& t : env_list("GEMMTUNE_LOAD_ONLY"))
     if (std::find(o.load_only.begin(), o.load_only.end(), t) == o.load_only.end()) o.load_only.push_back(t);
   if (o.python_dir.empty()) o.python_dir = env("GEMMTUNE_PYTHON_DIR");
@@ -136,7 +136,7 @@ EngineOptions resolve(EngineOptions o) {
     if (v == "quiet") o.log_level = LogLevel::quiet;
     else if (v == "warning") o.log_level = LogLevel::warning;
     else if (v == "debug") o.log_level = LogLevel::debug;
-    else GT_CHECK(v.empty() || v == "info", "$GEMMTUNE_LOG: '" + v + "' is not one of quiet, warning, info, debug");
+    else GT_CHECK_INVALID(v.empty() || v == "info", "$GEMMTUNE_LOG: '" + v + "' is not one of quiet, warning, info, debug");
   }
   o.compile = resolve(std::move(o.compile));
   return o;

@@ -11,8 +11,8 @@
 namespace gemmtune {
 
 // `o` with every field left at its default taken from the environment, then from the built-in
-// default (paths made concrete, counts positive). Throws Error naming the variable when one
-// holds a value that is not a number / not a level.
+// default (paths made concrete, counts positive). Throws Error (ErrorCode::invalid) naming the
+// variable or field when one holds a value that is not a number / not a level / out of range.
 EngineOptions resolve(EngineOptions o);
 CompileOptions resolve(CompileOptions o);
 

@@ -15,8 +15,8 @@ void check_backend_names(const std::vector<std::string>& names) {
   std::string text;
   for (auto& k : known) text += text.empty() ? k : ", " + k;
   for (const std::string& want : names)
-    GT_CHECK(std::find(known.begin(), known.end(), want) != known.end(),
-             "backends: unknown backend '" + want + "' (known: " + text + ")");
+    GT_CHECK_INVALID(std::find(known.begin(), known.end(), want) != known.end(),
+                     "backends: unknown backend '" + want + "' (known: " + text + ")");
 }
 
 EngineSetup::EngineSetup(const EngineOptions& options) {

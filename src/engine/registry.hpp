@@ -41,7 +41,7 @@ constexpr auto& registry() {
   else return kSoftmaxBackends;
 }
 
-// Throws Error naming the known backends when `names` has an unknown one.
+// Throws Error (ErrorCode::invalid) naming the known backends when `names` has an unknown one.
 void check_backend_names(const std::vector<std::string>& names);
 
 // What an engine, a precompile and backend_status set up alike: the options checked (backend

@@ -6,7 +6,7 @@
 // transaction: a writer takes the write lock up front, so two writers never deadlock upgrading
 // read locks (a SQLITE_BUSY the busy handler cannot resolve).
 // Numbers: SQLite stores a NaN as NULL, so NULL reads back as NaN; JSON export writes NaN and
-// infinities as null, and import reads null as NaN.
+// infinities as null, and import reads null as NaN (except a result's rel_err: result_from_json).
 #include "gemmtune/tuning_cache.hpp"
 
 #include <fcntl.h>
@@ -30,6 +30,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/report_json.hpp"
 #include "core/settings.hpp"
 #include "gemmtune/error.hpp"
 
@@ -47,7 +48,9 @@ constexpr int kApplicationId = 0x474d5455;  // "GMTU" in the SQLite header
 constexpr int kSchemaVersion = 1;
 constexpr int kBusyTimeoutMs = 10'000;
 constexpr const char* kFormat = "gemmtune-cache";
-constexpr int kFormatVersion = 1;
+// Export format 2: results in to_json's encoding (core/report_json.hpp). 1: results with
+// "candidate_id", "candidate_name" and rel_err -1 when not measured; still imported.
+constexpr int kFormatVersion = 2;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 constexpr const char* kChoiceColumns =
@@ -396,22 +399,11 @@ struct Entry {
   std::vector<CandidateResult> results;
 };
 
-nlohmann::ordered_json to_json(const CachedChoice& c, const std::vector<CandidateResult>& results) {
+// An entry of the export: its choice, then its results in the one encoding of a candidate result
+// (core/report_json.hpp: "id", "name", rel_err null when not measured).
+nlohmann::ordered_json entry_json(const CachedChoice& c, const std::vector<CandidateResult>& results) {
   nlohmann::ordered_json rs = nlohmann::ordered_json::array();
-  for (const CandidateResult& r : results)
-    rs.push_back({{"backend", r.backend},
-                  {"candidate_id", r.id},
-                  {"candidate_name", r.name},
-                  {"status", to_string(r.status)},
-                  {"reason", r.reason},
-                  {"rel_err", r.rel_err},
-                  {"median_us", r.median_us},
-                  {"p20_us", r.p20_us},
-                  {"p80_us", r.p80_us},
-                  {"samples", r.samples},
-                  {"compile_s", r.compile_s},
-                  {"is_default", r.is_default},
-                  {"winner", r.winner}});
+  for (const CandidateResult& r : results) rs.push_back(nlohmann::ordered_json(to_json(r)));
   return {{"key", c.key},
           {"environment", c.environment},
           {"problem", c.problem},
@@ -473,15 +465,20 @@ class Fields {
   std::string where_;
 };
 
-CandidateResult result_from_json(const json& j, const std::string& where) {
+// A result of a version-2 export (to_json's fields), or of a version-1 one ("candidate_id",
+// "candidate_name"; rel_err -1 when not measured).
+CandidateResult result_from_json(const json& j, const std::string& where, int version) {
   const Fields f(j, where);
   CandidateResult r;
   r.backend = f.string("backend");
-  r.id = f.string("candidate_id");
-  r.name = f.string("candidate_name");
+  r.id = f.string(version == 1 ? "candidate_id" : "id");
+  r.name = f.string(version == 1 ? "candidate_name" : "name");
   r.status = status_from_string(f.string("status"), "tuning cache import: " + f.path("status"));
   r.reason = f.string("reason");
   r.rel_err = f.number("rel_err");
+  // Version 2 writes null both for "not measured" and for a NaN (JSON has none). Every candidate
+  // that ran was measured, a wrong one always: its null is NaN; any other null is not measured.
+  if (version >= 2 && std::isnan(r.rel_err) && r.status != CandidateStatus::wrong) r.rel_err = -1;
   r.median_us = f.number("median_us");
   r.p20_us = f.number("p20_us");
   r.p80_us = f.number("p80_us");
@@ -492,7 +489,7 @@ CandidateResult result_from_json(const json& j, const std::string& where) {
   return r;
 }
 
-Entry entry_from_json(const json& j, const std::string& where) {
+Entry entry_from_json(const json& j, const std::string& where, int version) {
   const Fields f(j, where);
   Entry e;
   e.choice =
@@ -501,7 +498,7 @@ Entry entry_from_json(const json& j, const std::string& where) {
   if (e.choice.key.empty()) f.fail("key", "must not be empty");
   const json& results = f.array("results");
   for (size_t i = 0; i < results.size(); ++i)
-    e.results.push_back(result_from_json(results[i], f.path("results") + "[" + std::to_string(i) + "]"));
+    e.results.push_back(result_from_json(results[i], f.path("results") + "[" + std::to_string(i) + "]", version));
   return e;
 }
 
@@ -516,13 +513,14 @@ std::vector<Entry> parse_export(const std::string& text) {
   const Fields top(doc, "");
   if (const std::string format = top.string("format"); format != kFormat)
     top.fail("format", "'" + format + "', expected '" + kFormat + "'");
-  if (const int version = top.integer("version"); version != kFormatVersion)
-    top.fail("version", std::to_string(version) + " is not supported (this build reads version " +
+  const int version = top.integer("version");
+  if (version < 1 || version > kFormatVersion)
+    top.fail("version", std::to_string(version) + " is not supported (this build reads versions 1 to " +
                             std::to_string(kFormatVersion) + ")");
   const json& entries = top.array("entries");
   std::vector<Entry> out;
   for (size_t i = 0; i < entries.size(); ++i)
-    out.push_back(entry_from_json(entries[i], "entries[" + std::to_string(i) + "]"));
+    out.push_back(entry_from_json(entries[i], "entries[" + std::to_string(i) + "]", version));
   return out;
 }
 
@@ -660,7 +658,7 @@ std::string TuningCache::export_json() const {
   const Sql sql{db_, path_};
   Transaction tx(sql, Transaction::read);  // one snapshot: choices and results agree
   nlohmann::ordered_json entries = nlohmann::ordered_json::array();
-  for (const CachedChoice& c : read_choices(sql)) entries.push_back(to_json(c, read_results(sql, c.key)));
+  for (const CachedChoice& c : read_choices(sql)) entries.push_back(entry_json(c, read_results(sql, c.key)));
   tx.commit();
   const nlohmann::ordered_json doc = {
       {"format", kFormat}, {"version", kFormatVersion}, {"entries", std::move(entries)}};

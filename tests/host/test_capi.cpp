@@ -10,6 +10,7 @@
 
 #include "core/cuda.hpp"
 #include "core/problem_json.hpp"
+#include "core/report_json.hpp"
 #include "gemmtune/engine.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/gemmtune_c.h"
@@ -231,6 +232,7 @@ TEST(ReportJson, MirrorsTheReport) {
   r.results = {w, d};
 
   json j = json::parse(report_to_json(r));
+  EXPECT_EQ(j["op"], "gemm");
   EXPECT_EQ(j["problem"], r.problem.str());
   EXPECT_EQ(j["key"], r.key);
   EXPECT_EQ(j["canonical"], r.problem.canonical());
@@ -253,6 +255,35 @@ TEST(ReportJson, MirrorsTheReport) {
   EXPECT_EQ(j["results"][1]["is_default"], true);
   // The embedded problem reads back as the same problem.
   EXPECT_EQ(problem_from_json(j["problem_json"].dump()).canonical(), r.problem.canonical());
+}
+
+// A softmax report: the same encoding of results, plus bytes and each result's tbps.
+TEST(ReportJson, SoftmaxAddsBytesAndTbps) {
+  TuneReport r;
+  r.op = SoftmaxOp::name;
+  r.softmax = SoftmaxProblem::make(1000, 1000);  // bf16 in and out: 4 MB moved
+  r.key = "fedcba9876543210";
+  CandidateResult w;
+  w.backend = "native", w.id = "warp", w.name = "warp", w.status = CandidateStatus::ok, w.rel_err = 1e-3;
+  w.median_us = 1, w.samples = 5, w.winner = true;
+  CandidateResult f;
+  f.backend = "triton", f.id = "t1", f.name = "t1", f.reason = "compile failed";  // failed, never ran
+  r.results = {w, f};
+
+  const json j = json::parse(report_to_json(r));
+  EXPECT_EQ(j["op"], "softmax");
+  EXPECT_EQ(j["problem"], r.softmax.str());
+  EXPECT_EQ(j["canonical"], r.softmax.canonical());
+  EXPECT_DOUBLE_EQ(j["bytes"].get<double>(), 4e6);
+  EXPECT_EQ(softmax_problem_from_json(j["problem_json"].dump()).canonical(), r.softmax.canonical());
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_NEAR(j["results"][0]["tbps"].get<double>(), 4.0, 1e-12);  // 4 MB in 1 us
+  EXPECT_FALSE(j["results"][0].contains("TBps"));
+  EXPECT_EQ(j["results"][1]["tbps"], 0.0);
+  EXPECT_TRUE(j["results"][1]["rel_err"].is_null());
+  // Every field of the one encoding, as in a GEMM report.
+  const json fields = gemmtune::to_json(w);
+  for (const auto& [k, v] : fields.items()) EXPECT_TRUE(j["results"][0].contains(k)) << k;
 }
 
 // ---- the shared library ----------------------------------------------------------------------

@@ -93,6 +93,30 @@ std::string error_of(const std::function<void()>& f) {
   return "(no Error thrown)";
 }
 
+// The code of the Error f() throws; ErrorCode::internal (and a failure) when it throws none.
+ErrorCode code_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no Error thrown";
+  return ErrorCode::internal;
+}
+
+// A malformed value is bad input (the C API's GT_ERR_INVALID), not a runtime failure.
+TEST_F(Settings, BadValuesAreInvalid) {
+  env.set("GEMMTUNE_NVCC_JOBS", "many");
+  EXPECT_EQ(code_of([] { resolve(CompileOptions{}); }), ErrorCode::invalid);
+  unsetenv("GEMMTUNE_NVCC_JOBS");
+  env.set("GEMMTUNE_LOG", "loud");
+  EXPECT_EQ(code_of([] { resolve(EngineOptions{}); }), ErrorCode::invalid);
+  unsetenv("GEMMTUNE_LOG");
+  CompileOptions huge;
+  huge.timeout_s = 1e12;
+  EXPECT_EQ(code_of([&] { resolve(huge); }), ErrorCode::invalid);
+}
+
 TEST_F(Settings, EnvironmentFillsTheDefaults) {
   const fs::path pydir = tmp.path() / "py";
   env.set("GEMMTUNE_CACHE", (tmp.path() / "tuning.sqlite").string());

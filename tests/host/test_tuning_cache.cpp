@@ -297,10 +297,18 @@ TEST_F(TuningCacheTest, ExportImportRoundTrip) {
   }
   const auto doc = nlohmann::json::parse(exported);
   EXPECT_EQ(doc["format"], "gemmtune-cache");
-  EXPECT_EQ(doc["version"], 1);
+  EXPECT_EQ(doc["version"], 2);
   ASSERT_EQ(doc["entries"].size(), 2u);
   EXPECT_EQ(doc["entries"][0]["key"], "k1");
-  EXPECT_EQ(doc["entries"][0]["results"].size(), 3u);
+  ASSERT_EQ(doc["entries"][0]["results"].size(), 3u);
+  // Results in the one encoding of a candidate result (to_json): "id", "name", rel_err null when
+  // not measured (the failed one) and for a NaN.
+  const auto& failed = doc["entries"][0]["results"][2];
+  EXPECT_EQ(failed["id"], "f");
+  EXPECT_EQ(failed["name"], "config f");
+  EXPECT_TRUE(failed["rel_err"].is_null()) << failed.dump();
+  EXPECT_FALSE(failed.contains("candidate_id")) << failed.dump();
+  EXPECT_TRUE(doc["entries"][0]["results"][1]["rel_err"].is_null());
 
   TuningCache dst(path_);
   dst.store("k2", "old", simple_report(32, "old", 99));   // replaced by the import
@@ -314,8 +322,10 @@ TEST_F(TuningCacheTest, ExportImportRoundTrip) {
   const auto k1 = dst.results("k1");
   ASSERT_EQ(k1.size(), 3u);
   EXPECT_EQ(k1[0].id, "w");
-  EXPECT_TRUE(std::isnan(k1[1].rel_err));
+  EXPECT_TRUE(std::isnan(k1[1].rel_err));  // wrong: always measured, so its null is a NaN
   EXPECT_EQ(k1[2].status, CandidateStatus::failed);
+  EXPECT_EQ(k1[2].rel_err, -1);  // failed: null is "not measured"
+  EXPECT_DOUBLE_EQ(k1[0].rel_err, 1e-3);
   EXPECT_EQ(dst.results("k2").size(), 2u);
 
   // Exporting the merged cache and importing it elsewhere gives the same choices.
@@ -329,6 +339,45 @@ TEST_F(TuningCacheTest, ExportImportRoundTrip) {
     EXPECT_EQ(list2[i].candidate_name, list[i].candidate_name);
     EXPECT_DOUBLE_EQ(list2[i].median_us, list[i].median_us);
     EXPECT_DOUBLE_EQ(list2[i].tuned_at, list[i].tuned_at);
+  }
+}
+
+// Exports written before the one candidate encoding (version 1: "candidate_id",
+// "candidate_name", rel_err -1 when not measured) still import.
+TEST_F(TuningCacheTest, ImportsVersionOneExports) {
+  const auto v1 = nlohmann::json::parse(R"({"format": "gemmtune-cache", "version": 1, "entries": [
+    {"key": "k1", "environment": "env", "problem": "gemm1;m=64", "backend": "cublaslt", "candidate_id": "w",
+     "candidate_name": "config w", "median_us": 10, "tuned_at": 1700000000, "results": [
+      {"backend": "cublaslt", "candidate_id": "w", "candidate_name": "config w", "status": "ok", "reason": "",
+       "rel_err": 0.001, "median_us": 10, "p20_us": 9, "p80_us": 11, "samples": 25, "compile_s": 0.25,
+       "is_default": true, "winner": true},
+      {"backend": "cublaslt", "candidate_id": "f", "candidate_name": "config f", "status": "failed",
+       "reason": "because f", "rel_err": -1, "median_us": 0, "p20_us": 0, "p80_us": 0, "samples": 0,
+       "compile_s": 0.25, "is_default": false, "winner": false}]}]})");
+  TuningCache cache(path_);
+  EXPECT_EQ(cache.import_json(v1.dump()), 1);
+  EXPECT_EQ(cache.lookup("k1")->candidate_id, "w");
+  const auto rs = cache.results("k1");
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0].id, "w");
+  EXPECT_EQ(rs[0].name, "config w");
+  EXPECT_DOUBLE_EQ(rs[0].rel_err, 0.001);
+  EXPECT_TRUE(rs[0].is_default);
+  EXPECT_EQ(rs[1].id, "f");
+  EXPECT_EQ(rs[1].rel_err, -1);
+  // Re-exported, it is version 2: the failed result's rel_err is null.
+  const auto v2 = nlohmann::json::parse(cache.export_json());
+  EXPECT_EQ(v2["version"], 2);
+  EXPECT_TRUE(v2["entries"][0]["results"][1]["rel_err"].is_null());
+  // A version-1 document is read with version 1's names: "id" there is not enough.
+  auto renamed = v1;
+  renamed["entries"][0]["results"][0].erase("candidate_id");
+  renamed["entries"][0]["results"][0]["id"] = "w";
+  try {
+    cache.import_json(renamed.dump());
+    ADD_FAILURE() << "no Error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("entries[0].results[0].candidate_id: missing"), std::string::npos) << e.message();
   }
 }
 
@@ -361,8 +410,8 @@ TEST_F(TuningCacheTest, ImportRejectsMalformedInputNamingTheField) {
   }
   {
     auto j = good;
-    j["version"] = 2;
-    expect_import_error(cache, j.dump(), "version: 2 is not supported");
+    j["version"] = 3;
+    expect_import_error(cache, j.dump(), "version: 3 is not supported");
   }
   {
     auto j = good;

@@ -37,6 +37,8 @@ int cmd_precompile(const PrecompileArgs& args) {
     for (auto [rows, cols] : softmax_suite_entries(shapes, args.file))
       req.softmax.push_back(build_softmax_problem(rows, cols, args.problem));
   } else {
+    if (args.m_values.empty() && suite_needs_m_values(shapes, args.file))
+      return usage_error("precompile", args.file + ": has no m column, so --m-values FILE (header phase,m) is required");
     std::string m_values;
     if (!args.m_values.empty()) m_values = read_text_file(args.m_values);
     for (const SuiteEntry& e :

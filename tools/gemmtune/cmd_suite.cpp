@@ -155,6 +155,8 @@ int cmd_suite(const SuiteArgs& args) {
   }
   const std::string shapes = read_text_file(args.file);
   if (is_softmax_suite(shapes, args.file)) return cmd_suite_softmax(args, shapes);  // header rows,cols
+  if (args.m_values.empty() && suite_needs_m_values(shapes, args.file))
+    return usage_error("suite", args.file + ": has no m column, so --m-values FILE (header phase,m) is required");
   std::string m_values;
   if (!args.m_values.empty()) m_values = read_text_file(args.m_values);
   const auto entries =

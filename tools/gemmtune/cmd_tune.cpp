@@ -68,8 +68,8 @@ int cmd_tune(const TuneArgs& args) {
   if (args.shape == "softmax") return cmd_tune_softmax(args);
   GemmProblem problem;
   try {
-    if (!args.shape2.empty()) GT_THROW("shape: unexpected '" + args.shape2 + "' after " + args.shape + " (softmax ROWSxCOLS takes two)");
-    if (args.problem.stride) GT_THROW("stride: applies to softmax only (GEMMs: --lda, --ldb, --ldd)");
+    if (!args.shape2.empty()) GT_INVALID("shape: unexpected '" + args.shape2 + "' after " + args.shape + " (softmax ROWSxCOLS takes two)");
+    if (args.problem.stride) GT_INVALID("stride: applies to softmax only (GEMMs: --lda, --ldb, --ldd)");
     problem = build_problem(args.shape, args.problem);
   } catch (const Error& e) {
     // Flags that describe an invalid problem are a usage error.
@@ -103,7 +103,8 @@ int cmd_tune(const TuneArgs& args) {
   print_tune_report(table_out, engine->device().str(), report, results, tuned_at, select_ms, roof, roof_text.str());
 
   if (!args.json.empty()) {
-    nlohmann::json j{{"problem", problem_json(problem)},
+    nlohmann::json j{{"op", "gemm"},
+                     {"problem", problem_json(problem)},
                      {"key", report.key},
                      {"from_cache", report.from_cache},
                      {"tuned_at", tuned_at},

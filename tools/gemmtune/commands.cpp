@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "core/cuda.hpp"
+#include "core/report_json.hpp"
 #include "core/settings.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
@@ -38,8 +39,11 @@ int run_cli(int argc, char** argv) {
   } catch (const Error& e) {
     // The message only: users need what went wrong, not where in our sources. Set
     // GEMMTUNE_DEBUG=1 to see the source location too.
+    // Exit codes by the error's code: no device is 3, as require_gpu says it; the rest 1
+    // (invalid input found inside a command, e.g. a bad suite file, is an error, not a usage
+    // error: the command line itself parsed).
     std::cerr << "gemmtune: " << (debug_locations() ? e.what() : e.message()) << "\n";
-    return kError;
+    return e.code() == ErrorCode::no_device ? kNoDevice : kError;
   } catch (const std::exception& e) {
     std::cerr << "gemmtune: " << e.what() << "\n";
     return kError;
@@ -154,25 +158,9 @@ nlohmann::json problem_json(const GemmProblem& p) {
           {"canonical", p.canonical()}};
 }
 
-nlohmann::json candidate_json(const CandidateResult& r) {
-  return {{"backend", r.backend},
-          {"id", r.id},
-          {"name", r.name},
-          {"status", to_string(r.status)},
-          {"reason", r.reason},
-          {"rel_err", r.rel_err < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.rel_err)},
-          {"median_us", r.median_us},
-          {"p20_us", r.p20_us},
-          {"p80_us", r.p80_us},
-          {"samples", r.samples},
-          {"compile_s", r.compile_s},
-          {"winner", r.winner}};
-}
-
 nlohmann::json result_json(const CandidateResult& r, const GemmProblem& p, double roof_tflops) {
   const double tf = tflops(p, r.median_us);
-  nlohmann::json j = candidate_json(r);
-  j["default"] = r.is_default;
+  nlohmann::json j = to_json(r);
   j["tflops"] = tf;
   if (roof_tflops > 0) j["pct_roof"] = tf > 0 ? 100.0 * tf / roof_tflops : 0.0;
   return j;

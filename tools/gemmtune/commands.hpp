@@ -1,7 +1,8 @@
 // The gemmtune commands, one file each (cmd_*.cpp), and what they share (commands.cpp).
 //
 // Each command returns its exit code (options.hpp: Exit). gemmtune::Error escaping a command
-// is printed by run_cli as "gemmtune: <message>" and exits 1.
+// is printed by run_cli as "gemmtune: <message>" and exits 3 (kNoDevice) for
+// ErrorCode::no_device, else 1.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -87,12 +88,8 @@ std::string status_text(const CandidateResult& r);
 double tflops(const GemmProblem& p, double median_us);
 
 nlohmann::json problem_json(const GemmProblem& p);
-// The CandidateResult fields every --json report carries (GEMM and softmax): backend, id, name,
-// status, reason, rel_err (null when not measured), median_us, p20_us, p80_us, samples,
-// compile_s, winner.
-nlohmann::json candidate_json(const CandidateResult& r);
-// Every CandidateResult field (candidate_json and default), plus tflops and (when
-// roof_tflops > 0) pct_roof.
+// A GEMM --json result: to_json (core/report_json.hpp, the C API's encoding of every
+// CandidateResult field), plus tflops and (when roof_tflops > 0) pct_roof.
 nlohmann::json result_json(const CandidateResult& r, const GemmProblem& p, double roof_tflops);
 
 // Fixed-point and scientific text of a number ("-" for a negative "not measured" value).

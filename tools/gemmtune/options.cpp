@@ -416,6 +416,14 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text, const s
   return rows;
 }
 
+bool suite_needs_m_values(const std::string& shapes, const std::string& shapes_name) {
+  auto rows = parse_csv(shapes, shapes_name);
+  if (rows.empty()) return false;
+  for (const std::string& c : rows[0])
+    if (lower_trim(c) == "m") return false;
+  return true;
+}
+
 std::vector<SuiteEntry> suite_entries(const std::string& shapes, const std::string& shapes_name,
                                       const std::string* m_values, const std::string& m_values_name) {
   std::vector<size_t> lines, mlines;

@@ -172,6 +172,10 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text, const s
 std::vector<SuiteEntry> suite_entries(const std::string& shapes, const std::string& shapes_name,
                                       const std::string* m_values, const std::string& m_values_name);
 std::string read_text_file(const std::string& path);
+// True when the GEMM suite `shapes` (a CSV as suite_entries reads) has no m column, so that it
+// needs --m-values. Reads the header only; a file without one says false (suite_entries names
+// what is wrong with it).
+bool suite_needs_m_values(const std::string& shapes, const std::string& shapes_name);
 
 // ---- output helpers --------------------------------------------------------------------
 std::string csv_escape(const std::string& field);

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "core/report_json.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
 #include "tune/ceilings.hpp"
@@ -129,7 +130,7 @@ double softmax_tbps(const SoftmaxProblem& p, double median_us) {
 int cmd_tune_softmax(const TuneArgs& args) {
   SoftmaxProblem p;
   try {
-    if (args.shape2.empty()) GT_THROW("shape: softmax needs ROWSxCOLS after it (e.g. tune softmax 4096x32768)");
+    if (args.shape2.empty()) GT_INVALID("shape: softmax needs ROWSxCOLS after it (e.g. tune softmax 4096x32768)");
     p = build_softmax_problem(args.shape2, args.problem);
   } catch (const Error& e) {
     return usage_error("tune", e.message());
@@ -188,8 +189,8 @@ int cmd_tune_softmax(const TuneArgs& args) {
                      {"results", nlohmann::json::array()}};
     for (const auto& r : results) {
       const double tb = softmax_tbps(p, r.median_us);
-      nlohmann::json jr = candidate_json(r);
-      jr["TBps"] = tb;
+      nlohmann::json jr = to_json(r);
+      jr["tbps"] = tb;
       jr["pct_copy"] = copy > 0 ? 100.0 * tb / copy : 0.0;
       j["results"].push_back(std::move(jr));
     }
