@@ -1,7 +1,9 @@
 // cuBLASLt plumbing: RAII owners, problem -> matmul mapping, algo ids and names, static rules.
 #include "backends/cublaslt/lt.hpp"
 
+#include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -45,19 +47,106 @@ MatrixLayout::~MatrixLayout() {
   if (l_) cublasLtMatrixLayoutDestroy(l_);
 }
 
-Preference::Preference() {
+Preference::Preference(const Prefs& prefs) {
   GT_CUBLAS(cublasLtMatmulPreferenceCreate(&p_));
   auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, const auto& v) {
     GT_CUBLAS(cublasLtMatmulPreferenceSetAttribute(p_, attr, &v, sizeof(v)));
   };
-  set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(kMaxWorkspace));
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, kAlignment);
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, kAlignment);
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, kAlignment);
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, kAlignment);
+  set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(prefs.max_workspace));
+  auto align = [&](cublasLtMatmulPreferenceAttributes_t attr, uint32_t bytes) {
+    if (bytes) set(attr, bytes);  // 0: left at cuBLASLt's default (256)
+  };
+  align(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, prefs.align_a);
+  align(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, prefs.align_b);
+  align(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, prefs.align_c);
+  align(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, prefs.align_d);
 }
 Preference::~Preference() {
   if (p_) cublasLtMatmulPreferenceDestroy(p_);
+}
+
+// ---- torch's configuration -----------------------------------------------------------------
+
+TorchPath torch_path(const GemmProblem& p) {
+  if (is_fp8(p.a.dtype)) return TorchPath::scaled_gemm;
+  // addmm's Lt condition (aten/src/ATen/native/cuda/Blas.cpp): a 1-D bias, every dimension > 1.
+  if (p.bias && !p.uses_c() && p.m > 1 && p.n > 1 && p.k > 1) return TorchPath::gemm_and_bias;
+  return TorchPath::gemm_ex;
+}
+
+const char* torch_path_text(TorchPath path) {
+  switch (path) {
+    case TorchPath::scaled_gemm: return "scaled_gemm";
+    case TorchPath::gemm_and_bias: return "gemm_and_bias";
+    case TorchPath::gemm_ex: return "gemm_ex";
+  }
+  return "?";
+}
+
+namespace {
+// A whole decimal number, or -1 (what torch's std::stoi accepts, less its leniency).
+long long parse_count(const std::string& s) {
+  if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(s);
+}
+}  // namespace
+
+size_t torch_lt_workspace() {
+  size_t kib = 1024;  // torch's default, "according to #73328"
+  if (const char* v = std::getenv("CUBLASLT_WORKSPACE_SIZE")) {
+    long long n = parse_count(v);
+    if (n >= 0) kib = size_t(n);
+  }
+  return std::min(kib * 1024, kMaxWorkspace);
+}
+
+size_t torch_cublas_workspace(int cc_major) {
+  size_t bytes = cc_major >= 9 && cc_major <= 12 ? size_t(4096) * 8 * 1024 : size_t(4096) * 1024 * 2 + 16 * 1024 * 8;
+  if (const char* v = std::getenv("CUBLAS_WORKSPACE_CONFIG")) {
+    // ":4096:8" or ":4096:2:16:8": pairs of KiB and count; unparsable: torch warns, keeps the default.
+    std::string cfg(v);
+    size_t total = 0;
+    bool any = false, bad = false;
+    size_t pos = 0;
+    while (pos < cfg.size() && !bad) {
+      if (cfg[pos] != ':') { bad = true; break; }
+      size_t mid = cfg.find(':', pos + 1);
+      if (mid == std::string::npos) { bad = true; break; }
+      size_t end = cfg.find(':', mid + 1);
+      long long kib = parse_count(cfg.substr(pos + 1, mid - pos - 1));
+      long long count = parse_count(cfg.substr(mid + 1, end == std::string::npos ? std::string::npos : end - mid - 1));
+      if (kib < 0 || count < 0) { bad = true; break; }
+      total += size_t(kib) * 1024 * size_t(count);
+      any = true;
+      pos = end == std::string::npos ? cfg.size() : end;
+    }
+    if (any && !bad) bytes = total;
+  }
+  return std::min(bytes, kMaxWorkspace);
+}
+
+Prefs gemmtune_prefs() { return Prefs{}; }
+
+Prefs torch_prefs(const GemmProblem& p, int cc_major, uint32_t align) {
+  Prefs out;
+  out.count = kTorchHeuristicCount;
+  switch (torch_path(p)) {
+    case TorchPath::scaled_gemm:
+      out.max_workspace = torch_lt_workspace();
+      // torch sets no alignment preference here: cuBLASLt assumes 256 bytes. For pointers
+      // aligned to less, ask for what they have (torch itself would not: docs/cublaslt.md).
+      out.align_a = out.align_b = out.align_c = out.align_d = align == kTorchAlignment ? 0 : align;
+      break;
+    case TorchPath::gemm_and_bias:
+      out.max_workspace = torch_lt_workspace();
+      out.align_a = out.align_b = out.align_c = out.align_d = align;  // D's: the bias pointer's, in torch
+      break;
+    case TorchPath::gemm_ex:
+      out.max_workspace = torch_cublas_workspace(cc_major);
+      out.align_a = out.align_b = out.align_c = out.align_d = align;
+      break;
+  }
+  return out;
 }
 
 // ---- one problem as a cuBLASLt matmul ------------------------------------------------------
@@ -200,6 +289,37 @@ cublasLtMatmulAlgo_t algo_from_hex(std::string_view id) {
   }
   std::memcpy(&algo, bytes, sizeof algo);
   return algo;
+}
+
+std::string torch_id(const cublasLtMatmulAlgo_t& main, const cublasLtMatmulAlgo_t& fallback) {
+  return std::string(kTorchIdPrefix) + algo_to_hex(main) + "-" + algo_to_hex(fallback);
+}
+
+bool is_torch_id(std::string_view id) { return id.substr(0, kTorchIdPrefix.size()) == kTorchIdPrefix; }
+
+void parse_torch_id(std::string_view id, cublasLtMatmulAlgo_t& main, cublasLtMatmulAlgo_t& fallback) {
+  constexpr size_t hex = 2 * sizeof(cublasLtMatmulAlgo_t);
+  const size_t p = kTorchIdPrefix.size();
+  if (!is_torch_id(id) || id.size() != p + hex + 1 + hex || id[p + hex] != '-')
+    GT_THROW("cublaslt: candidate id '" + std::string(id) + "' is not usable: expected torch-<" + std::to_string(hex) +
+             " hex digits>-<" + std::to_string(hex) + " hex digits>");
+  main = algo_from_hex(id.substr(p, hex));
+  fallback = algo_from_hex(id.substr(p + hex + 1));
+}
+
+bool same_algo(const cublasLtMatmulAlgo_t& x, const cublasLtMatmulAlgo_t& y) {
+  return std::memcmp(&x, &y, sizeof x) == 0;
+}
+
+std::vector<size_t> plain_candidates(const std::vector<cublasLtMatmulAlgo_t>& results,
+                                     const cublasLtMatmulAlgo_t* baseline) {
+  std::vector<size_t> keep;
+  for (size_t i = 0; i < results.size(); ++i) {
+    bool dup = baseline && same_algo(results[i], *baseline);
+    for (size_t j : keep) dup = dup || same_algo(results[j], results[i]);
+    if (!dup) keep.push_back(i);
+  }
+  return keep;
 }
 
 namespace {
