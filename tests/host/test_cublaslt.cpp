@@ -3,7 +3,6 @@
 // cuBLASLt's heuristic; the verdicts below hold on an H200 either way).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -175,22 +174,6 @@ TEST(CublasLtPlan, ColumnMajorDIsComputedDirectly) {
 
 // ---- torch's configuration: the baseline candidate --------------------------------------
 
-// Sets (or with nullptr clears) an environment variable for one scope.
-struct EnvVar {
-  EnvVar(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~EnvVar() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
 TEST(CublasLtTorch, WhichTorchCallAProblemIs) {
   EXPECT_EQ(lt::torch_path(GemmProblem::linear(64, 4096, 4096, DType::e4m3)), lt::TorchPath::scaled_gemm);
   GemmProblem fp8_bias = GemmProblem::linear(64, 4096, 4096, DType::e4m3);
@@ -212,34 +195,20 @@ TEST(CublasLtTorch, WhichTorchCallAProblemIs) {
 }
 
 TEST(CublasLtTorch, WorkspaceSizesAsTorchReadsThem) {
-  {
-    EnvVar lt_ws("CUBLASLT_WORKSPACE_SIZE", nullptr);
-    EnvVar cublas_ws("CUBLAS_WORKSPACE_CONFIG", nullptr);
-    EXPECT_EQ(lt::torch_lt_workspace(), size_t(1) << 20);           // 1024 KiB
-    EXPECT_EQ(lt::torch_cublas_workspace(9), size_t(32) << 20);     // Hopper
-    EXPECT_EQ(lt::torch_cublas_workspace(10), size_t(32) << 20);    // Blackwell
-    EXPECT_EQ(lt::torch_cublas_workspace(8), size_t(4096 * 1024 * 2 + 16 * 1024 * 8));
-  }
-  {
-    EnvVar lt_ws("CUBLASLT_WORKSPACE_SIZE", "4096");  // KiB
-    EXPECT_EQ(lt::torch_lt_workspace(), size_t(4) << 20);
-  }
-  {
-    EnvVar lt_ws("CUBLASLT_WORKSPACE_SIZE", "1000000");  // capped at the backend's 32 MiB
-    EXPECT_EQ(lt::torch_lt_workspace(), lt::kMaxWorkspace);
-  }
-  {
-    EnvVar lt_ws("CUBLASLT_WORKSPACE_SIZE", "lots");  // torch warns and keeps its default
-    EXPECT_EQ(lt::torch_lt_workspace(), size_t(1) << 20);
-  }
-  {
-    EnvVar cublas_ws("CUBLAS_WORKSPACE_CONFIG", ":4096:2:16:8");
-    EXPECT_EQ(lt::torch_cublas_workspace(9), size_t(4096 * 1024 * 2 + 16 * 1024 * 8));
-  }
-  {
-    EnvVar cublas_ws("CUBLAS_WORKSPACE_CONFIG", "garbage");
-    EXPECT_EQ(lt::torch_cublas_workspace(9), size_t(32) << 20);
-  }
+  // Unset: torch's defaults.
+  EXPECT_EQ(lt::torch_lt_workspace(), size_t(1) << 20);  // 1024 KiB
+  EXPECT_EQ(lt::torch_cublas_workspace(9), size_t(32) << 20);   // Hopper
+  EXPECT_EQ(lt::torch_cublas_workspace(10), size_t(32) << 20);  // Blackwell
+  EXPECT_EQ(lt::torch_cublas_workspace(8), size_t(4096 * 1024 * 2 + 16 * 1024 * 8));
+  // CUBLASLT_WORKSPACE_SIZE (KiB).
+  EXPECT_EQ(lt::torch_lt_workspace("4096"), size_t(4) << 20);
+  EXPECT_EQ(lt::torch_lt_workspace("1000000"), lt::kMaxWorkspace);  // capped at the backend's 32 MiB
+  EXPECT_EQ(lt::torch_lt_workspace("lots"), size_t(1) << 20);       // torch warns, keeps its default
+  // CUBLAS_WORKSPACE_CONFIG.
+  EXPECT_EQ(lt::torch_cublas_workspace(9, ":4096:2:16:8"), size_t(4096 * 1024 * 2 + 16 * 1024 * 8));
+  EXPECT_EQ(lt::torch_cublas_workspace(9, ":1024:1"), size_t(1) << 20);
+  EXPECT_EQ(lt::torch_cublas_workspace(9, "garbage"), size_t(32) << 20);
+  EXPECT_EQ(lt::torch_cublas_workspace(9, ":4096:x"), size_t(32) << 20);
 }
 
 template <class T>
@@ -270,8 +239,6 @@ void expect_prefs(const PrefValues& v, uint64_t ws, uint32_t align) {
 }
 
 TEST(CublasLtTorch, HeuristicPreferences) {
-  EnvVar lt_ws("CUBLASLT_WORKSPACE_SIZE", nullptr);
-  EnvVar cublas_ws("CUBLAS_WORKSPACE_CONFIG", nullptr);
   // gemmtune's own enumeration: 32 MiB, 16 bytes, 64 results.
   lt::Prefs ours = lt::gemmtune_prefs();
   EXPECT_EQ(ours.count, lt::kHeuristicCount);

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -91,31 +90,36 @@ long long parse_count(const std::string& s) {
 }
 }  // namespace
 
-size_t torch_lt_workspace() {
+size_t torch_lt_workspace(const char* cublaslt_workspace_size) {
   size_t kib = 1024;  // torch's default, "according to #73328"
-  if (const char* v = std::getenv("CUBLASLT_WORKSPACE_SIZE")) {
-    long long n = parse_count(v);
+  if (cublaslt_workspace_size) {
+    long long n = parse_count(cublaslt_workspace_size);
     if (n >= 0) kib = size_t(n);
   }
   return std::min(kib * 1024, kMaxWorkspace);
 }
 
-size_t torch_cublas_workspace(int cc_major) {
+size_t torch_cublas_workspace(int cc_major, const char* cublas_workspace_config) {
   size_t bytes = cc_major >= 9 && cc_major <= 12 ? size_t(4096) * 8 * 1024 : size_t(4096) * 1024 * 2 + 16 * 1024 * 8;
-  if (const char* v = std::getenv("CUBLAS_WORKSPACE_CONFIG")) {
+  if (cublas_workspace_config) {
     // ":4096:8" or ":4096:2:16:8": pairs of KiB and count; unparsable: torch warns, keeps the default.
-    std::string cfg(v);
+    std::string cfg(cublas_workspace_config);
     size_t total = 0;
     bool any = false, bad = false;
     size_t pos = 0;
     while (pos < cfg.size() && !bad) {
-      if (cfg[pos] != ':') { bad = true; break; }
-      size_t mid = cfg.find(':', pos + 1);
-      if (mid == std::string::npos) { bad = true; break; }
+      size_t mid = cfg[pos] == ':' ? cfg.find(':', pos + 1) : std::string::npos;
+      if (mid == std::string::npos) {
+        bad = true;
+        break;
+      }
       size_t end = cfg.find(':', mid + 1);
       long long kib = parse_count(cfg.substr(pos + 1, mid - pos - 1));
       long long count = parse_count(cfg.substr(mid + 1, end == std::string::npos ? std::string::npos : end - mid - 1));
-      if (kib < 0 || count < 0) { bad = true; break; }
+      if (kib < 0 || count < 0) {
+        bad = true;
+        break;
+      }
       total += size_t(kib) * 1024 * size_t(count);
       any = true;
       pos = end == std::string::npos ? cfg.size() : end;

@@ -58,12 +58,15 @@ const char* torch_path_text(TorchPath path);  // "scaled_gemm", "gemm_and_bias",
 constexpr uint32_t kTorchAlignment = 256;
 constexpr int kTorchHeuristicCount = 1;  // torch asks for one result and takes it
 
-// Workspace sizes as torch reads them (bytes), capped at kMaxWorkspace:
-// cuBLASLt's: $CUBLASLT_WORKSPACE_SIZE in KiB, default 1024 KiB (CublasHandlePool.cpp);
-// cuBLAS's: $CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT" pairs), default 32 MiB on sm_90..sm_12x,
+// Workspace sizes as torch computes them (bytes), capped at kMaxWorkspace, from the value of
+// torch's environment variable (nullptr: unset):
+// cuBLASLt's: CUBLASLT_WORKSPACE_SIZE in KiB, default 1024 KiB (CublasHandlePool.cpp);
+// cuBLAS's: CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT" pairs), default 32 MiB on sm_90..sm_12x,
 // else 4096 KiB x 2 + 16 KiB x 8.
-size_t torch_lt_workspace();
-size_t torch_cublas_workspace(int cc_major);
+// The backend passes nullptr, i.e. torch's defaults: the library reads the environment only in
+// core/settings.cpp, which does not carry these two variables (docs/cublaslt.md).
+size_t torch_lt_workspace(const char* cublaslt_workspace_size = nullptr);
+size_t torch_cublas_workspace(int cc_major, const char* cublas_workspace_config = nullptr);
 
 // One heuristic preference descriptor's settings. An alignment of 0 leaves the attribute unset
 // (cuBLASLt's default, 256 bytes), as torch's scaled_gemm does.
