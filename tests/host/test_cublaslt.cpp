@@ -299,6 +299,25 @@ TEST(CublasLtTorch, PlanCarriesTorchsScaledMmAttributes) {
   EXPECT_EQ(desc_attr<const void*>(plan, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER), &sb);
 }
 
+TEST(CublasLtTorch, PlaceholdersCarryTheAlignmentTheHeuristicMayAssume) {
+  GemmProblem p = GemmProblem::linear(64, 4096, 4096, DType::e4m3);
+  p.bias = true;
+  lt::Plan ours(p), torchs(p, lt::kTorchAlignment);
+  for (auto attr : {CUBLASLT_MATMUL_DESC_BIAS_POINTER, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                    CUBLASLT_MATMUL_DESC_B_SCALE_POINTER}) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(desc_attr<const void*>(ours, attr)), 16u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(desc_attr<const void*>(torchs, attr)), 256u);
+  }
+  // bind() replaces them with the call's pointers.
+  float sa = 0, sb = 0;
+  int bias = 0;
+  GemmArgs g;
+  g.scale_a = &sa, g.scale_b = &sb, g.bias = &bias;
+  torchs.bind(g);
+  EXPECT_EQ(desc_attr<const void*>(torchs, CUBLASLT_MATMUL_DESC_BIAS_POINTER), &bias);
+  EXPECT_EQ(desc_attr<const void*>(torchs, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER), &sb);
+}
+
 cublasLtMatmulAlgo_t algo_with(unsigned char first) {
   cublasLtMatmulAlgo_t algo = patterned_algo();
   std::memcpy(&algo, &first, 1);

@@ -9,8 +9,9 @@
 //
 // The torch baseline (docs/cublaslt.md): the heuristic asked the way PyTorch asks it for this
 // problem (lt::torch_prefs: torch's workspace, 256-byte alignment as torch's allocator gives,
-// one result), holding also the algo that the same call gives for 16-byte pointers. run() takes
-// the first when every pointer it is given is 256-byte aligned and the second otherwise, so the
+// one result; bias and scale placeholders 256-byte aligned), holding also the algo that the same
+// call gives for 16-byte pointers. run() takes the first when every pointer it is given (A, B,
+// C, D, bias, scales, where used) is 256-byte aligned and the second otherwise, so the
 // baseline is safe for any pointers this backend accepts and is exactly torch's pick for
 // torch-allocated tensors. A heuristic result with the baseline's algo is not listed again.
 // Where the torch-style query finds nothing, heuristic result #0 is the default, as before.
@@ -115,8 +116,15 @@ class LtCandidate final : public detail::Candidate {
   void check() {
     std::lock_guard<std::mutex> lock(mu_);
     ensure_plan();
-    size_t need = check_one(choice_.algo);
-    if (choice_.torch && !lt::same_algo(choice_.algo, choice_.fallback)) need = std::max(need, check_one(choice_.fallback));
+    size_t need;
+    if (choice_.torch) {
+      // The main algo was chosen for 256-byte bias / scale pointers: check it with such.
+      lt::Plan aligned(p_, lt::kTorchAlignment);
+      need = check_one(choice_.algo, aligned);
+      if (!lt::same_algo(choice_.algo, choice_.fallback)) need = std::max(need, check_one(choice_.fallback, *plan_));
+    } else {
+      need = check_one(choice_.algo, *plan_);
+    }
     ws_bytes_ = need;
   }
 
@@ -125,15 +133,17 @@ class LtCandidate final : public detail::Candidate {
   const cublasLtMatmulAlgo_t& algo_for(const GemmArgs& g) const {
     if (!choice_.torch) return choice_.algo;
     const uint32_t k = lt::kTorchAlignment;
+    const bool scaled = p_.scale != ScaleMode::none;  // as Plan::bind: scale pointers are set
     bool aligned = aligned_to(g.a, k) && aligned_to(g.b, k) && aligned_to(g.d, k) &&
-                   (!p_.uses_c() || aligned_to(g.c, k)) && (!p_.bias || aligned_to(g.bias, k));
+                   (!p_.uses_c() || aligned_to(g.c, k)) && (!p_.bias || aligned_to(g.bias, k)) &&
+                   (!scaled || (aligned_to(g.scale_a, k) && aligned_to(g.scale_b, k)));
     return aligned ? choice_.algo : choice_.fallback;
   }
 
-  size_t check_one(const cublasLtMatmulAlgo_t& algo) {
+  size_t check_one(const cublasLtMatmulAlgo_t& algo, const lt::Plan& plan) {
     cublasLtMatmulHeuristicResult_t r{};
-    cublasStatus_t st = cublasLtMatmulAlgoCheck(h_->get(), plan_->desc.get(), plan_->a->get(), plan_->b->get(),
-                                                 plan_->c->get(), plan_->d->get(), &algo, &r);
+    cublasStatus_t st = cublasLtMatmulAlgoCheck(h_->get(), plan.desc.get(), plan.a->get(), plan.b->get(),
+                                                 plan.c->get(), plan.d->get(), &algo, &r);
     if (st != CUBLAS_STATUS_SUCCESS)
       GT_THROW("cublaslt: candidate " + id() + " is not usable for " + p_.str() + ": " + lt::status_text(st));
     if (r.workspaceSize > lt::kMaxWorkspace)
@@ -230,7 +240,8 @@ class CublasLtBackend final : public Backend {
 
     // torch's call: 256-byte pointers, and the same call for 16-byte ones (the fallback; where
     // it finds nothing, gemmtune's own result #0, which needs 16 bytes only).
-    Heuristics t = query(*handle_, plan, lt::torch_prefs(p, dev_.cc_major));
+    lt::Plan tplan(p, lt::kTorchAlignment);  // bias / scale placeholders aligned as torch's tensors
+    Heuristics t = query(*handle_, tplan, lt::torch_prefs(p, dev_.cc_major));
     std::optional<Choice> base;
     size_t base_ws = 0;
     if (t.status == CUBLAS_STATUS_SUCCESS && !t.results.empty()) {

@@ -157,9 +157,10 @@ Prefs torch_prefs(const GemmProblem& p, int cc_major, uint32_t align) {
 
 namespace {
 
-// Stand-in for per-call device pointers until bind(): aligned to 16 bytes and no more, so that
-// the heuristic assumes exactly the alignment run() guarantees. Never dereferenced.
-const void* const kPlaceholder = reinterpret_cast<const void*>(uintptr_t(16));
+// Stand-in for per-call device pointers until bind(): aligned to `align` bytes and no more
+// (16 by default, so that the heuristic assumes exactly the alignment run() guarantees; 256 for
+// the torch-style query, as torch's tensors are). Never dereferenced.
+const void* placeholder(uint32_t align) { return reinterpret_cast<const void*>(uintptr_t(align)); }
 
 // Our matrix X, logically [r, c] in `layout` with leading dim ld, as a cuBLAS operand that must
 // present X (want_t false) or X^T (want_t true). Storage read column-major is X^T when X is
@@ -194,14 +195,14 @@ cublasLtEpilogue_t epilogue(const GemmProblem& p) {
   return p.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-Plan::Plan(const GemmProblem& p)
+Plan::Plan(const GemmProblem& p, uint32_t placeholder_align)
     : desc(compute_type(p), CUDA_R_32F),
       swap_(p.d.layout == Layout::row),
       bias_(p.bias),
       scale_(p.scale),
-      bound_bias_(kPlaceholder),
-      bound_sa_(kPlaceholder),
-      bound_sb_(kPlaceholder) {
+      bound_bias_(placeholder(placeholder_align)),
+      bound_sa_(bound_bias_),
+      bound_sb_(bound_bias_) {
   Operand oa = swap_ ? operand(p.b.layout, p.k, p.n, p.ldb(), true) : operand(p.a.layout, p.m, p.k, p.lda(), false);
   Operand ob = swap_ ? operand(p.a.layout, p.m, p.k, p.lda(), true) : operand(p.b.layout, p.k, p.n, p.ldb(), false);
   Operand od = operand(p.d.layout, p.m, p.n, p.ldd(), swap_);  // op is always N: storage order
@@ -220,7 +221,7 @@ void Plan::configure(const GemmProblem& p, cublasOperation_t op_a, cublasOperati
   desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(epilogue(p)));
   if (p.bias) {
     desc.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(cuda_type(p.d.dtype)));
-    desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, kPlaceholder);
+    desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bound_bias_);
   }
   if (is_fp8(p.a.dtype)) desc.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(0));  // torch._scaled_mm's default
   if (p.scale == ScaleMode::none) return;  // no scale pointers: scales are 1
@@ -230,8 +231,8 @@ void Plan::configure(const GemmProblem& p, cublasOperation_t op_a, cublasOperati
     desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode);
     desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode);
   }
-  desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, kPlaceholder);
-  desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, kPlaceholder);
+  desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, bound_sa_);
+  desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, bound_sb_);
 }
 
 void Plan::bind(const GemmArgs& g) {

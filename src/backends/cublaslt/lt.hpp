@@ -143,11 +143,12 @@ class Preference {
 // ---- one problem as a cuBLASLt matmul ------------------------------------------------------
 
 // The matmul descriptor and the four layouts of one problem, created once. Per-call pointers
-// (bias, FP8 scales) hold 16-byte-aligned placeholders until bind() sets the real ones:
-// cuBLASLt's heuristic and AlgoCheck never dereference them but read their alignment.
+// (bias, FP8 scales) hold placeholders aligned to `placeholder_align` bytes (16; 256 for the
+// torch-style query) until bind() sets the real ones: cuBLASLt's heuristic and AlgoCheck never
+// dereference them but read their alignment.
 class Plan {
  public:
-  explicit Plan(const GemmProblem& p);
+  explicit Plan(const GemmProblem& p, uint32_t placeholder_align = kAlignment);
   // Sets bias / scale pointers of `args` on the descriptor when they changed since last call.
   void bind(const GemmArgs& args);
   bool swapped() const { return swap_; }  // D row-major: computing D^T = B^T A^T
