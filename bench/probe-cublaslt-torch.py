@@ -300,6 +300,20 @@ def problem_table(res):
     return "\n".join(lines)
 
 
+def loaded_libs(stems):
+    """Paths of the shared libraries whose names contain one of `stems`, as mapped now."""
+    out = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1] if line.strip() else ""
+                if path.startswith("/") and any(st in os.path.basename(path) for st in stems):
+                    out.add(path)
+    except OSError:
+        pass
+    return sorted(out)
+
+
 def main(argv=None):
     args = parse_args(argv)
     out = Path(args.out)
@@ -317,6 +331,9 @@ def main(argv=None):
         doc["engine_info"] = probe.engine.info()
     except Exception:  # noqa: BLE001
         pass
+    doc["loaded_blas_libs"] = loaded_libs(("libcublasLt", "libcublas."))
+    log(f"# {probe.gpu['name']}, torch {torch.__version__} (CUDA {torch.version.cuda}), gemmtune {doc['gemmtune']}; "
+        f"BLAS libraries in this process (torch's and gemmtune's calls share them): {doc['loaded_blas_libs']}")
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
     todo = [(dt, m, n, k) for dt in args.dtypes.split(",") if dt for m in (int(v) for v in args.ms.split(",")) for n, k in shapes]
     failed = False
