@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "backends/backend.hpp"
 #include "backends/cublaslt/lt.hpp"
@@ -169,6 +170,193 @@ TEST(CublasLtPlan, ColumnMajorDIsComputedDirectly) {
   expect_dims(dims(*plan.b), 300, 64, 300);  // B^T stored col-major [n, k]
   expect_dims(dims(*plan.c), 100, 300, 104);
   expect_dims(dims(*plan.d), 100, 300, 100);
+}
+
+// ---- torch's configuration: the baseline candidate --------------------------------------
+
+TEST(CublasLtTorch, WhichTorchCallAProblemIs) {
+  EXPECT_EQ(lt::torch_path(GemmProblem::linear(64, 4096, 4096, DType::e4m3)), lt::TorchPath::scaled_gemm);
+  GemmProblem fp8_bias = GemmProblem::linear(64, 4096, 4096, DType::e4m3);
+  fp8_bias.bias = true;
+  EXPECT_EQ(lt::torch_path(fp8_bias), lt::TorchPath::scaled_gemm);  // _scaled_mm's bias
+  EXPECT_EQ(lt::torch_path(GemmProblem::linear(64, 4096, 4096)), lt::TorchPath::gemm_ex);  // torch.mm
+  GemmProblem bias = GemmProblem::linear(64, 4096, 4096, DType::fp16);
+  bias.bias = true;
+  EXPECT_EQ(lt::torch_path(bias), lt::TorchPath::gemm_and_bias);  // addmm / F.linear with bias
+  bias.act = Activation::gelu_tanh;
+  EXPECT_EQ(lt::torch_path(bias), lt::TorchPath::gemm_and_bias);  // _addmm_activation
+  GemmProblem m1 = bias;
+  m1.m = 1;
+  EXPECT_EQ(lt::torch_path(m1), lt::TorchPath::gemm_ex);  // addmm takes Lt only for dimensions > 1
+  GemmProblem with_c = bias;
+  with_c.beta = 1;
+  EXPECT_EQ(lt::torch_path(with_c), lt::TorchPath::gemm_ex);  // a 2-D C: cublasGemmEx
+  EXPECT_STREQ(lt::torch_path_text(lt::TorchPath::gemm_and_bias), "gemm_and_bias");
+}
+
+TEST(CublasLtTorch, WorkspaceSizesAsTorchReadsThem) {
+  // Unset: torch's defaults.
+  EXPECT_EQ(lt::torch_lt_workspace(), size_t(1) << 20);  // 1024 KiB
+  EXPECT_EQ(lt::torch_cublas_workspace(9), size_t(32) << 20);   // Hopper
+  EXPECT_EQ(lt::torch_cublas_workspace(10), size_t(32) << 20);  // Blackwell
+  EXPECT_EQ(lt::torch_cublas_workspace(8), size_t(4096 * 1024 * 2 + 16 * 1024 * 8));
+  // CUBLASLT_WORKSPACE_SIZE (KiB).
+  EXPECT_EQ(lt::torch_lt_workspace("4096"), size_t(4) << 20);
+  EXPECT_EQ(lt::torch_lt_workspace("1000000"), lt::kMaxWorkspace);  // capped at the backend's 32 MiB
+  EXPECT_EQ(lt::torch_lt_workspace("lots"), size_t(1) << 20);       // torch warns, keeps its default
+  // CUBLAS_WORKSPACE_CONFIG.
+  EXPECT_EQ(lt::torch_cublas_workspace(9, ":4096:2:16:8"), size_t(4096 * 1024 * 2 + 16 * 1024 * 8));
+  EXPECT_EQ(lt::torch_cublas_workspace(9, ":1024:1"), size_t(1) << 20);
+  EXPECT_EQ(lt::torch_cublas_workspace(9, "garbage"), size_t(32) << 20);
+  EXPECT_EQ(lt::torch_cublas_workspace(9, ":4096:x"), size_t(32) << 20);
+}
+
+template <class T>
+T pref_attr(const lt::Preference& pref, cublasLtMatmulPreferenceAttributes_t attr) {
+  T v{};
+  size_t w = 0;
+  EXPECT_EQ(cublasLtMatmulPreferenceGetAttribute(pref.get(), attr, &v, sizeof v, &w), CUBLAS_STATUS_SUCCESS);
+  return v;
+}
+struct PrefValues {
+  uint64_t ws;
+  uint32_t a, b, c, d;
+};
+PrefValues read_back(const lt::Prefs& prefs) {
+  lt::Preference pref(prefs);
+  return {pref_attr<uint64_t>(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES),
+          pref_attr<uint32_t>(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES),
+          pref_attr<uint32_t>(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES),
+          pref_attr<uint32_t>(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES),
+          pref_attr<uint32_t>(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES)};
+}
+void expect_prefs(const PrefValues& v, uint64_t ws, uint32_t align) {
+  EXPECT_EQ(v.ws, ws);
+  EXPECT_EQ(v.a, align);
+  EXPECT_EQ(v.b, align);
+  EXPECT_EQ(v.c, align);
+  EXPECT_EQ(v.d, align);
+}
+
+TEST(CublasLtTorch, HeuristicPreferences) {
+  // gemmtune's own enumeration: 32 MiB, 16 bytes, 64 results.
+  lt::Prefs ours = lt::gemmtune_prefs();
+  EXPECT_EQ(ours.count, lt::kHeuristicCount);
+  expect_prefs(read_back(ours), lt::kMaxWorkspace, 16);
+
+  // _scaled_mm: 1 MiB, alignments left unset (cuBLASLt's default reads back as 256), 1 result.
+  GemmProblem fp8 = GemmProblem::linear(64, 4096, 4096, DType::e4m3);
+  lt::Prefs t = lt::torch_prefs(fp8, 9);
+  EXPECT_EQ(t.count, 1);
+  EXPECT_EQ(t.align_a, 0u);
+  EXPECT_EQ(t.align_d, 0u);
+  expect_prefs(read_back(t), 1u << 20, 256);
+  // ... and the same call for pointers aligned to 16 bytes only (the fallback).
+  expect_prefs(read_back(lt::torch_prefs(fp8, 9, 16)), 1u << 20, 16);
+
+  // addmm with bias: 1 MiB, the pointers' alignment (256 from torch's allocator), 1 result.
+  GemmProblem bias = GemmProblem::linear(64, 4096, 4096);
+  bias.bias = true;
+  t = lt::torch_prefs(bias, 9);
+  EXPECT_EQ(t.count, 1);
+  expect_prefs(read_back(t), 1u << 20, 256);
+  expect_prefs(read_back(lt::torch_prefs(bias, 9, 16)), 1u << 20, 16);
+
+  // torch.mm (cublasGemmEx): the cuBLAS handle's workspace, 256 bytes, 1 result.
+  t = lt::torch_prefs(GemmProblem::linear(64, 4096, 4096), 9);
+  EXPECT_EQ(t.count, 1);
+  expect_prefs(read_back(t), 32u << 20, 256);
+  expect_prefs(read_back(lt::torch_prefs(GemmProblem::linear(64, 4096, 4096), 8)), 4096 * 1024 * 2 + 16 * 1024 * 8,
+               256);
+}
+
+TEST(CublasLtTorch, PlanCarriesTorchsScaledMmAttributes) {
+  // torch's scaled_gemm for D = A @ W^T (row-major, bf16 out, tensorwise): TRANSA = T, TRANSB = N
+  // with W as cuBLAS's A; compute 32F, scale type 32F; FAST_ACCUM 0 (use_fast_accum=False); scale
+  // modes SCALAR_32F (= 0, what an unset mode means); A scale pointer = W's scale; host pointer
+  // mode (torch: unset = host); no epilogue without bias; C typed as D (bias_dtype = out dtype).
+  GemmProblem p = GemmProblem::linear(64, 4096, 14336, DType::e4m3);
+  lt::Plan plan(p);
+  EXPECT_EQ(desc_attr<int32_t>(plan, CUBLASLT_MATMUL_DESC_TRANSA), CUBLAS_OP_T);
+  EXPECT_EQ(desc_attr<int32_t>(plan, CUBLASLT_MATMUL_DESC_TRANSB), CUBLAS_OP_N);
+  EXPECT_EQ(desc_attr<int32_t>(plan, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE), CUBLAS_COMPUTE_32F);
+  EXPECT_EQ(desc_attr<int32_t>(plan, CUBLASLT_MATMUL_DESC_SCALE_TYPE), CUDA_R_32F);
+  EXPECT_EQ(desc_attr<int8_t>(plan, CUBLASLT_MATMUL_DESC_FAST_ACCUM), 0);
+  EXPECT_EQ(desc_attr<int32_t>(plan, CUBLASLT_MATMUL_DESC_A_SCALE_MODE), CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
+  EXPECT_EQ(desc_attr<int32_t>(plan, CUBLASLT_MATMUL_DESC_B_SCALE_MODE), CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F);
+  EXPECT_EQ(desc_attr<int32_t>(plan, CUBLASLT_MATMUL_DESC_POINTER_MODE), CUBLASLT_POINTER_MODE_HOST);
+  EXPECT_EQ(desc_attr<uint32_t>(plan, CUBLASLT_MATMUL_DESC_EPILOGUE), uint32_t(CUBLASLT_EPILOGUE_DEFAULT));
+  EXPECT_EQ(desc_attr<int32_t>(plan, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), 0);  // torch: only with an SM carveout
+  expect_dims(dims(*plan.a), 14336, 4096, 14336);  // W [n, k] row-major = col-major [k, n]: torch's mat1
+  expect_dims(dims(*plan.b), 14336, 64, 14336);
+  expect_dims(dims(*plan.c), 4096, 64, 4096);
+  EXPECT_EQ(dims(*plan.c).type, CUDA_R_16BF);
+  EXPECT_EQ(dims(*plan.d).type, CUDA_R_16BF);
+  float sa = 0, sb = 0;
+  GemmArgs g;
+  g.scale_a = &sa, g.scale_b = &sb;
+  plan.bind(g);
+  EXPECT_EQ(desc_attr<const void*>(plan, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER), &sb);
+}
+
+TEST(CublasLtTorch, PlaceholdersCarryTheAlignmentTheHeuristicMayAssume) {
+  GemmProblem p = GemmProblem::linear(64, 4096, 4096, DType::e4m3);
+  p.bias = true;
+  lt::Plan ours(p), torchs(p, lt::kTorchAlignment);
+  for (auto attr : {CUBLASLT_MATMUL_DESC_BIAS_POINTER, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                    CUBLASLT_MATMUL_DESC_B_SCALE_POINTER}) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(desc_attr<const void*>(ours, attr)), 16u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(desc_attr<const void*>(torchs, attr)), 256u);
+  }
+  // bind() replaces them with the call's pointers.
+  float sa = 0, sb = 0;
+  int bias = 0;
+  GemmArgs g;
+  g.scale_a = &sa, g.scale_b = &sb, g.bias = &bias;
+  torchs.bind(g);
+  EXPECT_EQ(desc_attr<const void*>(torchs, CUBLASLT_MATMUL_DESC_BIAS_POINTER), &bias);
+  EXPECT_EQ(desc_attr<const void*>(torchs, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER), &sb);
+}
+
+cublasLtMatmulAlgo_t algo_with(unsigned char first) {
+  cublasLtMatmulAlgo_t algo = patterned_algo();
+  std::memcpy(&algo, &first, 1);
+  return algo;
+}
+
+TEST(CublasLtTorch, BaselineIdRoundTrip) {
+  cublasLtMatmulAlgo_t main = algo_with(1), fallback = algo_with(2), m2, f2;
+  std::string id = lt::torch_id(main, fallback);
+  EXPECT_TRUE(lt::is_torch_id(id));
+  EXPECT_FALSE(lt::is_torch_id(lt::algo_to_hex(main)));
+  EXPECT_EQ(id.size(), 6u + 128 + 1 + 128);
+  lt::parse_torch_id(id, m2, f2);
+  EXPECT_TRUE(lt::same_algo(main, m2));
+  EXPECT_TRUE(lt::same_algo(fallback, f2));
+  EXPECT_FALSE(lt::same_algo(main, fallback));
+  const std::string bads[] = {"torch-", id.substr(0, id.size() - 1), "torch-" + lt::algo_to_hex(main),
+                              id.substr(0, 134) + "+" + id.substr(135), id.substr(0, 140) + "z" + id.substr(141)};
+  for (const std::string& bad : bads) {
+    try {
+      lt::parse_torch_id(bad, m2, f2);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("'"), std::string::npos) << e.message();
+    }
+  }
+}
+
+TEST(CublasLtTorch, SameAlgoIsOneCandidate) {
+  const cublasLtMatmulAlgo_t a = algo_with(1), b = algo_with(2), c = algo_with(3), d = algo_with(4);
+  std::vector<cublasLtMatmulAlgo_t> results = {a, b, a, c};
+  // No baseline: each algo once, in the heuristic's order.
+  EXPECT_EQ(lt::plain_candidates(results, nullptr), (std::vector<size_t>{0, 1, 3}));
+  // The baseline's algo is among the results: it is listed once, as the baseline.
+  EXPECT_EQ(lt::plain_candidates(results, &b), (std::vector<size_t>{0, 3}));
+  EXPECT_EQ(lt::plain_candidates(results, &a), (std::vector<size_t>{1, 3}));
+  // A baseline the 16-byte enumeration does not have: every result stays.
+  EXPECT_EQ(lt::plain_candidates(results, &d), (std::vector<size_t>{0, 1, 3}));
+  EXPECT_TRUE(lt::plain_candidates({}, &d).empty());
 }
 
 // ---- supports() -------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // cuBLASLt plumbing: RAII owners, problem -> matmul mapping, algo ids and names, static rules.
 #include "backends/cublaslt/lt.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <sstream>
@@ -45,28 +46,121 @@ MatrixLayout::~MatrixLayout() {
   if (l_) cublasLtMatrixLayoutDestroy(l_);
 }
 
-Preference::Preference() {
+Preference::Preference(const Prefs& prefs) {
   GT_CUBLAS(cublasLtMatmulPreferenceCreate(&p_));
   auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, const auto& v) {
     GT_CUBLAS(cublasLtMatmulPreferenceSetAttribute(p_, attr, &v, sizeof(v)));
   };
-  set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(kMaxWorkspace));
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, kAlignment);
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, kAlignment);
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, kAlignment);
-  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, kAlignment);
+  set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, uint64_t(prefs.max_workspace));
+  auto align = [&](cublasLtMatmulPreferenceAttributes_t attr, uint32_t bytes) {
+    if (bytes) set(attr, bytes);  // 0: left at cuBLASLt's default (256)
+  };
+  align(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, prefs.align_a);
+  align(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, prefs.align_b);
+  align(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, prefs.align_c);
+  align(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, prefs.align_d);
 }
 Preference::~Preference() {
   if (p_) cublasLtMatmulPreferenceDestroy(p_);
+}
+
+// ---- torch's configuration -----------------------------------------------------------------
+
+TorchPath torch_path(const GemmProblem& p) {
+  if (is_fp8(p.a.dtype)) return TorchPath::scaled_gemm;
+  // addmm's Lt condition (aten/src/ATen/native/cuda/Blas.cpp): a 1-D bias, every dimension > 1.
+  if (p.bias && !p.uses_c() && p.m > 1 && p.n > 1 && p.k > 1) return TorchPath::gemm_and_bias;
+  return TorchPath::gemm_ex;
+}
+
+const char* torch_path_text(TorchPath path) {
+  switch (path) {
+    case TorchPath::scaled_gemm: return "scaled_gemm";
+    case TorchPath::gemm_and_bias: return "gemm_and_bias";
+    case TorchPath::gemm_ex: return "gemm_ex";
+  }
+  return "?";
+}
+
+namespace {
+// A whole decimal number, or -1 (what torch's std::stoi accepts, less its leniency).
+long long parse_count(const std::string& s) {
+  if (s.empty() || s.size() > 12 || s.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(s);
+}
+}  // namespace
+
+size_t torch_lt_workspace(const char* cublaslt_workspace_size) {
+  size_t kib = 1024;  // torch's default, "according to #73328"
+  if (cublaslt_workspace_size) {
+    long long n = parse_count(cublaslt_workspace_size);
+    if (n >= 0) kib = size_t(n);
+  }
+  return std::min(kib * 1024, kMaxWorkspace);
+}
+
+size_t torch_cublas_workspace(int cc_major, const char* cublas_workspace_config) {
+  size_t bytes = cc_major >= 9 && cc_major <= 12 ? size_t(4096) * 8 * 1024 : size_t(4096) * 1024 * 2 + 16 * 1024 * 8;
+  if (cublas_workspace_config) {
+    // ":4096:8" or ":4096:2:16:8": pairs of KiB and count; unparsable: torch warns, keeps the default.
+    std::string cfg(cublas_workspace_config);
+    size_t total = 0;
+    bool any = false, bad = false;
+    size_t pos = 0;
+    while (pos < cfg.size() && !bad) {
+      size_t mid = cfg[pos] == ':' ? cfg.find(':', pos + 1) : std::string::npos;
+      if (mid == std::string::npos) {
+        bad = true;
+        break;
+      }
+      size_t end = cfg.find(':', mid + 1);
+      long long kib = parse_count(cfg.substr(pos + 1, mid - pos - 1));
+      long long count = parse_count(cfg.substr(mid + 1, end == std::string::npos ? std::string::npos : end - mid - 1));
+      if (kib < 0 || count < 0) {
+        bad = true;
+        break;
+      }
+      total += size_t(kib) * 1024 * size_t(count);
+      any = true;
+      pos = end == std::string::npos ? cfg.size() : end;
+    }
+    if (any && !bad) bytes = total;
+  }
+  return std::min(bytes, kMaxWorkspace);
+}
+
+Prefs gemmtune_prefs() { return Prefs{}; }
+
+Prefs torch_prefs(const GemmProblem& p, int cc_major, uint32_t align) {
+  Prefs out;
+  out.count = kTorchHeuristicCount;
+  switch (torch_path(p)) {
+    case TorchPath::scaled_gemm:
+      out.max_workspace = torch_lt_workspace();
+      // torch sets no alignment preference here: cuBLASLt assumes 256 bytes. For pointers
+      // aligned to less, ask for what they have (torch itself would not: docs/cublaslt.md).
+      out.align_a = out.align_b = out.align_c = out.align_d = align == kTorchAlignment ? 0 : align;
+      break;
+    case TorchPath::gemm_and_bias:
+      out.max_workspace = torch_lt_workspace();
+      out.align_a = out.align_b = out.align_c = out.align_d = align;  // D's: the bias pointer's, in torch
+      break;
+    case TorchPath::gemm_ex:
+      out.max_workspace = torch_cublas_workspace(cc_major);
+      out.align_a = out.align_b = out.align_c = out.align_d = align;
+      break;
+  }
+  return out;
 }
 
 // ---- one problem as a cuBLASLt matmul ------------------------------------------------------
 
 namespace {
 
-// Stand-in for per-call device pointers until bind(): aligned to 16 bytes and no more, so that
-// the heuristic assumes exactly the alignment run() guarantees. Never dereferenced.
-const void* const kPlaceholder = reinterpret_cast<const void*>(uintptr_t(16));
+// Stand-in for per-call device pointers until bind(): aligned to `align` bytes and no more
+// (16 by default, so that the heuristic assumes exactly the alignment run() guarantees; 256 for
+// the torch-style query, as torch's tensors are). Never dereferenced.
+const void* placeholder(uint32_t align) { return reinterpret_cast<const void*>(uintptr_t(align)); }
 
 // Our matrix X, logically [r, c] in `layout` with leading dim ld, as a cuBLAS operand that must
 // present X (want_t false) or X^T (want_t true). Storage read column-major is X^T when X is
@@ -101,14 +195,14 @@ cublasLtEpilogue_t epilogue(const GemmProblem& p) {
   return p.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-Plan::Plan(const GemmProblem& p)
+Plan::Plan(const GemmProblem& p, uint32_t placeholder_align)
     : desc(compute_type(p), CUDA_R_32F),
       swap_(p.d.layout == Layout::row),
       bias_(p.bias),
       scale_(p.scale),
-      bound_bias_(kPlaceholder),
-      bound_sa_(kPlaceholder),
-      bound_sb_(kPlaceholder) {
+      bound_bias_(placeholder(placeholder_align)),
+      bound_sa_(bound_bias_),
+      bound_sb_(bound_bias_) {
   Operand oa = swap_ ? operand(p.b.layout, p.k, p.n, p.ldb(), true) : operand(p.a.layout, p.m, p.k, p.lda(), false);
   Operand ob = swap_ ? operand(p.a.layout, p.m, p.k, p.lda(), true) : operand(p.b.layout, p.k, p.n, p.ldb(), false);
   Operand od = operand(p.d.layout, p.m, p.n, p.ldd(), swap_);  // op is always N: storage order
@@ -127,7 +221,7 @@ void Plan::configure(const GemmProblem& p, cublasOperation_t op_a, cublasOperati
   desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(epilogue(p)));
   if (p.bias) {
     desc.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(cuda_type(p.d.dtype)));
-    desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, kPlaceholder);
+    desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bound_bias_);
   }
   if (is_fp8(p.a.dtype)) desc.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(0));  // torch._scaled_mm's default
   if (p.scale == ScaleMode::none) return;  // no scale pointers: scales are 1
@@ -137,8 +231,8 @@ void Plan::configure(const GemmProblem& p, cublasOperation_t op_a, cublasOperati
     desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode);
     desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode);
   }
-  desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, kPlaceholder);
-  desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, kPlaceholder);
+  desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, bound_sa_);
+  desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, bound_sb_);
 }
 
 void Plan::bind(const GemmArgs& g) {
@@ -200,6 +294,37 @@ cublasLtMatmulAlgo_t algo_from_hex(std::string_view id) {
   }
   std::memcpy(&algo, bytes, sizeof algo);
   return algo;
+}
+
+std::string torch_id(const cublasLtMatmulAlgo_t& main, const cublasLtMatmulAlgo_t& fallback) {
+  return std::string(kTorchIdPrefix) + algo_to_hex(main) + "-" + algo_to_hex(fallback);
+}
+
+bool is_torch_id(std::string_view id) { return id.substr(0, kTorchIdPrefix.size()) == kTorchIdPrefix; }
+
+void parse_torch_id(std::string_view id, cublasLtMatmulAlgo_t& main, cublasLtMatmulAlgo_t& fallback) {
+  constexpr size_t hex = 2 * sizeof(cublasLtMatmulAlgo_t);
+  const size_t p = kTorchIdPrefix.size();
+  if (!is_torch_id(id) || id.size() != p + hex + 1 + hex || id[p + hex] != '-')
+    GT_THROW("cublaslt: candidate id '" + std::string(id) + "' is not usable: expected torch-<" + std::to_string(hex) +
+             " hex digits>-<" + std::to_string(hex) + " hex digits>");
+  main = algo_from_hex(id.substr(p, hex));
+  fallback = algo_from_hex(id.substr(p + hex + 1));
+}
+
+bool same_algo(const cublasLtMatmulAlgo_t& x, const cublasLtMatmulAlgo_t& y) {
+  return std::memcmp(&x, &y, sizeof x) == 0;
+}
+
+std::vector<size_t> plain_candidates(const std::vector<cublasLtMatmulAlgo_t>& results,
+                                     const cublasLtMatmulAlgo_t* baseline) {
+  std::vector<size_t> keep;
+  for (size_t i = 0; i < results.size(); ++i) {
+    bool dup = baseline && same_algo(results[i], *baseline);
+    for (size_t j : keep) dup = dup || same_algo(results[j], results[i]);
+    if (!dup) keep.push_back(i);
+  }
+  return keep;
 }
 
 namespace {
