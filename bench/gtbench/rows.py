@@ -12,7 +12,12 @@ def result_row(p, *, backend, candidate, candidate_id, role, timing, times, cont
     report's result; median_us 0 or None = not timed, then every time field is null. rel_err: null
     when not measured, also for a negative value (a report's -1); NaN stays (an output with NaN).
     extra: the fields of some rows only, last (side by side: backend_best, host_us, input_sets;
-    GEMM: inductor; softmax: pct_copy, worst_ratio)."""
+    GEMM: inductor; softmax: pct_copy, worst_ratio). GEMM side-by-side and decoder_graph rows also
+    carry the stream ceiling (parts/stream.py): memory_bound (m <= 128, or the roof's memory term
+    over its compute term), stream_us (the measured time to stream the problem's min_bytes once
+    from a cold L2; a decoder chain: the sum over its GEMMs; null unless memory-bound) and
+    over_stream (median_us / stream_us: 1.0 = at the streaming limit); decoder_graph rows: graph
+    (true: the median is one CUDA-graph replay of the chain)."""
     med = times.get("median_us")
     timed = bool(med) and med > 0
     p20, p80 = (times.get("p20_us"), times.get("p80_us")) if timed else (None, None)
