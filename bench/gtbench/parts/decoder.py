@@ -90,9 +90,8 @@ def decoder_chain(run, eng, ch):
             rows.append(result_row(
                 ch, backend=backend, candidate=cand, candidate_id=cid, role=role, contender=nm, timing="decoder_graph",
                 times=st, rel_err=c["rel_err"], rel_err_vs_torch=c.get("rel_err_vs_torch"), correct=c["correct"],
-                winner=nm == "gemmtune", host_us=host_us.get(nm), input_sets=1, graph=True,
-                memory_bound=s["stream_us"] is not None, stream_us=s["stream_us"],
-                over_stream=st["median_us"] / s["stream_us"] if (s["stream_us"] and st["median_us"]) else None))
+                winner=nm == "gemmtune", memory_bound=s["stream_us"] is not None, stream_us=s["stream_us"],
+                host_us=host_us.get(nm), input_sets=1, graph=True))
             s[nm] = {"backend": backend, "candidate": cand, "median_us": st["median_us"], "p20_us": st["p20_us"],
                      "p80_us": st["p80_us"], "spread": st["spread"], **ch.throughput(st["median_us"]), **c}
         run.add_rows(rows)

@@ -256,8 +256,7 @@ def suite_problem(run, eng, p):
                 rel_err_vs_torch=c.get("rel_err_vs_torch"), compile_s=m["compile_s"], correct=c.get("correct"),
                 winner=m["winner"], default=m["default"], backend_best=bool(m.get("backend_best")),
                 host_us=host_us.get(nm), input_sets=len(xs) if isinstance(fns.get(nm), Rotation) else 1,
-                memory_bound=s["memory_bound"], stream_us=s["stream_us"],
-                over_stream=st["median_us"] / s["stream_us"] if (s["stream_us"] and st["median_us"]) else None, **extra))
+                memory_bound=s["memory_bound"], stream_us=s["stream_us"], **extra))
             s[nm] = {"backend": m["backend"], "candidate": m["candidate"], "candidate_id": m["candidate_id"],
                      "median_us": st["median_us"], "p20_us": st["p20_us"], "p80_us": st["p80_us"],
                      "spread": st["spread"], **p.throughput(st["median_us"]),
