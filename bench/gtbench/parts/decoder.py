@@ -9,6 +9,7 @@ import time
 import traceback
 
 from .. import log, warn
+from ..render import fnum, fpct, fratio
 from ..rows import result_row
 from ..stats import estimate, summarize
 from .stream import memory_bound, stream_us
@@ -34,8 +35,8 @@ def part_decoder(run, chains):
             durations.append(s["wall_s"])
             run.decoder.append(s)
             log(f"[decoder {i + 1}/{len(chains)}] {ch.label}: " + (
-                f"gemmtune {s['gemmtune']['median_us']:.1f} us vs torch {s['torch']['median_us']:.1f} us: "
-                f"x{s['speedup_vs_torch']:.3f} (noise {100 * s['noise']:.1f}%), stream {s['stream_us']:.1f} us"
+                f"gemmtune {fnum(s['gemmtune']['median_us'])} us vs torch {fnum(s['torch']['median_us'])} us: "
+                f"x{fratio(s['speedup_vs_torch'])} (noise {fpct(s['noise'])}), stream {fnum(s['stream_us'])} us"
                 if s.get("speedup_vs_torch") else f"{s['status'].upper()} {'; '.join(s['errors'])[:200]}"))
     finally:
         eng.close()
