@@ -23,10 +23,16 @@ Parts (--part, comma-separated; default all):
   coldtune   one problem (--cold-tune-problem): wall time of a cold gemmtune tune (a separate
              process, empty tuning cache AND empty artifact store, --cold-tune-backends) vs
              Inductor max-autotune (default gemm backends) of the same problem from a cold cache
+  ceilings   also the stream ceiling: a streaming read of B bytes from a cold L2 (best of a few
+             configs of a Triton kernel of the bench's), 4 MiB .. 1 GiB and the exact bytes of
+             every memory-bound problem; memory-bound problems are reported against it
   suite      bench/suites/llm_layers.csv x m_values.csv x --dtypes: gemmtune select (tunes from an
              empty cache) vs cuBLASLt's default (the report's is_default candidate) vs Triton's
              best correct candidate vs torch.mm / torch._scaled_mm (+ TorchInductor max-autotune on
              --inductor-subset, + max-autotune restricted to Triton on --inductor-triton-subset)
+  decoder    one decoder layer's GEMMs (qkv, o, gate_up, down) of --decoder-models at
+             --decoder-m-values, bf16 and fp8, back to back in one CUDA graph: gemmtune's picks vs
+             torch.mm / torch._scaled_mm, both graphs replayed interleaved from a cold L2
   stability  re-tune every finished suite problem from an EMPTY cache (a second engine) and
              compare picks; different picks are timed head to head
   cachehit   in a separate process (the gemmtune CLI's `suite --cache`), answer every finished
@@ -55,9 +61,10 @@ from gtbench.merge import merge_main
 from gtbench.parts.cachehit import part_cachehit
 from gtbench.parts.ceilings import part_ceilings
 from gtbench.parts.coldtune import cold_tune_child, part_coldtune
+from gtbench.parts.decoder import part_decoder
 from gtbench.parts.stability import part_stability
 from gtbench.parts.suite import part_suite
-from gtbench.problems import cold_tune_shard, load_problems, shard_problems
+from gtbench.problems import cold_tune_shard, load_decoder_chains, load_problems, shard_problems
 from gtbench.run import Run
 from gtbench.summary import exit_code
 
@@ -82,7 +89,8 @@ def main(argv=None):
     problems = shard_problems(ordered, args) if "suite" in args.parts else []
     run.problems_total = len(ordered) if "suite" in args.parts else 0
     cold_shard = cold_tune_shard(args, ordered)
-    log(f"h200.py: parts {','.join(args.parts)}; {len(problems)} suite problems"
+    chains = load_decoder_chains(args) if "decoder" in args.parts else []
+    log(f"h200.py: parts {','.join(args.parts)}; {len(problems)} suite problems, {len(chains)} decoder chains"
         + (f" (shard {args.shard_index} of {args.shard_count}: index % {args.shard_count} == {args.shard_index} "
            f"of {len(ordered)}; coldtune in shard {cold_shard}; GPU {run.env['gpu']})" if args.shard else "")
         + f"; budget {'unlimited' if args.budget_s <= 0 else f'{args.budget_s:.0f} s'}; output {run.out}/{run.stem}.*")
@@ -109,11 +117,13 @@ def main(argv=None):
 
     try:
         if "ceilings" in args.parts:
-            part("ceilings", part_ceilings)
+            part("ceilings", part_ceilings, False, problems + [p for ch in chains for p in ch.gemms])
         if "coldtune" in args.parts and cold_shard == args.shard_index:
             part("coldtune", part_coldtune)
         if "suite" in args.parts:
             part("suite", part_suite, problems)
+        if "decoder" in args.parts:
+            part("decoder", part_decoder, chains)
         if "stability" in args.parts:
             part("stability", part_stability)
         if "cachehit" in args.parts:

@@ -54,6 +54,13 @@ def gemm_args(argv=None):
                          "'{\"triton.enable_persistent_tma_matmul\": true}' (default: none)")
     ap.add_argument("--inductor-triton-estimate-s", type=float, default=20.0,
                     help="budget estimate of one Triton-only Inductor compile before one was measured (default %(default)s)")
+    ap.add_argument("--decoder-models", default="llama3-8b,llama3-70b-tp8",
+                    help="decoder part: models of bench/suites/llm_layers.csv whose qkv, o, gate_up, down GEMMs make "
+                         "one chain (default %(default)s)")
+    ap.add_argument("--decoder-m-values", default="1,8,16,64", help="decoder part: m values (default %(default)s)")
+    ap.add_argument("--decoder-s", type=float, default=90.0,
+                    help="seconds of the budget the suite leaves for the decoder part when both run (default "
+                         "%(default)s; the decoder's tunes of problems the suite tuned are cache hits)")
     ap.add_argument("--cold-tune-problem", default=DEFAULT_COLD_TUNE_PROBLEM,
                     help="coldtune part: m:model:layer[:dtype] from --layers (default: %(default)s, bf16)")
     ap.add_argument("--cold-tune-backends", default="cublaslt,triton",
@@ -124,6 +131,11 @@ def gemm_args(argv=None):
     except ValueError:
         ap.error(f"--m-values: '{args.m_values}' is not a comma-separated list of integers")
     args.model_keep = [x.strip() for x in args.models.split(",") if x.strip()]
+    args.decoder_model_list = [x.strip() for x in args.decoder_models.split(",") if x.strip()]
+    try:
+        args.decoder_m_list = [int(x) for x in args.decoder_m_values.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--decoder-m-values: '{args.decoder_m_values}' is not a comma-separated list of integers")
 
     def subset(text, flag):
         out = set()

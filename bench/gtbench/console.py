@@ -55,18 +55,26 @@ def print_summary(doc):
           f"ceilings copy {fnum(c.get('copy_TBps'), 2)} TB/s, bf16 {fnum(c.get('bf16_tflops'), 0)}, fp8 "
           f"{fnum(c.get('fp8_tflops'), 0)} (end {fnum(ce.get('copy_TBps'), 2)}, {fnum(ce.get('bf16_tflops'), 0)}, "
           f"{fnum(ce.get('fp8_tflops'), 0)}); parts " + ", ".join(f"{k} {v:.0f}" for k, v in e.get("part_times", {}).items()))
+    st = doc.get("stream") or {}
+    pow2 = [e for e in st.get("sizes", []) if e["bytes"] & (e["bytes"] - 1) == 0]
+    if pow2:
+        P("stream ceiling (cold L2, best config): " + ", ".join(f"{e['bytes'] >> 20} MiB {fnum(e['median_us'], 1)} us"
+                                                              for e in pow2)
+          + f"; {len(st['sizes'])} sizes" + ("" if all(st.get("checks", {}).values()) else "; A CONFIG IS WRONG"))
     cov = s["coverage"]
     P(f"coverage: {cov['finished']}/{cov['planned']} suite problems; skipped for budget: suite "
-      f"{len(cov['skipped_for_budget'].get('suite', []))}, stability {len(cov['skipped_for_budget'].get('stability', []))}; "
+      f"{len(cov['skipped_for_budget'].get('suite', []))}, decoder {len(cov['skipped_for_budget'].get('decoder', []))}, "
+      f"stability {len(cov['skipped_for_budget'].get('stability', []))}; "
       f"errors {len(cov['errors'])}; not supported {len(cov['skipped_not_supported'])}")
     P("")
     P(f"{'group':<22}{'n':>4}{'vs default':>12}{'vs torch':>10}{'vs trit.best':>13}{'vs induct':>11}{'pick TF':>9}"
-      f"{'of roof':>9}  picks")
+      f"{'of roof':>9}{'pick/strm':>10}{'torch/strm':>11}  picks")
     for name, g in list(s["geomean"].items()) + list(s["by_dtype_m"].items()):
         P(f"{name:<22}{g['n']:>4}{fratio(g.get('speedup_vs_default')):>12}{fratio(g.get('speedup_vs_torch')):>10}"
           f"{fratio(g.get('speedup_vs_triton_best')):>13}"
           f"{fratio(g.get('speedup_vs_inductor')):>11}{fnum(g.get('pick_tflops_geomean'), 1):>9}"
-          f"{fpct(g.get('fraction_of_roof_geomean')):>9}  "
+          f"{fpct(g.get('fraction_of_roof_geomean')):>9}{fratio(g.get('pick_over_stream')):>10}"
+          f"{fratio(g.get('torch_over_stream')):>11}  "
           + ",".join(f"{b} {n}" for b, n in (g.get("pick_backends") or {}).items()))
     pv = s.get("pick_vs_default") or {}
     if pv.get("n"):
@@ -125,6 +133,17 @@ def print_summary(doc):
           f"(target 70%); geomean {fratio(geomean(r))}; worst "
           + "; ".join(f"{p['label']} {fratio(p['cutedsl_best_vs_cutlass_best'])}"
                       for p in sorted(cd, key=lambda p: p["cutedsl_best_vs_cutlass_best"])[:4]))
+    dec = s.get("decoder")
+    if dec:
+        for c in dec["chains"]:
+            P(f"decoder {c['label']}: " + (f"gemmtune {fnum(c['gemmtune']['median_us'], 1)} us vs torch "
+              f"{fnum(c['torch']['median_us'], 1)} us: x{fratio(c['speedup_vs_torch'])} (noise {fpct(c.get('noise'))}); "
+              f"/stream {fratio(c.get('gemmtune_over_stream'))} vs {fratio(c.get('torch_over_stream'))}"
+              if c.get("speedup_vs_torch") else f"{c['status'].upper()} {'; '.join(c['errors'])[:200]}"))
+        g = dec["geomean"]["all"]
+        P(f"decoder geomean over {g['n']} chains: x{fratio(g['speedup_vs_torch'])} vs torch (target {dec['target']}: "
+          f"{ {True: 'met', False: 'NOT met', None: '-'}[dec.get('meets_target')]}); gemmtune/stream "
+          f"{fratio(g['gemmtune_over_stream'])}, torch/stream {fratio(g['torch_over_stream'])}")
     ct = s.get("coldtune") or {}
     if ct:
         g, ind = ct.get("gemmtune") or {}, ct.get("inductor") or {}

@@ -2,9 +2,10 @@
 stand-in with the same interface for --mock (MockGpu).
 
 Common: the interleaved timing loop with an L2 flush and a GPU spin before every sample, the
-ceilings (copy, bf16 and fp8 GEMM), versions, the loaded cuBLASLt, nvidia-smi's view of this
-process's GPU. GEMM (bench/h200.py): inputs, torch's call, gemmtune's kernel on an input set, the
-fp32 reference and the checks; several input sets rotated per contender (Rotation). Softmax
+ceilings (copy, bf16 and fp8 GEMM), the streaming-read kernel of the stream ceiling, versions, the
+loaded cuBLASLt, nvidia-smi's view of this process's GPU. GEMM (bench/h200.py): inputs, torch's call,
+gemmtune's kernel on an input set, the fp32 reference and the checks; several input sets rotated per
+contender (Rotation); GEMM calls on a given stream captured into one CUDA graph (capture). Softmax
 (bench/softmax.py): the input, its three contenders and their checks.
 """
 
@@ -160,6 +161,9 @@ class TorchGpu:
         # GPU is busy, so host-side launch overhead (Inductor's guards, ctypes) is never timed.
         self.sleep_cycles = 100_000
         self.plain_softmax = None  # the plain Triton softmax, compiled on first use
+        self.sms = props.multi_processor_count
+        self.stream_x = self.stream_out = self.stream_run = None  # stream_setup()
+        self.capture_stream = None  # capture()'s side stream, made on first use
 
     def versions(self):
         t = self.torch
@@ -247,6 +251,60 @@ class TorchGpu:
                        f"of {rounds} interleaved rounds (best = fastest sample)")
         return res
 
+    # -- the stream ceiling --------------------------------------------------------------------
+    def stream_setup(self, max_bytes):
+        """Random int32 data (never zeros) of at least max_bytes for stream_fns, and the kernel's
+        launchers (bench/gtbench/stream_read.py)."""
+        from .stream_read import max_programs, stream_launchers
+        t = self.torch
+        n = -(-max_bytes // 4)
+        self.stream_x = t.randint(-2 ** 31, 2 ** 31 - 1, (n,), dtype=t.int32, device=self.dev)
+        self.stream_out = t.empty(max_programs(n, self.sms), dtype=t.int32, device=self.dev)
+        self.stream_run = stream_launchers(self.stream_x, self.stream_out, self.sms)
+
+    def stream_fns(self, nbytes):
+        """{config: fn}: each fn enqueues one read of the first nbytes (rounded up to 4) of the data."""
+        n = -(-nbytes // 4)
+        return {name: (lambda f=f: f(n)) for name, f in self.stream_run.items()}
+
+    def stream_check(self, nbytes):
+        """{config: ok}: the kernel's sum of the first nbytes equals torch's (mod 2^32), per config."""
+        t = self.torch
+        n = -(-nbytes // 4)
+        want = int(self.stream_x[:n].to(t.int64).sum().item()) % 2 ** 32
+        ok = {}
+        for name, f in self.stream_run.items():
+            self.stream_out.zero_()
+            f(n)
+            ok[name] = int(self.stream_out.to(t.int64).sum().item()) % 2 ** 32 == want
+        return ok
+
+    def stream_release(self):
+        self.stream_x = self.stream_out = self.stream_run = None
+        self.empty_cache()
+
+    # -- CUDA graphs -----------------------------------------------------------------------------
+    def capture(self, calls):
+        """(replay, outs): calls (each call(stream_ptr) enqueues one GEMM on that stream and returns
+        its output) run once on a side stream (first-call set-up: cuBLAS workspaces, module loads,
+        stays outside the graph), then are captured in order, on the same stream, into one CUDA
+        graph. replay() launches the graph on the current stream; outs are the calls' outputs, which
+        every replay rewrites."""
+        t = self.torch
+        if self.capture_stream is None:
+            self.capture_stream = t.cuda.Stream()
+        side = self.capture_stream
+        side.wait_stream(t.cuda.current_stream())
+        with t.cuda.stream(side):
+            for c in calls:
+                c(side.cuda_stream)
+        side.synchronize()
+        g = t.cuda.CUDAGraph()
+        with t.cuda.graph(g, stream=side):
+            sp = t.cuda.current_stream().cuda_stream
+            outs = [c(sp) for c in calls]
+        return g.replay, outs
+
     # -- GEMM ------------------------------------------------------------------------------------
     def make_inputs(self, p, seed: int):
         t = self.torch
@@ -279,17 +337,29 @@ class TorchGpu:
         return lambda: t._scaled_mm(a, wt, scale_a=sa, scale_b=sb, out_dtype=t.bfloat16)
 
     def gemmtune_fn(self, kernel, p, x):
-        """(fn, D): one call of the kernel on set x, into the set's D."""
+        """(fn, D): one call of the kernel on set x, into the set's D, on the current stream."""
+        call, sp = self.gemmtune_call(kernel, p, x), self.stream_ptr
+        return (lambda: call(sp)), x["d"]
+
+    def gemmtune_call(self, kernel, p, x):
+        """call(stream_ptr) -> D: one run of the kernel on set x, into the set's D, on that stream
+        (the bindings' Kernel.run takes any cudaStream_t: a capturing one too)."""
         d = x["d"]
         a_ptr, w_ptr, d_ptr = x["a"].data_ptr(), x["w"].data_ptr(), d.data_ptr()
         sa_ptr = x["sa"].data_ptr() if x["sa"] is not None else 0
         sb_ptr = x["sb"].data_ptr() if x["sb"] is not None else 0
-        run, sp = kernel.run, self.stream_ptr
+        run = kernel.run
 
-        def fn():
-            run(a_ptr, w_ptr, 0, d_ptr, 0, sa_ptr, sb_ptr, sp)
+        def call(stream_ptr):
+            run(a_ptr, w_ptr, 0, d_ptr, 0, sa_ptr, sb_ptr, stream_ptr)
             return d
-        return fn, d
+        return call
+
+    def baseline_call(self, p, x):
+        """call(stream_ptr) -> out: torch's call on set x; torch enqueues on its current stream, which
+        is the given one wherever capture() calls it."""
+        fn = self.baseline_fn(p, x)
+        return lambda stream_ptr: fn()
 
     def reference(self, p, x):
         a32, w32 = x["a"].float(), x["w"].float()
@@ -405,6 +475,34 @@ class MockGpu:
         self.last_host_us = {nm: (25.0 if nm.startswith("inductor") else 6.0) for nm in fns}
         return res
 
+    # -- the stream ceiling: 2.5 us + bytes / 4.4 TB/s (the H200's curve, issue 14) for the best config
+    MOCK_STREAM = {"b4096w4": 1.06, "b8192w8": 1.0, "b16384w8": 1.02, "b4096w4p8": 1.12, "b8192w8p4": 1.04,
+                   "b16384w16p2": 1.09}
+
+    def stream_setup(self, max_bytes):
+        pass
+
+    def stream_fns(self, nbytes):
+        us = 2.5 + nbytes / 4.4e6
+        return {name: (lambda f=f: ("out", us * f)) for name, f in self.MOCK_STREAM.items()}
+
+    def stream_check(self, nbytes):
+        return {name: True for name in self.MOCK_STREAM}
+
+    def stream_release(self):
+        pass
+
+    # -- CUDA graphs: a replay costs the sum of its calls' times, less 3% (no launch gaps) -------
+    def capture(self, calls):
+        outs = [c(0) for c in calls]
+        us = 0.97 * sum(c.us for c in calls)
+
+        def replay():
+            for c in calls:
+                c(0)
+            return ("out", us)
+        return replay, outs
+
     def ceilings(self, rounds, kinds=("copy", "bf16", "fp8"), flush_warmup=False):
         fake = {"copy": ("copy_TBps", 4.2, 4.3), "bf16": ("bf16_tflops", 690.0, 720.0),
                 "fp8": ("fp8_tflops", 1240.0, 1290.0)}  # (field, median, best)
@@ -433,6 +531,17 @@ class MockGpu:
             return ("out", base)
         return fn, out
 
+    def gemmtune_call(self, kernel, p, x):
+        out = {"v": "poisoned"}
+
+        def call(stream_ptr):
+            out["v"] = "ok"
+            return out
+        return MockCall(call, self.base_us(p) * kernel.speed)
+
+    def baseline_call(self, p, x):
+        return MockCall(lambda stream_ptr: "out", self.base_us(p) * 1.06)
+
     def reference(self, p, x):
         return "ref"
 
@@ -459,3 +568,13 @@ class MockGpu:
 
     def plain_variant(self, cols):
         return "mock"
+
+
+class MockCall:
+    """A mock GEMM call for capture(): call(stream_ptr) -> its output; us: its fake time."""
+
+    def __init__(self, fn, us):
+        self.fn, self.us = fn, us
+
+    def __call__(self, stream_ptr):
+        return self.fn(stream_ptr)

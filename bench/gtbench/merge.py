@@ -18,6 +18,7 @@ def raw_results(summary):
     cov = summary["coverage"]
     return {"planned": cov["planned"], "problems": summary["problems"], "skipped": cov["skipped_for_budget"],
             "coldtune": summary.get("coldtune") or {},
+            "decoder": (summary.get("decoder") or {}).get("chains", []),
             "stability": (summary.get("stability") or {}).get("problems", []),
             "cachehit": summary.get("cachehit") or {}, "mismatches": summary.get("mismatches", []),
             "part_seconds": summary.get("part_seconds", {}), "part_errors": summary.get("part_errors", [])}
@@ -53,7 +54,9 @@ def merge_docs(docs, merge_command=""):
     computes it. ceilings, ceilings_end and environment are shard 0's (its GPU); shards[] holds every
     shard's GPU, ceilings, GPU state, part times and coverage counts (each problem's roof_us comes from
     its own shard's ceilings). Part times are the longest shard's (they ran in parallel). A missing
-    shard is a part error and its problems count as planned but not finished."""
+    shard is a part error and its problems count as planned but not finished. The stream ceiling
+    is shard 0's (each problem's and chain's stream_us its own shard's); decoder chains are merged by
+    index like the problems."""
     if not docs or any("shard" not in d for d in docs):
         raise ValueError("not a shard's result (no 'shard' field: was it run with --shard I/N?)")
     docs = sorted(docs, key=lambda d: d["shard"]["index"])
@@ -73,6 +76,7 @@ def merge_docs(docs, merge_command=""):
            "problems": sorted((p for r in raws for p in r["problems"]), key=by_index),
            "skipped": skipped,
            "coldtune": next((r["coldtune"] for r in raws if r["coldtune"]), {}),
+           "decoder": sorted((c for r in raws for c in r["decoder"]), key=by_index),
            "stability": sorted((e for r in raws for e in r["stability"]), key=by_index),
            "cachehit": merge_cachehit([r["cachehit"] for r in raws]),
            "mismatches": [m for r in raws for m in r["mismatches"]],
@@ -87,12 +91,16 @@ def merge_docs(docs, merge_command=""):
         raw["part_errors"] += [f"shard {i} of {count}: no result (see its log, bench-{i}.log)" for i in missing]
 
     # Rows in one run's order: the cold tune's, then each problem's (tune, then side by side) by
-    # index, then the stability head-to-heads.
+    # index, then the decoder chains' by index, then the stability head-to-heads.
     index_of = {(p["m"], p["n"], p["k"], p["dtype_name"]): p.get("index", 0) for p in raw["problems"]}
-    phase = {"coldtune": 0, "stability_h2h": 2}
-    rows = sorted((r for d in docs for r in d["rows"]),
-                  key=lambda r: (phase.get(r.get("timing"), 1),
-                                 index_of.get((r["m"], r["n"], r["k"], r["dtype_name"]), 0)))
+    chain_of = {(c["model"], c["m"], c["dtype_name"]): c.get("index", 0) for c in raw["decoder"]}
+    phase = {"coldtune": 0, "decoder_graph": 2, "stability_h2h": 3}
+
+    def row_key(r):
+        if r.get("timing") == "decoder_graph":
+            return 2, chain_of.get((r["model"], r["m"], r["dtype_name"]), 0)
+        return phase.get(r.get("timing"), 1), index_of.get((r["m"], r["n"], r["k"], r["dtype_name"]), 0)
+    rows = sorted((r for d in docs for r in d["rows"]), key=row_key)
 
     def shard_entry(d):
         e, su = d["environment"], d["summary"]
@@ -114,6 +122,7 @@ def merge_docs(docs, merge_command=""):
     env["merge_command"] = merge_command
     doc = {"device": first["device"], "date": first["date"], "command": "\n".join(shard_command(d) for d in docs),
            "environment": env, "ceilings": first.get("ceilings") or {}, "ceilings_end": first.get("ceilings_end") or {},
+           "stream": first.get("stream") or {},
            "rows": rows, "summary": None, "final": all(d.get("final") for d in docs) and not missing,
            "shards": [shard_entry(d) for d in docs]}
     doc["summary"] = build_summary(raw, doc)

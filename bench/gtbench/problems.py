@@ -1,10 +1,14 @@
 """The benches' problems: GEMM (bench/h200.py: LLM layers x m values x dtypes, ordered, limited and
-sharded) and softmax (bench/softmax.py: rows x cols x dtypes)."""
+sharded), decoder-step chains (bench/h200.py --part decoder) and softmax (bench/softmax.py: rows x
+cols x dtypes)."""
 
 from __future__ import annotations
 
 import csv
+import itertools
 import random
+
+from . import REPO
 
 DTYPES = {
     # --dtypes name -> (gemmtune dtype, scale mode, baseline name)
@@ -22,6 +26,11 @@ DEFAULT_INDUCTOR_TRITON_SUBSET = (DEFAULT_INDUCTOR_SUBSET + ","
                                   "128:llama3-70b:down:fp8-rowwise,2048:llama3-70b:gate_up:fp8-rowwise,"
                                   "8192:llama3-70b:o:fp8-rowwise")
 DEFAULT_COLD_TUNE_PROBLEM = "2048:llama3-70b:gate_up"
+# The decoder part: one decoder layer's GEMMs, in the order a layer runs them, from this CSV; the
+# --dtypes it takes (fp8: tensorwise scales, as the suite).
+DECODER_LAYERS = ("qkv", "o", "gate_up", "down")
+DECODER_LAYERS_CSV = REPO / "bench/suites/llm_layers.csv"
+DECODER_DTYPES = ("bf16", "fp8")
 SOFTMAX_DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # The softmax bench's contenders: gemmtune's pick, torch.softmax, the plain Triton kernel.
 SOFTMAX_CONTENDERS = ("pick", "torch", "triton_plain")
@@ -80,6 +89,61 @@ class Problem:
     def throughput(self, median_us):
         """A row's throughput field: {"tflops": 2mnk / median}."""
         return {"tflops": self.flops / median_us * 1e-6 if median_us else None}
+
+
+class DecoderChain:
+    """One decoder layer's GEMMs (DECODER_LAYERS of one model, at one m, in one dtype), run back to
+    back on one stream; each reads its own input buffers (no GEMM feeds the next)."""
+
+    def __init__(self, model, m, dname, gemms):
+        self.model, self.m, self.dname, self.gemms = model, m, dname, gemms
+        self.dtype, self.scale, self.baseline = DTYPES[dname]
+        self.index = 0  # in the ordering of the whole run's chains (its inputs' seed, its shard)
+
+    @property
+    def label(self):
+        return f"{self.model} decoder m={self.m} {self.dname}"
+
+    @property
+    def flops(self):
+        return sum(p.flops for p in self.gemms)
+
+    @property
+    def min_bytes(self):
+        return sum(p.min_bytes for p in self.gemms)
+
+    def fields(self):
+        """The chain's fields of a result row: a GEMM problem's, with layer the GEMMs joined by '+',
+        n and k null and gemms [[layer, n, k], ...]."""
+        return {"op": "decoder", "model": self.model, "layer": "+".join(p.layer for p in self.gemms),
+                "phase": "decode", "m": self.m, "n": None, "k": None, "dtype": self.dtype, "dtype_name": self.dname,
+                "scale": self.scale, "out_dtype": "bf16", "layout": "rc", "epilogue": "none",
+                "gemms": [[p.layer, p.n, p.k] for p in self.gemms]}
+
+    def throughput(self, median_us):
+        """{"tflops": the chain's flops / median}."""
+        return {"tflops": self.flops / median_us * 1e-6 if median_us else None}
+
+
+def load_decoder_chains(args):
+    """The decoder part's chains in the run's order (m, then dtype, then model: a budget-limited run
+    covers every m first), each with its index; --shard I/N keeps those whose index % N == I. Each
+    GEMM's index (its inputs' seed) is 100000 + 4 * chain index + its place in the chain."""
+    layers = {(r["model"], r["layer"]): r for r in read_csv(DECODER_LAYERS_CSV)}
+    out = []
+    dtypes = [d for d in args.dtype_list if d in DECODER_DTYPES]
+    for i, (m, dname, model) in enumerate(itertools.product(args.decoder_m_list, dtypes, args.decoder_model_list)):
+        missing = [lay for lay in DECODER_LAYERS if (model, lay) not in layers]
+        if missing:
+            raise SystemExit(f"--decoder-models: {model} has no {', '.join(missing)} in {DECODER_LAYERS_CSV}")
+        gemms = [Problem(model, lay, "decode", m, int(layers[(model, lay)]["n"]), int(layers[(model, lay)]["k"]), dname)
+                 for lay in DECODER_LAYERS]
+        for j, p in enumerate(gemms):
+            p.index = 100000 + 4 * i + j
+        ch = DecoderChain(model, m, dname, gemms)
+        ch.index = i
+        out.append(ch)
+    return [c for c in out if c.index % args.shard_count == args.shard_index]
 
 
 class SoftmaxProblem:

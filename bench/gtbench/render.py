@@ -99,19 +99,23 @@ def render_markdown(doc):
                 ["fp8 torch._scaled_mm 8192^3, TFLOP/s", fnum(c.get("fp8_tflops"), 0), fnum(c.get("fp8_tflops_best"), 0)]]), ""]
             if c.get("gpu_state"):
                 L += [f"GPU state: {c['gpu_state']}", ""]
+    L += render_stream_markdown(doc)
     L += ["## Summary (geomeans over finished problems)", ""]
     rows = []
     for name, g in list(s["geomean"].items()) + list(s["by_dtype_m"].items()):
         rows.append([name, g["n"], fratio(g.get("speedup_vs_default")), fratio(g.get("speedup_vs_torch")),
                      fratio(g.get("speedup_vs_triton_best")), fratio(g.get("triton_best_vs_torch")),
                      fratio(g.get("speedup_vs_inductor")), fnum(g.get("pick_tflops_geomean"), 1),
-                     fpct(g.get("fraction_of_roof_geomean")),
+                     fpct(g.get("fraction_of_roof_geomean")), fratio(g.get("pick_over_stream")),
+                     fratio(g.get("torch_over_stream")),
                      ", ".join(f"{b} {n}" for b, n in (g.get("pick_backends") or {}).items())])
     L += [md_table(["group", "n", "pick vs cuBLASLt default", "pick vs torch", "pick vs Triton best",
-                    "Triton best vs torch", "pick vs inductor", "pick TFLOP/s", "of measured roof", "picks by backend"],
-                   rows), ""]
+                    "Triton best vs torch", "pick vs inductor", "pick TFLOP/s", "of measured roof", "pick / stream",
+                    "torch / stream", "picks by backend"], rows), ""]
     L.append("pick = gemmtune's tuned pick over all its backends; ratios are the other's median / the first's "
-             "median (> 1: the first is faster).")
+             "median (> 1: the first is faster); pick / stream and torch / stream: the median over the stream "
+             "ceiling's time for the problem's bytes, geomean over the group's memory-bound problems (1.000 = at the "
+             "streaming limit; see below).")
     L.append("")
     pv = s.get("pick_vs_default", {})
     if pv.get("n"):
@@ -140,6 +144,8 @@ def render_markdown(doc):
               fnum(e["gemmtune_tune_s"], 2)] for e in s["inductor"]]), ""]
         if doc["environment"].get("inductor_init_s") is not None:
             L += [f"(Inductor's one-time start-up, excluded above: {fnum(doc['environment']['inductor_init_s'], 1)} s.)", ""]
+    L += render_memory_bound_markdown(doc)
+    L += render_decoder_markdown(doc)
     L += render_triton_markdown(doc)
     L += render_best_pairs_markdown(doc)
     st = s.get("stability")
@@ -191,23 +197,95 @@ def render_markdown(doc):
                      fratio(p.get("speedup_vs_default")), fratio(p.get("speedup_vs_triton_best")),
                      fratio(p.get("speedup_vs_torch")), fpct(p.get("noise")),
                      {True: "yes", False: "NO", None: "-"}[p.get("pick_within_noise_of_default")],
-                     "=" if p.get("same_kernel") else "", fpct(p.get("fraction_of_roof")),
+                     "=" if p.get("same_kernel") else "", fpct(p.get("fraction_of_roof")), fratio(p.get("pick_over_stream")),
                      fnum(p.get("tune", {}).get("select_s"), 2), p.get("tune", {}).get("n_candidates", ""),
                      f"{p['pick'].get('rel_err', 0) or 0:.1e}", p.get("pick_backend", ""), p["pick"].get("candidate", "")])
     L += [md_table(["model", "layer", "m", "n", "k", "dtype", "gemmtune TFLOP/s", "cuBLASLt default", "Triton best",
                     "torch", "inductor", "inductor-triton", "pick vs default", "pick vs Triton best", "pick vs torch",
-                    "noise", "within noise", "same", "of roof", "tune s", "cands", "rel err", "pick backend",
+                    "noise", "within noise", "same", "of roof", "pick / stream", "tune s", "cands", "rel err", "pick backend",
                     "gemmtune pick"], rows), ""]
     skipped = cov["skipped_for_budget"]
-    if skipped.get("suite") or skipped.get("stability"):
+    if any(skipped.values()):
         L += ["## Skipped for the time budget", ""]
         for part, labels in skipped.items():
             if labels:
                 L.append(f"- {part}: {len(labels)}: " + ", ".join(labels))
         L.append("")
-    L += ["JSON: rows[] (one per problem and candidate/baseline; `timing` = tune | coldtune | side_by_side | stability_h2h) "
+    L += ["JSON: rows[] (one per problem and candidate/baseline; `timing` = tune | coldtune | side_by_side | decoder_graph | stability_h2h) "
           "and summary{} as documented in bench/README.md.", ""]
     return "\n".join(L)
+
+
+def render_stream_markdown(doc):
+    """The stream ceiling: its powers of two (and how many exact sizes were measured), the configs and
+    their check."""
+    st = doc.get("stream") or {}
+    if not st.get("sizes"):
+        return []
+    pow2 = [e for e in st["sizes"] if e["bytes"] & (e["bytes"] - 1) == 0]
+    bad = [n for n, ok in (st.get("checks") or {}).items() if not ok]
+    return ["## Stream ceiling (start of run)" + (", shard 0's GPU" if doc.get("shards") else ""), "",
+            f"{st.get('what')}. Configs of the streaming-read kernel (bench/gtbench/stream_read.py): "
+            f"{', '.join(st.get('configs', []))}; each config's sum checked against torch's: "
+            f"{'all correct' if not bad else '**WRONG: ' + ', '.join(bad) + '**'}. {len(st['sizes']) - len(pow2)} "
+            f"more sizes measured (the problems' exact bytes; in the JSON's `stream.sizes`), {fnum(st.get('seconds'), 1)} s "
+            "in all.", "",
+            md_table(["bytes", "median us", "p20 us", "p80 us", "GB/s", "best config"],
+                     [[f"{e['bytes'] >> 20} MiB", fnum(e["median_us"], 1), fnum(e["p20_us"], 1), fnum(e["p80_us"], 1),
+                       fnum(e["GBps"], 0), e["config"]] for e in pow2]), ""]
+
+
+def render_memory_bound_markdown(doc):
+    """Memory-bound suite problems against the stream ceiling: geomeans per dtype x m, then the ten
+    farthest from it."""
+    s = doc["summary"]
+    groups = [(k, g) for k, g in s["by_dtype_m"].items() if g.get("n_memory_bound")]
+    if not groups:
+        return []
+    L = ["## Memory-bound problems vs the stream ceiling", "",
+         "Memory-bound: m <= 128, or the roof's memory term (min_bytes at the measured copy bandwidth) over its compute "
+         "term. stream = the stream ceiling's time for the problem's min_bytes (A, W read once, D written once), measured "
+         "at that size in this run; pick / stream = the pick's side-by-side median over it (1.000 = at the streaming "
+         "limit; issue 14's target: <= 1.10 in geomean per m and dtype). The copy-bandwidth roof is beside it.", "",
+         md_table(["group", "memory-bound n", "pick / stream", "torch / stream", "pick vs torch", "of measured roof"],
+                  [[k, g["n_memory_bound"], fratio(g.get("pick_over_stream")), fratio(g.get("torch_over_stream")),
+                    fratio(g.get("speedup_vs_torch")), fpct(g.get("fraction_of_roof_geomean"))] for k, g in groups]), ""]
+    far = sorted((p for p in s["problems"] if p.get("pick_over_stream")), key=lambda p: -p["pick_over_stream"])[:10]
+    L += ["Farthest from the stream ceiling:", "",
+          md_table(["problem", "MiB", "stream us", "pick us", "pick / stream", "torch / stream", "of roof", "pick"],
+                   [[p["label"], fnum(p["min_bytes"] / (1 << 20), 1), fnum(p["stream_us"], 1),
+                     fnum(p["pick"].get("median_us"), 1), fratio(p["pick_over_stream"]), fratio(p.get("torch_over_stream")),
+                     fpct(p.get("fraction_of_roof")), f"{p.get('pick_backend')} {p['pick'].get('candidate')}"]
+                    for p in far]), ""]
+    return L
+
+
+def render_decoder_markdown(doc):
+    """The decoder part: per chain both graphs' medians and the speed-up, then the geomeans."""
+    d = doc["summary"].get("decoder")
+    if not d:
+        return []
+    L = ["## Decoder step: one layer's GEMMs in one CUDA graph", "", f"{d['what']}. Target (issue 14): gemmtune's chains "
+         f">= {d['target']}x faster than torch's in geomean: "
+         + {True: "**met**", False: "**not met**", None: "-"}[d.get("meets_target")] + ".", ""]
+    rows = []
+    for c in d["chains"]:
+        g, t = c.get("gemmtune") or {}, c.get("torch") or {}
+        rows.append([c["model"], c["m"], c["dtype_name"], fnum(g.get("median_us"), 1), fnum(t.get("median_us"), 1),
+                     fratio(c.get("speedup_vs_torch")), fpct(c.get("noise")), fnum(c.get("stream_us"), 1),
+                     fratio(c.get("gemmtune_over_stream")), fratio(c.get("torch_over_stream")),
+                     "ok" if (g.get("correct") and t.get("correct")) else c["status"].upper(),
+                     "; ".join(f"{e['layer']} {e['pick_backend']}{' (cached)' if e.get('from_cache') else ''}"
+                               for e in c.get("gemms", [])),
+                     "; ".join(c["errors"])[:200]])
+    L += [md_table(["model", "m", "dtype", "gemmtune us", "torch us", "speed-up", "noise", "stream us", "gemmtune / stream",
+                    "torch / stream", "checks", "picks (cached = the suite's tune)", "errors"], rows), ""]
+    L += [md_table(["group", "n", "speed-up vs torch", "gemmtune / stream", "torch / stream", "faster beyond noise",
+                    "slower beyond noise"],
+                   [[k, g["n"], fratio(g["speedup_vs_torch"]), fratio(g["gemmtune_over_stream"]),
+                     fratio(g["torch_over_stream"]), g["faster_beyond_noise"], g["slower_beyond_noise"]]
+                    for k, g in d["geomean"].items()]), ""]
+    return L
 
 
 def gpu_name(g):

@@ -60,10 +60,12 @@ class Run:
         self.n_inductor_dirs = 0
         self.ceilings = {}
         self.ceilings_end = {}
+        self.stream = {}         # the stream ceiling (parts/stream.py), measured with the ceilings
+        self.decoder = []        # per-chain summaries (decoder)
         self.part_seconds = {}
         self.errors = []         # part-level crashes
         self.mismatches = []     # correctness failures (exit 1)
-        self.skipped = {"suite": [], "stability": []}
+        self.skipped = {"suite": [], "decoder": [], "stability": []}
         self.env = {}
         self.done = []           # (Problem, pick id, pick backend, report) of finished suite problems
         self.problems_total = 0  # suite problems planned over all shards (--shard: this shard's are a part)
@@ -119,14 +121,14 @@ class Run:
     def raw(self, planned):
         """What build_summary() aggregates: this run's own results (see merge.raw_results())."""
         return {"planned": len(planned), "problems": self.problems, "skipped": self.skipped,
-                "coldtune": self.coldtune, "stability": self.stability, "cachehit": self.cachehit,
+                "coldtune": self.coldtune, "decoder": self.decoder, "stability": self.stability, "cachehit": self.cachehit,
                 "mismatches": self.mismatches, "part_seconds": self.part_seconds, "part_errors": self.errors}
 
     def write(self, planned, final=False):
         a = self.args
         doc = {"device": self.env.get("device_str", ""), "date": self.date, "command": self.env.get("command", ""),
                "environment": self.env, "ceilings": self.ceilings, "ceilings_end": self.ceilings_end,
-               "rows": self.rows, "summary": None, "final": final}
+               "stream": self.stream, "rows": self.rows, "summary": None, "final": final}
         if a.shard:
             doc["shard"] = {"index": a.shard_index, "count": a.shard_count, "tag": a.tag,
                             "problems_total": self.problems_total, "gpu": self.env.get("gpu")}

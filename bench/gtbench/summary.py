@@ -99,6 +99,10 @@ def problem_ratios(s):
         s["pick_faster_beyond_noise"] = pm * (1 + noise) < d["median_us"]
     if pm and s.get("roof_us"):
         s["fraction_of_roof"] = s["roof_us"] / pm
+    # The stream ceiling (memory-bound problems): the median over the time to stream min_bytes once.
+    su, tm = s.get("stream_us"), (s.get("torch") or {}).get("median_us")
+    s["pick_over_stream"] = pm / su if (pm and su) else None
+    s["torch_over_stream"] = tm / su if (tm and su) else None
 
 
 def build_summary(raw, doc):
@@ -119,6 +123,11 @@ def build_summary(raw, doc):
              "speedup_vs_torch": geomean([s.get("speedup_vs_torch") for s in group]),
              "pick_tflops_geomean": geomean([s["pick"].get("tflops") for s in group]),
              "fraction_of_roof_geomean": geomean([s.get("fraction_of_roof") for s in group])}
+        ms = [s for s in group if s.get("pick_over_stream")]
+        if ms:
+            g["n_memory_bound"] = len(ms)
+            g["pick_over_stream"] = geomean([s["pick_over_stream"] for s in ms])
+            g["torch_over_stream"] = geomean([s.get("torch_over_stream") for s in ms])
         ind = [s for s in group if s.get("speedup_vs_inductor")]
         if ind:
             g["speedup_vs_inductor"] = geomean([s["speedup_vs_inductor"] for s in ind])
@@ -200,10 +209,41 @@ def build_summary(raw, doc):
                             "problems": raw["stability"]}
     if raw["cachehit"]:
         out["cachehit"] = raw["cachehit"]
+    if raw["decoder"]:
+        out["decoder"] = decoder_summary(raw["decoder"])
     out["mismatches"] = raw["mismatches"]
     out["part_seconds"] = raw["part_seconds"]
     out["part_errors"] = raw["part_errors"]
     return out
+
+
+DECODER_TARGET = 1.2   # the issue's bar: the decoder-step chains at least 1.2x faster than torch's (geomean)
+
+
+def decoder_summary(chains):
+    """summary.decoder: the chains (parts/decoder.py) and geomeans of speedup_vs_torch (torch's chain
+    median / gemmtune's), gemmtune_over_stream and torch_over_stream over the timed ones: all, per
+    dtype, per model, per m."""
+    timed = [c for c in chains if c.get("speedup_vs_torch")]
+
+    def agg(group):
+        return {"n": len(group), "speedup_vs_torch": geomean([c["speedup_vs_torch"] for c in group]),
+                "gemmtune_over_stream": geomean([c.get("gemmtune_over_stream") for c in group]),
+                "torch_over_stream": geomean([c.get("torch_over_stream") for c in group]),
+                "faster_beyond_noise": sum(bool(c.get("faster_beyond_noise")) for c in group),
+                "slower_beyond_noise": sum(bool(c.get("slower_beyond_noise")) for c in group)}
+    gm = {"all": agg(timed)}
+    for key, name in (("dtype_name", "dtype"), ("model", "model"), ("m", "m")):
+        for v in sorted({c[key] for c in timed}):
+            gm[f"{name}={v}"] = agg([c for c in timed if c[key] == v])
+    best = gm["all"]["speedup_vs_torch"]
+    return {"chains": chains, "geomean": gm, "target": DECODER_TARGET,
+            "meets_target": (best >= DECODER_TARGET) if best else None,
+            "errors": [f"{c['label']}: {'; '.join(c['errors'])}" for c in chains if c["status"] == "error"],
+            "what": "one decoder layer's GEMMs (qkv, o, gate_up, down) back to back on one stream, captured in one "
+                    "CUDA graph per contender; speedup_vs_torch = torch's chain median / gemmtune's (> 1: gemmtune "
+                    "faster); noise = max spread of the two; *_over_stream = chain median / the sum of its GEMMs' "
+                    "streaming times"}
 
 
 def inductor_triton_summary(probs, env):

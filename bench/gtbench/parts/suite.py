@@ -15,6 +15,7 @@ from ..rows import result_row, tune_rows
 from ..stats import estimate, summarize
 from ..summary import backend_stats, problem_ratios
 from .ceilings import roof_us
+from .stream import memory_bound, stream_us
 
 
 def part_suite(run, problems):
@@ -22,6 +23,8 @@ def part_suite(run, problems):
     deadline = run.budget.end() - a.reserve_s
     if "stability" in a.parts and not run.budget.unlimited():
         deadline = T_START + (a.budget_s - a.reserve_s) * a.suite_share
+    if "decoder" in a.parts:
+        deadline -= a.decoder_s
     eng = run.engine(run.cache1)
     run.env["engine"] = eng.info()
     log(f"suite: {len(problems)} problems planned ({sum(p.inductor for p in problems)} with Inductor, "
@@ -78,8 +81,10 @@ def suite_problem(run, eng, p):
     """One problem: its per-problem summary (summary.problems[]); rows and mismatches go to run."""
     a, gpu, ind = run.args, run.gpu, run.inductor
     s = {"label": p.label, "index": p.index, **p.fields(), "flops": p.flops, "min_bytes": p.min_bytes,
-         "roof_us": roof_us(run.ceilings, p), "inductor_subset": p.inductor, "inductor_triton_subset": p.inductor_triton,
+         "roof_us": roof_us(run.ceilings, p), "memory_bound": memory_bound(run.ceilings, p),
+         "inductor_subset": p.inductor, "inductor_triton_subset": p.inductor_triton,
          "status": "ok", "errors": [], "notes": []}
+    s["stream_us"] = stream_us(run.stream, p.min_bytes) if s["memory_bound"] else None
     kernel = dkernel = tkernel = None
     bests = {}  # backend -> (its best result, its kernel): CUTLASS's and cuBLASLt's best when CUTLASS raced
     x = xs = ref = None
@@ -250,7 +255,8 @@ def suite_problem(run, eng, p):
                 contender=nm, timing="side_by_side", times=st, rel_err=c.get("rel_err"),
                 rel_err_vs_torch=c.get("rel_err_vs_torch"), compile_s=m["compile_s"], correct=c.get("correct"),
                 winner=m["winner"], default=m["default"], backend_best=bool(m.get("backend_best")),
-                host_us=host_us.get(nm), input_sets=len(xs) if isinstance(fns.get(nm), Rotation) else 1, **extra))
+                host_us=host_us.get(nm), input_sets=len(xs) if isinstance(fns.get(nm), Rotation) else 1,
+                memory_bound=s["memory_bound"], stream_us=s["stream_us"], **extra))
             s[nm] = {"backend": m["backend"], "candidate": m["candidate"], "candidate_id": m["candidate_id"],
                      "median_us": st["median_us"], "p20_us": st["p20_us"], "p80_us": st["p80_us"],
                      "spread": st["spread"], **p.throughput(st["median_us"]),
