@@ -137,11 +137,13 @@ def print_summary(doc):
     if dec:
         for c in dec["chains"]:
             P(f"decoder {c['label']}: " + (f"gemmtune {fnum(c['gemmtune']['median_us'], 1)} us vs torch "
-              f"{fnum(c['torch']['median_us'], 1)} us: x{fratio(c['speedup_vs_torch'])} (noise {fpct(c.get('noise'))}); "
+              f"{fnum(c['torch']['median_us'], 1)} us: x{fratio(c['speedup_vs_torch'])} (noise {fpct(c.get('noise'))}), "
+              f"with PDL x{fratio(c.get('speedup_pdl_vs_torch'))}; "
               f"/stream {fratio(c.get('gemmtune_over_stream'))} vs {fratio(c.get('torch_over_stream'))}"
               if c.get("speedup_vs_torch") else f"{c['status'].upper()} {'; '.join(c['errors'])[:200]}"))
         g = dec["geomean"]["all"]
-        P(f"decoder geomean over {g['n']} chains: x{fratio(g['speedup_vs_torch'])} vs torch (target {dec['target']}: "
+        P(f"decoder geomean over {g['n']} chains: x{fratio(g['speedup_vs_torch'])} vs torch, with PDL "
+          f"x{fratio(g.get('speedup_pdl_vs_torch'))} (target {dec['target']}: "
           f"{ {True: 'met', False: 'NOT met', None: '-'}[dec.get('meets_target')]}); gemmtune/stream "
           f"{fratio(g['gemmtune_over_stream'])}, torch/stream {fratio(g['torch_over_stream'])}")
     ct = s.get("coldtune") or {}

@@ -341,9 +341,10 @@ class TorchGpu:
         call, sp = self.gemmtune_call(kernel, p, x), self.stream_ptr
         return (lambda: call(sp)), x["d"]
 
-    def gemmtune_call(self, kernel, p, x):
+    def gemmtune_call(self, kernel, p, x, overlap=False):
         """call(stream_ptr) -> D: one run of the kernel on set x, into the set's D, on that stream
-        (the bindings' Kernel.run takes any cudaStream_t: a capturing one too)."""
+        (the bindings' Kernel.run takes any cudaStream_t: a capturing one too); overlap: launched
+        with overlap_previous (a programmatic dependent launch where the kernel supports it)."""
         d = x["d"]
         a_ptr, w_ptr, d_ptr = x["a"].data_ptr(), x["w"].data_ptr(), d.data_ptr()
         sa_ptr = x["sa"].data_ptr() if x["sa"] is not None else 0
@@ -351,7 +352,7 @@ class TorchGpu:
         run = kernel.run
 
         def call(stream_ptr):
-            run(a_ptr, w_ptr, 0, d_ptr, 0, sa_ptr, sb_ptr, stream_ptr)
+            run(a_ptr, w_ptr, 0, d_ptr, 0, sa_ptr, sb_ptr, stream_ptr, overlap)
             return d
         return call
 
@@ -531,7 +532,7 @@ class MockGpu:
             return ("out", base)
         return fn, out
 
-    def gemmtune_call(self, kernel, p, x):
+    def gemmtune_call(self, kernel, p, x, overlap=False):
         out = {"v": "poisoned"}
 
         def call(stream_ptr):

@@ -270,19 +270,22 @@ def render_decoder_markdown(doc):
          + {True: "**met**", False: "**not met**", None: "-"}[d.get("meets_target")] + ".", ""]
     rows = []
     for c in d["chains"]:
-        g, t = c.get("gemmtune") or {}, c.get("torch") or {}
+        g, t, pd = c.get("gemmtune") or {}, c.get("torch") or {}, c.get("gemmtune_pdl") or {}
         rows.append([c["model"], c["m"], c["dtype_name"], fnum(g.get("median_us"), 1), fnum(t.get("median_us"), 1),
-                     fratio(c.get("speedup_vs_torch")), fpct(c.get("noise")), fnum(c.get("stream_us"), 1),
+                     fratio(c.get("speedup_vs_torch")), fnum(pd.get("median_us"), 1), fratio(c.get("speedup_pdl_vs_torch")),
+                     fpct(c.get("noise")), fnum(c.get("stream_us"), 1),
                      fratio(c.get("gemmtune_over_stream")), fratio(c.get("torch_over_stream")),
-                     "ok" if (g.get("correct") and t.get("correct")) else c["status"].upper(),
+                     "ok" if (g.get("correct") and t.get("correct") and pd.get("correct", True)) else c["status"].upper(),
                      "; ".join(f"{e['layer']} {e['pick_backend']}{' (cached)' if e.get('from_cache') else ''}"
                                for e in c.get("gemms", [])),
                      "; ".join(c["errors"])[:200]])
-    L += [md_table(["model", "m", "dtype", "gemmtune us", "torch us", "speed-up", "noise", "stream us", "gemmtune / stream",
+    L += [md_table(["model", "m", "dtype", "gemmtune us", "torch us", "speed-up", "with PDL us", "PDL speed-up", "noise",
+                    "stream us", "gemmtune / stream",
                     "torch / stream", "checks", "picks (cached = the suite's tune)", "errors"], rows), ""]
-    L += [md_table(["group", "n", "speed-up vs torch", "gemmtune / stream", "torch / stream", "faster beyond noise",
-                    "slower beyond noise"],
-                   [[k, g["n"], fratio(g["speedup_vs_torch"]), fratio(g["gemmtune_over_stream"]),
+    L += [md_table(["group", "n", "speed-up vs torch", "with PDL vs torch", "PDL vs plain", "gemmtune / stream",
+                    "torch / stream", "faster beyond noise", "slower beyond noise"],
+                   [[k, g["n"], fratio(g["speedup_vs_torch"]), fratio(g.get("speedup_pdl_vs_torch")),
+                     fratio(g.get("speedup_pdl_vs_plain")), fratio(g["gemmtune_over_stream"]),
                      fratio(g["torch_over_stream"]), g["faster_beyond_noise"], g["slower_beyond_noise"]]
                     for k, g in d["geomean"].items()]), ""]
     return L

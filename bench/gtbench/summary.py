@@ -228,6 +228,8 @@ def decoder_summary(chains):
 
     def agg(group):
         return {"n": len(group), "speedup_vs_torch": geomean([c["speedup_vs_torch"] for c in group]),
+                "speedup_pdl_vs_torch": geomean([c.get("speedup_pdl_vs_torch") for c in group]),
+                "speedup_pdl_vs_plain": geomean([c.get("speedup_pdl_vs_plain") for c in group]),
                 "gemmtune_over_stream": geomean([c.get("gemmtune_over_stream") for c in group]),
                 "torch_over_stream": geomean([c.get("torch_over_stream") for c in group]),
                 "faster_beyond_noise": sum(bool(c.get("faster_beyond_noise")) for c in group),
@@ -242,8 +244,9 @@ def decoder_summary(chains):
             "errors": [f"{c['label']}: {'; '.join(c['errors'])}" for c in chains if c["status"] == "error"],
             "what": "one decoder layer's GEMMs (qkv, o, gate_up, down) back to back on one stream, captured in one "
                     "CUDA graph per contender; speedup_vs_torch = torch's chain median / gemmtune's (> 1: gemmtune "
-                    "faster); noise = max spread of the two; *_over_stream = chain median / the sum of its GEMMs' "
-                    "streaming times"}
+                    "faster); speedup_pdl_* = the same with gemmtune's chain launched with overlap_previous "
+                    "(programmatic dependent launches) over torch's / over gemmtune's plain chain; noise = max spread "
+                    "of gemmtune's and torch's; *_over_stream = chain median / the sum of its GEMMs' streaming times"}
 
 
 def inductor_triton_summary(probs, env):

@@ -99,6 +99,12 @@ GT_API int gt_load(gt_engine* engine, const char* problem_json, const char* back
  * are reported, kernel faults surface at the next synchronization. */
 GT_API int gt_kernel_run(gt_kernel* kernel, const void* a, const void* b, const void* c, void* d,
                          const void* bias, const float* scale_a, const float* scale_b, void* stream);
+/* gt_kernel_run with flags: GT_RUN_OVERLAP_PREVIOUS, a programmatic dependent launch where
+ * the kernel supports it (gemmtune::RunOptions::overlap_previous: it may read B before the
+ * previous kernel on the stream finishes; the caller promises that kernel does not write B). */
+#define GT_RUN_OVERLAP_PREVIOUS 1
+GT_API int gt_kernel_run_ex(gt_kernel* kernel, const void* a, const void* b, const void* c, void* d,
+                            const void* bias, const float* scale_a, const float* scale_b, void* stream, int flags);
 /* NULL is fine. */
 GT_API int gt_kernel_destroy(gt_kernel* kernel);
 /* {"backend", "id", "name", "problem", "problem_json", "cache_key"} */

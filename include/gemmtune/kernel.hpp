@@ -25,6 +25,16 @@ struct GemmArgs {
   const float* scale_b = nullptr; // fp8 with scales: [1] tensorwise or [n] rowwise
 };
 
+// How one run is launched.
+struct RunOptions {
+  // Programmatic dependent launch (PDL): a kernel that supports it (Kernel::can_overlap(); the
+  // native decode kernels) may start before the previous kernel on the stream has finished and
+  // read its weights (B) meanwhile; it waits for that kernel to complete before it reads
+  // anything else (A, C, bias, scales) or writes D. The caller promises that the previous
+  // kernel does not write B. Other kernels launch as usual. Off by default.
+  bool overlap_previous = false;
+};
+
 // The op tag of GEMMs: names the problem and argument types of the tune path's instance.
 struct GemmOp {
   using Problem = GemmProblem;
@@ -54,7 +64,9 @@ class KernelFor {
   explicit operator bool() const { return impl_ != nullptr; }
 
   // Enqueues the op on `stream`. Throws Error when a required pointer is missing or misaligned.
-  void run(const Args& args, cudaStream_t stream = nullptr) const;
+  void run(const Args& args, cudaStream_t stream = nullptr, const RunOptions& options = {}) const;
+  // Whether RunOptions::overlap_previous changes how this kernel launches.
+  bool can_overlap() const;
 
  private:
   Problem problem_;

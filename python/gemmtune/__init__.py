@@ -98,7 +98,7 @@ class Kernel(_Owned):
         self.problem = problem
         self._info: Optional[dict] = None
         # Bound once: run() is called in timing loops.
-        self._run = _capi.lib().gt_kernel_run
+        self._run = _capi.lib().gt_kernel_run_ex
 
     def describe(self) -> dict:
         """{"backend", "id", "name", "problem", "problem_json", "cache_key"}."""
@@ -121,12 +121,15 @@ class Kernel(_Owned):
         return self.describe()["name"]
 
     def run(self, a_ptr: int, b_ptr: int, c_ptr: int = 0, d_ptr: int = 0, bias_ptr: int = 0,
-            scale_a_ptr: int = 0, scale_b_ptr: int = 0, stream_ptr: int = 0) -> None:
+            scale_a_ptr: int = 0, scale_b_ptr: int = 0, stream_ptr: int = 0,
+            overlap_previous: bool = False) -> None:
         """Enqueues D = ... on the stream (a cudaStream_t as an int, 0 = legacy default stream).
         Pointers are device addresses, e.g. tensor.data_ptr(); B is W[n, k] row-major for the
-        default layout "rc". Raises GemmtuneError on a launch or argument error."""
+        default layout "rc". overlap_previous: a programmatic dependent launch where the kernel
+        supports it (it may read B before the previous kernel on the stream has finished: that
+        kernel must not write B). Raises GemmtuneError on a launch or argument error."""
         st = self._run(self._h, _ptr(a_ptr), _ptr(b_ptr), _ptr(c_ptr), _ptr(d_ptr), _ptr(bias_ptr),
-                       _ptr(scale_a_ptr), _ptr(scale_b_ptr), _ptr(stream_ptr))
+                       _ptr(scale_a_ptr), _ptr(scale_b_ptr), _ptr(stream_ptr), 1 if overlap_previous else 0)
         if st:
             _capi.check(st)
 

@@ -98,6 +98,8 @@ def _declare(L: ctypes.CDLL) -> None:
     L.gt_load.argtypes, L.gt_load.restype = [vp, cp, cp, cp, pvp], i
     # a, b, c, d, bias, scale_a, scale_b, stream: plain addresses (ints) or None.
     L.gt_kernel_run.argtypes, L.gt_kernel_run.restype = [vp] * 9, i
+    # ... and flags (GT_RUN_OVERLAP_PREVIOUS = 1)
+    L.gt_kernel_run_ex.argtypes, L.gt_kernel_run_ex.restype = [vp] * 9 + [i], i
     L.gt_kernel_destroy.argtypes, L.gt_kernel_destroy.restype = [vp], i
     L.gt_kernel_describe.argtypes, L.gt_kernel_describe.restype = [vp, pvp], i
 

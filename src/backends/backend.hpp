@@ -54,6 +54,10 @@ class CandidateFor : public CandidateBase {
  public:
   // Enqueue one run of the op on `stream`. Pointers were checked by KernelFor<Op>::run.
   virtual void run(const typename Op::Args& args, cudaStream_t stream) = 0;
+  // Candidates that support a programmatic dependent launch (RunOptions::overlap_previous)
+  // say so and launch with it in run_overlapped; the default is a plain run.
+  virtual bool can_overlap() const { return false; }
+  virtual void run_overlapped(const typename Op::Args& args, cudaStream_t stream) { run(args, stream); }
 };
 
 }  // namespace detail

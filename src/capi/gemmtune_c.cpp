@@ -204,14 +204,23 @@ GT_API int gt_load(gt_engine* engine, const char* problem_json, const char* back
   });
 }
 
-GT_API int gt_kernel_run(gt_kernel* kernel, const void* a, const void* b, const void* c, void* d, const void* bias,
-                         const float* scale_a, const float* scale_b, void* stream) {
+GT_API int gt_kernel_run_ex(gt_kernel* kernel, const void* a, const void* b, const void* c, void* d, const void* bias,
+                            const float* scale_a, const float* scale_b, void* stream, int flags) {
   if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_kernel_run: kernel is NULL");
+  if (flags & ~GT_RUN_OVERLAP_PREVIOUS)
+    return fail(GT_ERR_ARGUMENT, "gt_kernel_run_ex: flags = " + std::to_string(flags) + " has unknown bits");
   return call([&] {
     gemmtune::GemmArgs args;
     args.a = a, args.b = b, args.c = c, args.d = d, args.bias = bias, args.scale_a = scale_a, args.scale_b = scale_b;
-    kernel->kernel.run(args, static_cast<cudaStream_t>(stream));
+    gemmtune::RunOptions opt;
+    opt.overlap_previous = (flags & GT_RUN_OVERLAP_PREVIOUS) != 0;
+    kernel->kernel.run(args, static_cast<cudaStream_t>(stream), opt);
   });
+}
+
+GT_API int gt_kernel_run(gt_kernel* kernel, const void* a, const void* b, const void* c, void* d, const void* bias,
+                         const float* scale_a, const float* scale_b, void* stream) {
+  return gt_kernel_run_ex(kernel, a, b, c, d, bias, scale_a, scale_b, stream, 0);
 }
 
 GT_API int gt_kernel_destroy(gt_kernel* kernel) {

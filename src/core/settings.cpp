@@ -98,7 +98,7 @@ CompileOptions resolve(CompileOptions o) {
   if (o.nvcc.empty()) o.nvcc = env("GEMMTUNE_NVCC");
   if (o.nvcc.empty()) {
     std::error_code ec;
-    for (const fs::path home : {fs::path(env("CUDA_HOME")), fs::path("/usr/local/cuda")})
+    for (const fs::path& home : {fs::path(env("CUDA_HOME")), fs::path("/usr/local/cuda")})
       if (!home.empty() && fs::exists(home / "bin" / "nvcc", ec)) {
         o.nvcc = home / "bin" / "nvcc";
         break;
@@ -109,7 +109,7 @@ CompileOptions resolve(CompileOptions o) {
     // site-packages/cutlass_library/source of $VIRTUAL_ENV or <repo>/.venv, where
     // `pip install --no-deps nvidia-cutlass` puts the headers.
     std::error_code ec;
-    for (const fs::path venv : {fs::path(env("VIRTUAL_ENV")), fs::path(GEMMTUNE_SOURCE_DIR) / ".venv"}) {
+    for (const fs::path& venv : {fs::path(env("VIRTUAL_ENV")), fs::path(GEMMTUNE_SOURCE_DIR) / ".venv"}) {
       if (venv.empty() || !fs::is_directory(venv / "lib", ec)) continue;
       for (const auto& e : fs::directory_iterator(venv / "lib", ec)) {
         const fs::path src = e.path() / "site-packages" / "cutlass_library" / "source";

@@ -41,11 +41,15 @@ void check_args(const SoftmaxProblem&, const SoftmaxArgs& args) {
 }  // namespace
 
 template <class Op>
-void KernelFor<Op>::run(const Args& args, cudaStream_t stream) const {
+void KernelFor<Op>::run(const Args& args, cudaStream_t stream, const RunOptions& options) const {
   GT_CHECK(impl_, "Kernel::run: empty kernel (default-constructed)");
   check_args(problem_, args);
-  impl_->run(args, stream);
+  if (options.overlap_previous && impl_->can_overlap()) impl_->run_overlapped(args, stream);
+  else impl_->run(args, stream);
 }
+
+template <class Op>
+bool KernelFor<Op>::can_overlap() const { return impl_ && impl_->can_overlap(); }
 
 template class KernelFor<GemmOp>;
 template class KernelFor<SoftmaxOp>;

@@ -24,10 +24,10 @@ struct Registered {
 
 inline constexpr Registered<GemmOp> kGemmBackends[] = {
     {"cublaslt", &make_cublaslt_backend, false},
-    {"native", &make_native_gemm_backend, false},
     {"triton", &make_triton_backend, true},
     {"cutlass", &make_cutlass_backend, true},
     {"cutedsl", &make_cutedsl_backend, true},
+    {"native", &make_native_gemm_backend, false},
 };
 inline constexpr Registered<SoftmaxOp> kSoftmaxBackends[] = {
     {"native", &make_native_softmax_backend, false},

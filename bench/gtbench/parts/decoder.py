@@ -1,7 +1,9 @@
 """decoder (issue 14, deliver 4): one decoder layer's GEMMs (qkv, o, gate_up, down) per model, m and
 dtype (problems.load_decoder_chains), back to back on one stream and captured in one CUDA graph:
-gemmtune's picks against the same chain of torch.mm / torch._scaled_mm, both graphs replayed
-interleaved in the same rounds from a cold L2."""
+gemmtune's picks against the same chain of torch.mm / torch._scaled_mm, and gemmtune's picks with
+every GEMM after the first launched with overlap_previous (a programmatic dependent launch where the
+kernel supports it: it reads its weights while the previous GEMM finishes), the three graphs
+replayed interleaved in the same rounds from a cold L2."""
 
 from __future__ import annotations
 
@@ -75,13 +77,17 @@ def decoder_chain(run, eng, ch):
             kernels.append(k)
             s["gemms"].append({**g, "stream_us": su})
         xs = [gpu.make_inputs(p, a.seed + 7919 * p.index) for p in ch.gemms]
-        gt_replay, gt_outs = gpu.capture([gpu.gemmtune_call(k, p, x) for k, p, x in zip(kernels, ch.gemms, xs)])
+        gt = {nm: gpu.capture([gpu.gemmtune_call(k, p, x, overlap=overlap and i > 0)
+                               for i, (k, p, x) in enumerate(zip(kernels, ch.gemms, xs))])
+              for nm, overlap in (("gemmtune", False), ("gemmtune_pdl", True))}
         th_replay, th_outs = gpu.capture([gpu.baseline_call(p, x) for p, x in zip(ch.gemms, xs)])
-        checks = check_chain(run, ch, xs, gt_replay, gt_outs, th_replay, th_outs)
-        samples = gpu.time_interleaved({"gemmtune": gt_replay, "torch": th_replay}, a.rounds, a.warmup_ms)
+        checks = check_chain(run, ch, xs, gt, th_replay, th_outs)
+        samples = gpu.time_interleaved({"gemmtune": gt["gemmtune"][0], "gemmtune_pdl": gt["gemmtune_pdl"][0],
+                                        "torch": th_replay}, a.rounds, a.warmup_ms)
         host_us = dict(getattr(gpu, "last_host_us", {}))
-        ids = {"gemmtune": ("gemmtune", "; ".join(f"{g['layer']}: {g['pick_backend']} {g['candidate']}" for g in s["gemms"]),
-                            ",".join(f"{g['pick_backend']}:{g['candidate_id']}" for g in s["gemms"]), "pick"),
+        picks = ("; ".join(f"{g['layer']}: {g['pick_backend']} {g['candidate']}" for g in s["gemms"]),
+                 ",".join(f"{g['pick_backend']}:{g['candidate_id']}" for g in s["gemms"]))
+        ids = {"gemmtune": ("gemmtune", *picks, "pick"), "gemmtune_pdl": ("gemmtune", *picks, "pick_overlapped"),
                "torch": (ch.baseline, ch.baseline, "", "baseline")}
         rows = []
         for nm, smp in samples.items():
@@ -114,43 +120,56 @@ def decoder_chain(run, eng, ch):
     return s
 
 
-def check_chain(run, ch, xs, gt_replay, gt_outs, th_replay, th_outs):
-    """{gemmtune, torch: {rel_err, rel_err_vs_torch, correct}}: one replay of each graph (gemmtune's
-    outputs poisoned first), every GEMM's output against the fp32 reference (and gemmtune's against
-    torch's); rel_err the worst GEMM's (NaN if any is NaN); a mismatch is reported per GEMM."""
+def check_chain(run, ch, xs, gt, th_replay, th_outs):
+    """{<each of gt>, torch: {rel_err, rel_err_vs_torch (gemmtune's), correct}}: one replay of each
+    graph (gt: name -> (replay, outputs) of gemmtune's graphs, which share their output buffers:
+    each is poisoned, replayed and checked in turn), every GEMM's output against the fp32 reference
+    (and gemmtune's against torch's); rel_err the worst GEMM's (NaN if any is NaN); a mismatch is
+    reported per GEMM."""
     a, gpu = run.args, run.gpu
-    for d in gt_outs:
-        gpu.poison(d)
-    gt_replay()
     th_replay()
     gpu.sync()
-    errs = {"gemmtune": [], "torch": []}
-    vs_torch, correct = [], {"gemmtune": True, "torch": True}
-    for p, x, d, o in zip(ch.gemms, xs, gt_outs, th_outs):
-        ref = gpu.reference(p, x)
-        for nm, out in (("gemmtune", d), ("torch", o)):
+    refs = [gpu.reference(p, x) for p, x in zip(ch.gemms, xs)]
+    worst = lambda v: float("nan") if any(e != e for e in v) else max(v)  # noqa: E731
+
+    def check(nm, outs, vs_torch):
+        errs, vss, correct = [], [], True
+        for p, out, o, ref in zip(ch.gemms, outs, th_outs, refs):
             rel, finite = gpu.check(out, ref)
-            vs = gpu.rel_diff(out, o) if nm == "gemmtune" else None
-            errs[nm].append(rel)
+            vs = gpu.rel_diff(out, o) if vs_torch else None
+            errs.append(rel)
             if vs is not None:
-                vs_torch.append(vs)
+                vss.append(vs)
             if not (finite and rel <= a.tol and (vs is None or vs <= a.tol)):
-                correct[nm] = False
+                correct = False
                 msg = (f"MISMATCH {ch.label} {nm} {p.layer} (in the graph): rel_err {rel:.3g} vs fp32 reference, "
                        f"{'-' if vs is None else f'{vs:.3g}'} vs {p.baseline}, finite={finite} (tol {a.tol})")
                 run.mismatches.append(msg)
                 warn(msg)
-        del ref
-    worst = lambda v: float("nan") if any(e != e for e in v) else max(v)  # noqa: E731
-    return {"gemmtune": {"rel_err": worst(errs["gemmtune"]), "rel_err_vs_torch": worst(vs_torch),
-                         "correct": correct["gemmtune"]},
-            "torch": {"rel_err": worst(errs["torch"]), "correct": correct["torch"]}}
+        out = {"rel_err": worst(errs), "correct": correct}
+        if vs_torch:
+            out["rel_err_vs_torch"] = worst(vss)
+        return out
+
+    checks = {}
+    for nm, (replay, outs) in gt.items():
+        for d in outs:
+            gpu.poison(d)
+        replay()
+        gpu.sync()
+        checks[nm] = check(nm, outs, True)
+    checks["torch"] = check("torch", th_outs, False)
+    del refs
+    return checks
 
 
 def chain_ratios(s):
     """speedup_vs_torch (torch's median / gemmtune's), noise (the larger spread), faster / slower
     beyond noise, and both medians over the chain's streaming time, into s."""
     gm, tm = s["gemmtune"]["median_us"], s["torch"]["median_us"]
+    pm = s.get("gemmtune_pdl", {}).get("median_us")
+    s["speedup_pdl_vs_torch"] = tm / pm if (pm and tm) else None
+    s["speedup_pdl_vs_plain"] = gm / pm if (pm and gm) else None
     noise = max(s["gemmtune"]["spread"] or 0, s["torch"]["spread"] or 0)
     su = s.get("stream_us")
     s.update({"speedup_vs_torch": tm / gm if (gm and tm) else None, "noise": noise,

@@ -491,7 +491,7 @@ std::string decode_device_check(const DecodeConfig& cfg, const GemmProblem& p) {
   return {};
 }
 
-void run_decode_gemm(const DecodeConfig& cfg, const GemmProblem& p, const GemmArgs& a, cudaStream_t s) {
+void run_decode_gemm(const DecodeConfig& cfg, const GemmProblem& p, const GemmArgs& a, cudaStream_t s, bool overlap) {
   const DecodeLaunch l = decode_launch(cfg, p);  // throws when cfg cannot run p
   const KernelFn fn = kernel_for(cfg, p);
   const size_t out_size = size_of(p.d.dtype);
@@ -533,8 +533,13 @@ void run_decode_gemm(const DecodeConfig& cfg, const GemmProblem& p, const GemmAr
   q.has_bias = p.bias;
 
   // The function attributes were set by decode_device_check (the candidate's prepare).
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   cudaLaunchConfig_t c = launch_config(l, attr, s);
+  if (overlap) {
+    attr[c.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[c.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    ++c.numAttrs;
+  }
   if (cudaError_t e = cudaLaunchKernelEx(&c, fn, q); e != cudaSuccess)
     GT_THROW("native: " + cfg.name() + " (" + launch_text(l) + "): " + cuda_failure(e, "cudaLaunchKernelEx"));
 }

@@ -87,7 +87,10 @@ std::string decode_device_check(const DecodeConfig& cfg, const GemmProblem& p);
 
 // Enqueues D on `s` (cudaLaunchKernelEx, its own result checked). Pointers must be 16-byte
 // aligned (A, W, and C, D, bias to their element size); throws Error naming the pointer, or
-// the config and launch on a launch failure (the runtime's error then cleared).
-void run_decode_gemm(const DecodeConfig& cfg, const GemmProblem& p, const GemmArgs& a, cudaStream_t s);
+// the config and launch on a launch failure (the runtime's error then cleared). overlap: a
+// programmatic dependent launch (RunOptions::overlap_previous): the first batch of weights is
+// read before griddepcontrol.wait, everything else after it.
+void run_decode_gemm(const DecodeConfig& cfg, const GemmProblem& p, const GemmArgs& a, cudaStream_t s,
+                     bool overlap = false);
 
 }  // namespace gemmtune::native

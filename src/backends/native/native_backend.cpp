@@ -39,6 +39,8 @@ class NativeGemmCandidate final : public detail::CandidateFor<GemmOp> {
     GT_CHECK(why.empty(), "native: " + cfg_.name() + " cannot be launched for " + p_.str() + " on this device: " + why);
   }
   void run(const GemmArgs& a, cudaStream_t s) override { native::run_decode_gemm(cfg_, p_, a, s); }
+  bool can_overlap() const override { return true; }
+  void run_overlapped(const GemmArgs& a, cudaStream_t s) override { native::run_decode_gemm(cfg_, p_, a, s, true); }
 
  private:
   GemmProblem p_;
