@@ -1,5 +1,6 @@
 // `gemmtune suite FILE`: tune a list of problems, one CSV row / JSON line per (problem, candidate).
-// A file with header rows,cols is a softmax suite (softmax_cli.cpp).
+// The file's header names the op: rows,cols is a softmax suite, anything else a GEMM suite. One
+// implementation for every op (suite_op); what differs per op is in OpCli<Op> (op_cli.hpp).
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -9,9 +10,11 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "commands.hpp"
 #include "gemmtune/error.hpp"
+#include "op_cli.hpp"
 #include "softmax_cli.hpp"
 
 namespace gemmtune::cli {
@@ -89,83 +92,73 @@ class Sink {
   std::ostream* os_ = nullptr;
 };
 
-const std::vector<std::string> kColumns = {
-    "op",        "model",     "layer",    "m",        "n",          "k",       "dtype",       "layout",
-    "epilogue",  "backend",   "candidate", "median_us", "p20_us",   "p80_us",  "tflops",      "rel_err",
-    "compile_s", "correct",   "winner",   "default",  "from_cache", "select_ms", "phase",     "out_dtype",
-    "d_layout",  "scale",     "status",   "reason",   "candidate_id"};
-
 std::string num(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
 
-// One output record: the same fields for CSV (text) and JSON (typed).
-struct Record {
-  nlohmann::json j = nlohmann::json::object();
-  std::vector<std::string> csv;
-  void add(const std::string& key, const std::string& text, nlohmann::json value) {
-    j[key] = std::move(value);
-    csv.push_back(csv_escape(text));
-  }
-  void add(const std::string& key, const std::string& text) { add(key, text, text); }
-};
-
-// How the problem is described in every record, filled from the flags, then from the problem
-// once it is built (so a problem that fails to build still gets a readable row).
-struct Desc {
-  std::string dtype, layout, epilogue = "?", out_dtype, d_layout, scale;
-  void from(const GemmProblem& p) {
-    dtype = to_string(p.a.dtype);
-    layout = layout_letters(p);
-    epilogue = epilogue_str(p);
-    out_dtype = to_string(p.d.dtype);
-    d_layout = p.d.layout == Layout::row ? "r" : "c";
-    scale = to_string(p.scale);
-  }
-};
-
-Record base_record(const SuiteEntry& e, const Desc& d) {
-  Record r;
-  r.add("op", "gemm");
-  r.add("model", e.model);
-  r.add("layer", e.layer);
-  r.add("m", std::to_string(e.m), e.m);
-  r.add("n", std::to_string(e.n), e.n);
-  r.add("k", std::to_string(e.k), e.k);
-  r.add("dtype", d.dtype);
-  r.add("layout", d.layout);
-  r.add("epilogue", d.epilogue);
+// The record of candidate `res` of row `e` (problem `p`), selected in `select_ms` with `report`.
+template <class Op>
+Record result_record(const typename OpCli<Op>::Entry& e, const ProblemFlags& flags, const typename Op::Problem& p,
+                     const CandidateResult& res, const TuneReport& report, double select_ms) {
+  using C = OpCli<Op>;
+  Record r(C::kCsvFullPrecision);
+  C::head(r, e, flags, &p);
+  const bool timed = res.median_us > 0;
+  const bool correct = res.status == CandidateStatus::ok || res.status == CandidateStatus::pruned;
+  auto measured = [&](const char* key, bool known, double v, const std::string& text) {
+    if (known) r.number(key, v, text);
+    else r.add(key, "", nullptr);
+  };
+  const double rate = C::rate(p, res.median_us);
+  r.add("backend", res.backend);
+  r.add("candidate", res.name);
+  measured("median_us", timed, res.median_us, num(res.median_us, 3));
+  measured("p20_us", timed, res.p20_us, num(res.p20_us, 3));
+  measured("p80_us", timed, res.p80_us, num(res.p80_us, 3));
+  measured(C::kRateKey, timed, rate, num(rate, 2));
+  measured("rel_err", res.rel_err >= 0, res.rel_err, sci(res.rel_err));
+  r.number("compile_s", res.compile_s, num(res.compile_s, 3));
+  r.add("correct", correct ? "true" : "false", correct);
+  r.add("winner", res.winner ? "true" : "false", res.winner);
+  if (C::kHasDefault) r.add("default", res.is_default ? "true" : "false", res.is_default);
+  r.add("from_cache", report.from_cache ? "true" : "false", report.from_cache);
+  r.number("select_ms", select_ms, num(select_ms, 4));
+  C::tail(r, e, flags, &p);
+  r.add("status", to_string(res.status));
+  r.add("reason", res.reason);
+  r.add("candidate_id", res.id);
   return r;
 }
 
-void add_tail(Record& r, const SuiteEntry& e, const Desc& d) {
-  r.add("phase", e.phase);
-  r.add("out_dtype", d.out_dtype);
-  r.add("d_layout", d.d_layout);
-  r.add("scale", d.scale);
+// The record of row `e` when it failed with `message` (p: its problem, nullptr when building it
+// failed): the candidate's columns empty (null).
+template <class Op>
+Record error_record(const typename OpCli<Op>::Entry& e, const ProblemFlags& flags, const typename Op::Problem* p,
+                    const std::string& message) {
+  using C = OpCli<Op>;
+  Record r(C::kCsvFullPrecision);
+  C::head(r, e, flags, p);
+  for (const char* key : {"backend", "candidate", "median_us", "p20_us", "p80_us", C::kRateKey, "rel_err",
+                          "compile_s", "correct", "winner", "default", "from_cache", "select_ms"})
+    if (C::kHasDefault || std::string(key) != "default") r.add(key, "", nullptr);
+  C::tail(r, e, flags, p);
+  r.add("status", "error");
+  r.add("reason", message);
+  r.add("candidate_id", "");
+  return r;
 }
 
-}  // namespace
-
-int cmd_suite(const SuiteArgs& args) {
-  if (args.csv == "-" && args.json == "-") {
-    return usage_error("suite", "--csv and --json cannot both be stdout");
-  }
-  const std::string shapes = read_text_file(args.file);
-  if (is_softmax_suite(shapes, args.file)) return cmd_suite_softmax(args, shapes);  // header rows,cols
-  if (args.m_values.empty() && suite_needs_m_values(shapes, args.file))
-    return usage_error("suite", args.file + ": has no m column, so --m-values FILE (header phase,m) is required");
-  std::string m_values;
-  if (!args.m_values.empty()) m_values = read_text_file(args.m_values);
-  const auto entries =
-      suite_entries(shapes, args.file, args.m_values.empty() ? nullptr : &m_values, args.m_values);
+template <class Op>
+int suite_op(const SuiteArgs& args, const std::string& shapes) {
+  using C = OpCli<Op>;
+  if (const std::string why = C::suite_usage(args, shapes); !why.empty()) return usage_error("suite", why);
+  const auto entries = C::suite_entries(args, shapes);
 
   // Flags that cannot describe a valid problem fail the same way for every entry: a usage error.
   try {
-    if (args.problem.stride) GT_THROW("stride: applies to softmax suites only (GEMMs: --lda, --ldb, --ldd)");
-    build_problem(entries[0].m, entries[0].n, entries[0].k, args.problem);
+    C::suite_problem(entries[0], args.problem);
   } catch (const Error& e) {
     return usage_error("suite", e.message());
   }
@@ -178,80 +171,42 @@ int cmd_suite(const SuiteArgs& args) {
   // Without --csv or --json the rows go to stdout as CSV.
   Sink csv(args.csv.empty() && args.json.empty() ? "-" : args.csv), jsonl(args.json);
   if (csv) {
-    for (size_t i = 0; i < kColumns.size(); ++i) *csv << (i ? "," : "") << kColumns[i];
+    const auto columns = suite_columns<Op>();
+    for (size_t i = 0; i < columns.size(); ++i) *csv << (i ? "," : "") << columns[i];
     *csv << "\n" << std::flush;
   }
   auto emit = [&](const Record& r) {
     if (csv) {
-      for (size_t i = 0; i < r.csv.size(); ++i) *csv << (i ? "," : "") << r.csv[i];
+      for (size_t i = 0; i < r.cells().size(); ++i) *csv << (i ? "," : "") << r.cells()[i];
       *csv << "\n";
     }
-    if (jsonl) *jsonl << r.j.dump() << "\n";
+    if (jsonl) *jsonl << r.json().dump() << "\n";
   };
 
   size_t failed = 0, cached = 0;
   const auto suite_start = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const SuiteEntry& e = entries[i];
-    std::string label = e.model.empty() && e.layer.empty() ? std::string() : e.model + "/" + e.layer + " ";
-    if (!e.phase.empty()) label += e.phase + " ";
-    label += std::to_string(e.m) + "x" + std::to_string(e.n) + "x" + std::to_string(e.k);
-    progress.begin(label);
-
-    // The problem's own description, even when building it fails.
-    Desc desc{args.problem.dtype, args.problem.layout, "?", args.problem.out_dtype, args.problem.d_layout,
-              args.problem.scale};
+  for (const auto& e : entries) {
+    progress.begin(C::label(e));
+    std::optional<typename Op::Problem> p;
     try {
-      const GemmProblem p = build_problem(e.m, e.n, e.k, args.problem);
-      desc.from(p);
+      p = C::suite_problem(e, args.problem);
       TuneReport report;
       double select_ms = 0;
-      const Kernel kernel = timed_select(*engine, p, args.force, report, select_ms);
+      const KernelFor<Op> kernel = timed_select(*engine, *p, args.force, report, select_ms);
       cached += report.from_cache;
-      const auto results = report_results(*engine, report, kernel);
-
       std::string summary = "no results";
-      for (const auto& res : results) {
-        Record r = base_record(e, desc);
-        const bool timed = res.median_us > 0;
-        const double tf = tflops(p, res.median_us);
-        const bool correct = res.status == CandidateStatus::ok || res.status == CandidateStatus::pruned;
-        r.add("backend", res.backend);
-        r.add("candidate", res.name);
-        r.add("median_us", timed ? num(res.median_us, 3) : "", timed ? nlohmann::json(res.median_us) : nullptr);
-        r.add("p20_us", timed ? num(res.p20_us, 3) : "", timed ? nlohmann::json(res.p20_us) : nullptr);
-        r.add("p80_us", timed ? num(res.p80_us, 3) : "", timed ? nlohmann::json(res.p80_us) : nullptr);
-        r.add("tflops", timed ? num(tf, 2) : "", timed ? nlohmann::json(tf) : nullptr);
-        r.add("rel_err", res.rel_err >= 0 ? sci(res.rel_err) : "",
-              res.rel_err >= 0 ? nlohmann::json(res.rel_err) : nullptr);
-        r.add("compile_s", num(res.compile_s, 3), res.compile_s);
-        r.add("correct", correct ? "true" : "false", correct);
-        r.add("winner", res.winner ? "true" : "false", res.winner);
-        r.add("default", res.is_default ? "true" : "false", res.is_default);
-        r.add("from_cache", report.from_cache ? "true" : "false", report.from_cache);
-        r.add("select_ms", num(select_ms, 4), select_ms);
-        add_tail(r, e, desc);
-        r.add("status", to_string(res.status));
-        r.add("reason", res.reason);
-        r.add("candidate_id", res.id);
-        emit(r);
+      for (const auto& res : report_results(*engine, report, kernel)) {
+        emit(result_record<Op>(e, args.problem, *p, res, report, select_ms));
         if (res.winner)
-          summary = res.backend + " " + res.name + " " + num(res.median_us, 2) + " us, " + num(tf, 1) + " TFLOP/s";
+          summary = res.backend + " " + res.name + " " + num(res.median_us, 2) + " us, " +
+                    num(C::rate(*p, res.median_us), C::kRateDecimals) + " " + C::kRateUnit;
       }
       summary += report.from_cache ? " (from cache, " : " (tuned, ";
       summary += "select " + num(select_ms, select_ms < 10 ? 3 : 0) + " ms)";
       progress.end(summary);
     } catch (const Error& err) {
       ++failed;
-      Record r = base_record(e, desc);
-      for (const char* key : {"backend", "candidate", "median_us", "p20_us", "p80_us", "tflops", "rel_err",
-                              "compile_s", "correct", "winner", "default", "from_cache", "select_ms"})
-        r.add(key, "", nullptr);
-      add_tail(r, e, desc);
-      r.add("status", "error");
-      r.add("reason", err.message());
-      r.add("candidate_id", "");
-      emit(r);
+      emit(error_record<Op>(e, args.problem, p ? &*p : nullptr, err.message()));
       progress.fail(err.message());
     }
     if (csv) *csv << std::flush;
@@ -260,9 +215,38 @@ int cmd_suite(const SuiteArgs& args) {
   progress.finish();
   const double total_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - suite_start).count();
-  std::cerr << "gemmtune: suite: " << entries.size() << " problems, " << cached << " from cache, " << failed
+  // "N problems" for GEMMs (the default op, as in `info`), "N softmax problems" for another op.
+  const std::string noun = std::string(Op::name) == GemmOp::name ? "problems" : std::string(Op::name) + " problems";
+  std::cerr << "gemmtune: suite: " << entries.size() << " " << noun << ", " << cached << " from cache, " << failed
             << " failed, " << num(total_s, 1) << " s\n";
   return failed ? kError : kOk;
+}
+
+}  // namespace
+
+void Record::add(const std::string& key, const std::string& text, nlohmann::json value) {
+  keys_.push_back(key);
+  cells_.push_back(csv_escape(text));
+  json_[key] = std::move(value);
+}
+
+void Record::number(const std::string& key, double value, const std::string& text) {
+  add(key, full_precision_ ? nlohmann::json(value).dump() : text, value);
+}
+
+template <class Op>
+std::vector<std::string> suite_columns() {
+  return error_record<Op>(typename OpCli<Op>::Entry{}, ProblemFlags{}, nullptr, "").keys();
+}
+template std::vector<std::string> suite_columns<GemmOp>();
+template std::vector<std::string> suite_columns<SoftmaxOp>();
+
+int cmd_suite(const SuiteArgs& args) {
+  if (args.csv == "-" && args.json == "-") {
+    return usage_error("suite", "--csv and --json cannot both be stdout");
+  }
+  const std::string shapes = read_text_file(args.file);
+  return is_softmax_suite(shapes, args.file) ? suite_op<SoftmaxOp>(args, shapes) : suite_op<GemmOp>(args, shapes);
 }
 
 }  // namespace gemmtune::cli

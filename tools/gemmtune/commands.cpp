@@ -10,9 +10,9 @@
 #include <iostream>
 
 #include "core/cuda.hpp"
-#include "core/report_json.hpp"
 #include "core/settings.hpp"
 #include "gemmtune/error.hpp"
+#include "gemmtune/softmax.hpp"
 #include "gemmtune/tuning_cache.hpp"
 
 namespace gemmtune::cli {
@@ -84,7 +84,8 @@ std::unique_ptr<Engine> make_engine(const EngineFlags& flags, std::function<void
 }
 
 
-std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& report, const Kernel& kernel) {
+template <class Op>
+std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& report, const KernelFor<Op>& kernel) {
   std::vector<CandidateResult> results = report.results;
   if (results.empty() && report.from_cache && engine.cache()) results = engine.cache()->results(report.key);
   if (results.empty() && kernel) {
@@ -101,6 +102,8 @@ std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& re
   std::stable_sort(results.begin(), results.end(), best_first);
   return results;
 }
+template std::vector<CandidateResult> report_results(Engine&, const TuneReport&, const Kernel&);
+template std::vector<CandidateResult> report_results(Engine&, const TuneReport&, const SoftmaxKernel&);
 
 std::string cached_at(Engine& engine, const TuneReport& report) {
   if (report.from_cache && engine.cache())
@@ -131,39 +134,6 @@ std::string status_text(const CandidateResult& r) {
   std::string s = to_string(r.status);
   if (!r.reason.empty()) s += ": " + r.reason;
   return s;
-}
-
-double tflops(const GemmProblem& p, double median_us) { return median_us > 0 ? p.flops() / median_us * 1e-6 : 0; }
-
-nlohmann::json problem_json(const GemmProblem& p) {
-  auto mat = [](const MatrixDesc& d) {
-    return nlohmann::json{{"dtype", to_string(d.dtype)}, {"layout", to_string(d.layout)}, {"ld", d.ld}};
-  };
-  return {{"m", p.m},
-          {"n", p.n},
-          {"k", p.k},
-          {"a", mat(p.a)},
-          {"b", mat(p.b)},
-          {"c", mat(p.c)},
-          {"d", mat(p.d)},
-          {"alpha", p.alpha},
-          {"beta", p.beta},
-          {"bias", p.bias},
-          {"act", to_string(p.act)},
-          {"scale", to_string(p.scale)},
-          {"tf32", p.tf32},
-          {"layout", layout_letters(p)},
-          {"epilogue", epilogue_str(p)},
-          {"str", p.str()},
-          {"canonical", p.canonical()}};
-}
-
-nlohmann::json result_json(const CandidateResult& r, const GemmProblem& p, double roof_tflops) {
-  const double tf = tflops(p, r.median_us);
-  nlohmann::json j = to_json(r);
-  j["tflops"] = tf;
-  if (roof_tflops > 0) j["pct_roof"] = tf > 0 ? 100.0 * tf / roof_tflops : 0.0;
-  return j;
 }
 
 std::string fixed(double v, int decimals) {

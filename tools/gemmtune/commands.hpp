@@ -30,12 +30,6 @@ int cmd_cache(const CacheArgs& args);
 int cmd_info(const InfoArgs& args);
 int cmd_precompile(const PrecompileArgs& args);
 
-// The tune command's human-readable report: problem, answer (tuned now / from cache), one
-// table row per candidate (sorted as report_results sorts), winner vs default, roof, notes.
-void print_tune_report(std::ostream& os, const std::string& device, const TuneReport& report,
-                       const std::vector<CandidateResult>& results, const std::string& cached_at, double select_ms,
-                       double roof_tflops, const std::string& roof_text);
-
 // ---- shared ----------------------------------------------------------------------------
 
 // False (after printing "gemmtune: no CUDA device (<reason>); tuning needs an NVIDIA GPU" to
@@ -56,7 +50,9 @@ std::unique_ptr<Engine> make_engine(const EngineFlags& flags, std::function<void
 // its results if the engine filled them in, else the cache's (Engine::cache()->results()); else
 // (an in-process repeat without a cache) one untimed row for `kernel`.
 // Sorted: winner first, then correct candidates by median, pruned, wrong, failed.
-std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& report, const Kernel& kernel);
+// Defined for GemmOp and SoftmaxOp.
+template <class Op>
+std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& report, const KernelFor<Op>& kernel);
 
 // Selects (with `force`: re-tunes) `problem` (a GemmProblem or a SoftmaxProblem) and returns its
 // kernel; `report` gets the engine's report, with the key filled in when the engine left it
@@ -83,14 +79,6 @@ void print_notes(std::ostream& os, const TuneReport& report);
 
 // A candidate's status column: "<status>", or "<status>: <reason>" when it has a reason.
 std::string status_text(const CandidateResult& r);
-
-// TFLOP/s of `p` at `median_us` (0 when the median is 0).
-double tflops(const GemmProblem& p, double median_us);
-
-nlohmann::json problem_json(const GemmProblem& p);
-// A GEMM --json result: to_json (core/report_json.hpp, the C API's encoding of every
-// CandidateResult field), plus tflops and (when roof_tflops > 0) pct_roof.
-nlohmann::json result_json(const CandidateResult& r, const GemmProblem& p, double roof_tflops);
 
 // Fixed-point and scientific text of a number ("-" for a negative "not measured" value).
 std::string fixed(double v, int decimals);

@@ -1,5 +1,6 @@
 // The softmax side of the CLI: `gemmtune tune softmax ROWSxCOLS` and softmax suites (CSV with
-// header rows,cols, e.g. bench/suites/softmax.csv).
+// header rows,cols, e.g. bench/suites/softmax.csv), run by the one tune and suite command through
+// OpCli<SoftmaxOp> (op_cli.hpp; defined in softmax_cli.cpp with the helpers below).
 //
 // Flags that apply: --dtype bf16|fp16|fp32 (x), --out-dtype (y; default --dtype), --scale S
 // (the factor before the softmax; default 1), --stride N (elements between rows; 0 = packed),
@@ -28,8 +29,5 @@ std::vector<std::pair<int64_t, int64_t>> softmax_suite_entries(const std::string
 
 // TB/s of p at median_us: (bytes read + bytes written) / time (0 when the median is 0).
 double softmax_tbps(const SoftmaxProblem& p, double median_us);
-
-int cmd_tune_softmax(const TuneArgs& args);
-int cmd_suite_softmax(const SuiteArgs& args, const std::string& csv_text);
 
 }  // namespace gemmtune::cli
