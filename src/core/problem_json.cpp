@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "core/json_input.hpp"
 #include "gemmtune/error.hpp"
 
 namespace gemmtune {
@@ -67,10 +68,20 @@ class Fields {
     if (v->is_number_integer()) return v->get<int64_t>();
     if (v->is_number_float()) {
       double d = v->get<double>();
-      // 16.0 is accepted as 16 (some JSON writers emit every number as a float).
-      if (d == double(int64_t(d)) && d >= -9.0e18 && d <= 9.0e18) return int64_t(d);
+      // 16.0 is accepted as 16 (some JSON writers emit every number as a float). The range check
+      // comes first: casting a double outside int64's range is undefined.
+      if (d >= -9.0e18 && d <= 9.0e18 && d == double(int64_t(d))) return int64_t(d);
     }
     GT_INVALID(name(key) + ": must be an integer, got " + kind_of(*v) + " " + shown(*v));
+  }
+
+  // An integer in [lo, hi], checked before it is narrowed to int.
+  int int_in(const char* key, int fallback, int64_t lo, int64_t hi) {
+    const int64_t v = integer(key, fallback);
+    if (v < lo || v > hi)
+      GT_INVALID(name(key) + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                 std::to_string(v));
+    return int(v);
   }
 
   uint64_t unsigned_integer(const char* key, uint64_t fallback) {
@@ -125,12 +136,7 @@ class Fields {
 };
 
 json parse_object(const std::string& text, const std::string& what) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    GT_INVALID(what + ": invalid JSON (" + e.what() + ")");
-  }
+  json j = parse_json_input(text, what);
   if (!j.is_object()) GT_INVALID(what + ": expected a JSON object, got " + kind_of(j));
   return j;
 }
@@ -219,12 +225,7 @@ std::string problem_to_json(const GemmProblem& p) { return dump(problem_object(p
 
 // {"rows", "cols", "ld", "dtype", "out_dtype", "scale"}; Error names the field.
 SoftmaxProblem softmax_problem_from_json(const std::string& text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    GT_INVALID(std::string("softmax problem: not valid JSON: ") + e.what());
-  }
+  json j = parse_json_input(text, "softmax");
   GT_CHECK_INVALID(j.is_object(), "softmax problem: expected a JSON object");
   for (auto& [k, v] : j.items())
     GT_CHECK_INVALID(k == "rows" || k == "cols" || k == "ld" || k == "dtype" || k == "out_dtype" || k == "scale",
@@ -310,34 +311,34 @@ EngineOptions engine_options_from_json(const std::string& text) {
     if (!t->is_object()) GT_INVALID(f.name("tune") + ": must be an object, got " + kind_of(*t) + " " + shown(*t));
     Fields g(*t, "options.tune");
     TuneOptions& to = o.tune;
+    // Counts are read as int64 and range-checked before they are narrowed to int; the time knobs
+    // have a ceiling so that a typo cannot make a tune run for days.
+    constexpr int64_t kMaxRounds = 100000;
+    constexpr double kMaxMs = 60000;
     to.warmup_ms = g.number("warmup_ms", to.warmup_ms);
-    to.min_rounds = int(g.integer("min_rounds", to.min_rounds));
-    to.max_rounds = int(g.integer("max_rounds", to.max_rounds));
+    to.min_rounds = g.int_in("min_rounds", to.min_rounds, 1, kMaxRounds);
+    to.max_rounds = g.int_in("max_rounds", to.max_rounds, 1, kMaxRounds);
     to.round_budget_ms = g.number("round_budget_ms", to.round_budget_ms);
     to.prune_ratio = g.number("prune_ratio", to.prune_ratio);
     to.tie_tolerance = g.number("tie_tolerance", to.tie_tolerance);
-    to.tie_rounds = int(g.integer("tie_rounds", to.tie_rounds));
+    to.tie_rounds = g.int_in("tie_rounds", to.tie_rounds, 0, kMaxRounds);
     to.prefer_margin = g.number("prefer_margin", to.prefer_margin);
-    to.duel_rounds = int(g.integer("duel_rounds", to.duel_rounds));
+    to.duel_rounds = g.int_in("duel_rounds", to.duel_rounds, 0, kMaxRounds);
     to.duel_window = g.number("duel_window", to.duel_window);
-    to.duels = int(g.integer("duels", to.duels));
+    to.duels = g.int_in("duels", to.duels, 0, kMaxRounds);
     to.seed = g.unsigned_integer("seed", to.seed);
     to.spin_us = g.number("spin_us", to.spin_us);
-    to.input_sets = int(g.integer("input_sets", to.input_sets));
+    to.input_sets = g.int_in("input_sets", to.input_sets, 0, 64);
     g.finish();
-    if (!(to.spin_us >= 0)) GT_INVALID("options.tune.spin_us: must be >= 0");
-    if (to.input_sets < 0 || to.input_sets > 64) GT_INVALID("options.tune.input_sets: must be in [0, 64]");
-    if (!(to.warmup_ms >= 0)) GT_INVALID("options.tune.warmup_ms: must be >= 0");
-    if (to.min_rounds < 1) GT_INVALID("options.tune.min_rounds: must be >= 1");
+    if (!(to.spin_us >= 0 && to.spin_us <= kMaxMs * 1000)) GT_INVALID("options.tune.spin_us: must be in [0, 6e7] us");
+    if (!(to.warmup_ms >= 0 && to.warmup_ms <= kMaxMs)) GT_INVALID("options.tune.warmup_ms: must be in [0, 60000] ms");
     if (to.max_rounds < to.min_rounds) GT_INVALID("options.tune.max_rounds: must be >= min_rounds");
-    if (!(to.round_budget_ms > 0)) GT_INVALID("options.tune.round_budget_ms: must be > 0");
+    if (!(to.round_budget_ms > 0 && to.round_budget_ms <= kMaxMs))
+      GT_INVALID("options.tune.round_budget_ms: must be in (0, 60000] ms");
     if (!(to.prune_ratio >= 1)) GT_INVALID("options.tune.prune_ratio: must be >= 1");
     if (!(to.tie_tolerance >= 0)) GT_INVALID("options.tune.tie_tolerance: must be >= 0");
-    if (to.tie_rounds < 0) GT_INVALID("options.tune.tie_rounds: must be >= 0");
     if (!(to.prefer_margin >= 0)) GT_INVALID("options.tune.prefer_margin: must be >= 0");
-    if (to.duel_rounds < 0) GT_INVALID("options.tune.duel_rounds: must be >= 0");
     if (!(to.duel_window >= 0)) GT_INVALID("options.tune.duel_window: must be >= 0");
-    if (to.duels < 0) GT_INVALID("options.tune.duels: must be >= 0");
   }
   const int64_t max_configs = f.integer("max_configs", 0);
   if (max_configs < 0 || max_configs > 4096) GT_INVALID(f.name("max_configs") + ": must be in [0, 4096]");

@@ -30,6 +30,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/json_input.hpp"
 #include "core/report_json.hpp"
 #include "core/settings.hpp"
 #include "gemmtune/error.hpp"
@@ -504,12 +505,7 @@ Entry entry_from_json(const json& j, const std::string& where, int version) {
 
 // Parses and validates a whole export before anything is written.
 std::vector<Entry> parse_export(const std::string& text) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    raise(std::string("tuning cache import: not JSON: ") + e.what());
-  }
+  const json doc = parse_json_input(text, "tuning cache import");
   const Fields top(doc, "");
   if (const std::string format = top.string("format"); format != kFormat)
     top.fail("format", "'" + format + "', expected '" + kFormat + "'");

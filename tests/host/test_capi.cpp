@@ -199,7 +199,7 @@ TEST(OptionsJson, ErrorsNameTheField) {
       {R"({"backends": ["cublaslt", 7]})", "options.backends[1]: must be a backend name"},
       {R"({"backends": 7})", "options.backends: must be a list"},
       {R"({"tune": 1})", "options.tune: must be an object"},
-      {R"({"tune": {"min_rounds": 0}})", "options.tune.min_rounds: must be >= 1"},
+      {R"({"tune": {"min_rounds": 0}})", "options.tune.min_rounds: must be in [1, 100000], got 0"},
       {R"({"tune": {"min_rounds": 5, "max_rounds": 2}})", "options.tune.max_rounds:"},
       {R"({"tune": {"prune_ratio": 0.5}})", "options.tune.prune_ratio:"},
       {R"({"tune": {"seed": -1}})", "options.tune.seed: must be >= 0"},
@@ -440,4 +440,77 @@ TEST(CApi, EngineCreateWithoutDeviceOrBadProblemFailsReadably) {
   EXPECT_TRUE(j["cache_path"].is_null());
   c.free(info);
   EXPECT_EQ(c.engine_destroy(e), GT_OK);
+}
+
+// ---- hostile input (audit of 2026-12-01) -------------------------------------------------------
+
+namespace {
+std::string nested(const std::string& field, int depth) {
+  return "{\"" + field + "\": " + std::string(size_t(depth), '[') + std::string(size_t(depth), ']') + "}";
+}
+}  // namespace
+
+// D1: a value nested 200k deep crashed the error path (recursive dump of the value to quote it).
+// The depth is now capped while parsing, and the error names the field.
+TEST(HostileJson, DeepNestingIsRejectedNamingTheField) {
+  EXPECT_TRUE(starts_with(options_error(nested("device", 200000)), "options.device: nested deeper than 32 levels"))
+      << options_error(nested("device", 200000)).substr(0, 200);
+  EXPECT_TRUE(starts_with(problem_error(nested("m", 200000)), "problem.m: nested deeper than 32 levels"));
+  EXPECT_TRUE(starts_with(problem_error(R"({"m": {"a": )" + std::string(40, '[')), "problem.m.a: nested deeper"));
+  try {
+    softmax_problem_from_json(nested("rows", 200000));
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid);
+    EXPECT_TRUE(starts_with(e.message(), "softmax.rows: nested deeper")) << e.message();
+  }
+  // Shallow nesting still gets the ordinary type error.
+  EXPECT_TRUE(starts_with(options_error(nested("device", 20)), "options.device: must be an integer"));
+}
+
+TEST(CApi, DeeplyNestedJsonFailsInvalidNotACrash) {
+  REQUIRE_CAPI();
+  const CApi& c = capi();
+  for (const char* field : {"device", "backends", "cache_path"}) {
+    gt_engine* e = reinterpret_cast<gt_engine*>(0x1);
+    EXPECT_EQ(c.engine_create(nested(field, 200000).c_str(), &e), GT_ERR_INVALID);
+    EXPECT_EQ(e, nullptr);
+    EXPECT_TRUE(starts_with(c.last_error(), std::string("options.") + field + ": nested deeper")) << c.last_error();
+  }
+}
+
+// D10: 1e400 escaped as an internal error with nlohmann's text; a float outside int64's range was
+// cast before its range check (undefined behaviour).
+TEST(HostileJson, NumberOverflowIsInvalidNamingTheField) {
+  EXPECT_EQ(options_error(R"({"device": 1e400})"), "options.device: number out of range");
+  EXPECT_EQ(problem_error(R"({"m": 16, "n": 16, "k": 16, "alpha": -1e400})"), "problem.alpha: number out of range");
+  EXPECT_TRUE(starts_with(problem_error(R"({"m": 1e300, "n": 16, "k": 16})"), "problem.m: must be an integer"));
+  EXPECT_TRUE(starts_with(problem_error(R"({"m": -1e19, "n": 16, "k": 16})"), "problem.m: must be an integer"));
+}
+
+TEST(CApi, NumberOverflowIsInvalidNotInternal) {
+  REQUIRE_CAPI();
+  const CApi& c = capi();
+  gt_engine* e = nullptr;
+  EXPECT_EQ(c.engine_create(R"({"device": 1e400})", &e), GT_ERR_INVALID);
+  EXPECT_EQ(std::string(c.last_error()), "options.device: number out of range");
+}
+
+// D11: tune counts were narrowed from int64 to int unchecked (4294967297 rounds became 1), and the
+// time knobs had no ceiling.
+TEST(HostileJson, TuneCountsAreRangeCheckedBeforeNarrowing) {
+  struct Case {
+    const char* json;
+    const char* want;
+  } cases[] = {
+      {R"({"tune": {"min_rounds": 4294967297}})", "options.tune.min_rounds: must be in [1, 100000], got 4294967297"},
+      {R"({"tune": {"tie_rounds": 4294967296}})", "options.tune.tie_rounds: must be in [0, 100000], got 4294967296"},
+      {R"({"tune": {"duels": 4294967296}})", "options.tune.duels: must be in [0, 100000], got 4294967296"},
+      {R"({"tune": {"duel_rounds": -4294967295}})", "options.tune.duel_rounds: must be in [0, 100000], got -4294967295"},
+      {R"({"tune": {"input_sets": 4294967297}})", "options.tune.input_sets: must be in [0, 64], got 4294967297"},
+      {R"({"tune": {"warmup_ms": 1e308}})", "options.tune.warmup_ms: must be in [0, 60000] ms"},
+      {R"({"tune": {"round_budget_ms": 1e308}})", "options.tune.round_budget_ms: must be in (0, 60000] ms"},
+  };
+  for (auto& c : cases) EXPECT_EQ(options_error(c.json), c.want) << c.json;
+  EXPECT_EQ(engine_options_from_json(R"({"tune": {"min_rounds": 7, "duels": 0}})").tune.min_rounds, 7);
 }

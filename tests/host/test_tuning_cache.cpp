@@ -401,7 +401,11 @@ TEST_F(TuningCacheTest, ImportRejectsMalformedInputNamingTheField) {
   good["entries"].push_back(good["entries"][0]);
   good["entries"][1]["key"] = "new2";
 
-  expect_import_error(cache, "{not json", "not JSON");
+  expect_import_error(cache, "{not json", "tuning cache import: invalid JSON");
+  // D10: number overflow was nlohmann's raw out_of_range text; D1: nesting is capped while parsing.
+  expect_import_error(cache, R"({"format": "gemmtune-cache", "version": 1e400})", "tuning cache import.version: number out of range");
+  expect_import_error(cache, R"({"entries": )" + std::string(100000, '[') + std::string(100000, ']') + "}",
+                      "tuning cache import.entries: nested deeper than 32 levels");
   expect_import_error(cache, "[1, 2]", "document: must be an object");
   {
     auto j = good;
