@@ -108,6 +108,32 @@ if [ "${GEMMTUNE_SKIP_VENV:-0}" != 1 ] && [ "${GEMMTUNE_SKIP_CUTEDSL:-0}" != 1 ]
 fi
 # --- end of the CuTe DSL block ------------------------------------------------------------------
 
+# --- the report (`gemmtune report`): matplotlib into .venv, and Debian's chromium -----------------
+# Pinned in python/requirements-report.txt. Chromium renders the report in its test (a screenshot,
+# checked not blank); without it that one test skips and says so. Failures are only warnings: the
+# report (or its screenshot test) is then unavailable. GEMMTUNE_SKIP_REPORT=1 skips this block.
+setup_report() {
+  local venv=.venv req=python/requirements-report.txt
+  [ -x "$venv/bin/python" ] || return 1
+  if pins_installed "$venv" "$req"; then return 0; fi
+  echo "setup: installing $req into $venv" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" || return 1
+  "$venv/bin/python" -c "import matplotlib" || return 1
+}
+setup_chromium() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  echo "setup: installing chromium (the report's screenshot test)" >&2
+  local SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+}
+if [ "${GEMMTUNE_SKIP_VENV:-0}" != 1 ] && [ "${GEMMTUNE_SKIP_REPORT:-0}" != 1 ]; then
+  setup_report || echo "setup: WARNING: could not install python/requirements-report.txt; gemmtune report will be unavailable" >&2
+fi
+if [ "${GEMMTUNE_SKIP_REPORT:-0}" != 1 ]; then
+  setup_chromium || echo "setup: WARNING: could not install chromium; the report's screenshot test will skip" >&2
+fi
+# --- end of the report block ----------------------------------------------------------------------
+
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
   echo "setup: no CUDA toolkit at $CUDA_HOME (set CUDA_HOME); gemmtune needs CUDA 13.0's nvcc and cuBLASLt" >&2

@@ -2,6 +2,7 @@
 #include "options.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -251,6 +252,15 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
       ->delimiter(',');
   precompile_->add_option("--json", precompile.json, "one JSON line per artifact to FILE (- = stdout)");
   precompile_->footer("Copy the artifact directory to the GPU machine as a kernel pack: docs/kernel-packs.md.");
+
+  report_ = app.add_subcommand("report",
+                               "An HTML report (roofline, speed-ups, backend scorecard, correctness) from bench or\n"
+                               "suite results and the tuning cache; `gemmtune report --help` for its options");
+  // Everything after `report`, --help included, goes to the Python module as it was typed.
+  report_->prefix_command();
+  report_->set_help_flag();
+  report_->allow_extras();
+  report_->callback([this] { report.args = report_->remaining(); });
 }
 
 void Cli::parse(int argc, const char* const* argv) {
@@ -279,6 +289,7 @@ Command Cli::command() const {
   if (cache_->parsed()) return Command::cache;
   if (info_->parsed()) return Command::info;
   if (precompile_->parsed()) return Command::precompile;
+  if (report_->parsed()) return Command::report;
   return Command::none;
 }
 
@@ -527,6 +538,7 @@ std::string epilogue_str(const GemmProblem& p) {
 }
 
 std::string format_time(double unix_seconds) {
+  if (!std::isfinite(unix_seconds) || unix_seconds <= 0) return "-";  // not recorded (e.g. an imported entry)
   std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   localtime_r(&t, &tm);
