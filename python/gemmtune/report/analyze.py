@@ -56,7 +56,20 @@ class BackendScore:
     status: Counter = field(default_factory=Counter)
     reasons: Counter = field(default_factory=Counter)  # (status, reason) of wrong / failed ones
     compile_s: list = field(default_factory=list)  # every candidate's compile_s
-    compile_machines: set = field(default_factory=set)
+    compile_machines: Counter = field(default_factory=Counter)  # (where measured, compiled?) -> candidates
+
+    def add_compile(self, seconds: float, machine: Optional[str]) -> None:
+        self.compile_s.append(seconds)
+        self.compile_machines[(machine or "not recorded", seconds >= COMPILED_S)] += 1
+
+    def machines_text(self) -> str:
+        """Where the compile times were measured: "<machine>: N compiled, M store hits / loads; ..."."""
+        out = []
+        for m in sorted({m for m, _ in self.compile_machines}):
+            c, h = self.compile_machines[(m, True)], self.compile_machines[(m, False)]
+            out.append(f"{m}: " + ", ".join(x for x in (f"{c} compiled" if c else "",
+                                                        f"{h} store hits / loads" if h else "") if x))
+        return "; ".join(out)
 
     @property
     def geomean_vs_other(self) -> Optional[float]:
@@ -112,8 +125,7 @@ def analyze(runs: list) -> Analysis:
             if run.compile_only:  # its compile times only
                 for c in p.candidates:
                     if c.compile_s is not None:
-                        score(c.backend).compile_s.append(c.compile_s)
-                        score(c.backend).compile_machines.add(run.compile_machine or "not recorded")
+                        score(c.backend).add_compile(c.compile_s, run.compile_machine)
                 continue
             per = Counter()
             for c in p.candidates:
@@ -125,8 +137,7 @@ def analyze(runs: list) -> Analysis:
                 if c.status not in ("ok", "pruned"):
                     s.reasons[(c.status, c.reason or "(no reason given)")] += 1
                 if c.compile_s is not None:
-                    s.compile_s.append(c.compile_s)
-                    s.compile_machines.add(run.compile_machine or "not recorded")
+                    s.add_compile(c.compile_s, run.compile_machine)
             for b, n in per.items():
                 score(b).per_problem.append(n)
             if p.op != "gemm":

@@ -124,7 +124,7 @@ def _scorecard_tables(a: Analysis, code: Optional[dict]) -> str:
         rows.append([b, st["n"], st["n_compiled"], fmt(st["compiled_median"], ".2f"), fmt(st["compiled_p90"], ".2f"),
                      fmt(st["compiled_max"], ".2f"),
                      fmt(st["compiled_total"], ".1f"), st["n"] - st["n_compiled"],
-                     "; ".join(sorted(s.compile_machines))])
+                     s.machines_text()])
     out.append("<h3>Compile time per candidate</h3>" + table(head, rows, {1, 2, 3, 4, 5, 6, 7}))
     out.append(f"<p class=small>compile_s as each tune recorded it: a candidate whose artifact was already in the "
                f"store (or that only loads, as cuBLASLt's) shows below {COMPILED_S} s and is counted as a store "
