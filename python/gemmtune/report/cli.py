@@ -67,7 +67,11 @@ def main(argv=None) -> int:
 
 def _run(args, made_by: str) -> int:
     # Imported here so that a usage error needs no matplotlib.
-    from . import figures as figmod
+    try:
+        from . import figures as figmod
+    except ImportError as e:
+        raise ReportError(f"{e} in {sys.executable}: scripts/setup.sh installs python/requirements-report.txt "
+                          "(or set $GEMMTUNE_PYTHON to a python with matplotlib)") from None
     from .analyze import analyze
     from .maintenance import count
     from .page import render, summary_lines

@@ -226,7 +226,7 @@ def _bench(doc: dict, path: str) -> Run:
             raise ReportError(f"{where}: must be an object")
         op, timing = r.get("op", "gemm"), r.get("timing")
         if op not in ("gemm", "softmax") or timing not in ("tune", "side_by_side"):
-            skipped[f"{op} {timing}"] = skipped.get(f"{op} {timing}", 0) + 1
+            skipped[(op, timing)] = skipped.get((op, timing), 0) + 1
             continue
         if op == "gemm":
             key = (op, r.get("model"), r.get("layer"), _int(r, "m", where), _int(r, "n", where), _int(r, "k", where),
@@ -252,8 +252,9 @@ def _bench(doc: dict, path: str) -> Run:
             p.best[t.backend] = t
         elif contender in _SIDE_BASELINES:
             setattr(p, _SIDE_BASELINES[contender], t)
-    for what, n in sorted(skipped.items()):
-        run.notes.append(f"{n} rows of kind '{what}' (not per-problem timings) are not plotted")
+    for (op, timing), n in sorted(skipped.items(), key=str):
+        run.notes.append(f"{n} rows with op '{op}' and timing '{timing}' are not per-problem timings this "
+                         "report reads (decoder chains, cold tune, stability, or an older file format): not shown")
     by_label = {}
     for s in (doc.get("summary") or {}).get("problems") or []:
         if isinstance(s, dict) and s.get("label"):
