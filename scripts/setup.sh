@@ -10,9 +10,9 @@ cd "$(dirname "$0")/.."
 # Redis client, linked statically.
 PKGS=(cmake g++ make libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3 libhiredis-dev)
 # For the tests only, without their recommends: redis-server (the remote-cache tests start one on
-# a loopback port) and clang 16 with its runtimes (the libFuzzer harnesses, scripts/fuzz.sh; clang
+# a loopback port) and clang 16 with its runtimes and lld (the libFuzzer harnesses, scripts/fuzz.sh; clang
 # 14 lacks std::source_location). A failure here is only a warning: those tests then skip.
-TEST_PKGS=(redis-server clang-16 libclang-rt-16-dev)
+TEST_PKGS=(redis-server clang-16 libclang-rt-16-dev lld-16)
 missing=() missing_test=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 for p in "${TEST_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing_test+=("$p"); done

@@ -19,13 +19,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/problem_json.hpp"
+#include "core/settings.hpp"
 #include "gemmtune/error.hpp"
+#include "gemmtune/options.hpp"
 #include "gemmtune/tuning_cache.hpp"
+#include "host/problems.hpp"
 #include "store/remote_cache.hpp"
 
 namespace gemmtune {
@@ -314,6 +320,84 @@ TEST(RemoteCache, KeysAreNamespacedByEnvironmentAndFormat) {
   EXPECT_NE(k, RemoteTuningCache::remote_key(kEnv + ";driver=2", "0123456789abcdef"));
 }
 
+// ---- the option, its variable, flag and JSON field -----------------------------------------
+
+TEST(RemoteCache, OptionFromTheEnvironmentFlagAndJson) {
+  // The variables, as resolve() reads them; explicit values win. Put back as they were after.
+  struct Saved {
+    std::string name;
+    std::optional<std::string> value;
+  };
+  std::vector<Saved> saved;
+  for (const char* v : {"GEMMTUNE_REMOTE_CACHE", "GEMMTUNE_REMOTE_TIMEOUT_MS"}) {
+    const char* old = std::getenv(v);
+    saved.push_back({v, old ? std::optional<std::string>(old) : std::nullopt});
+    ::unsetenv(v);
+  }
+  EngineOptions none = resolve(EngineOptions{});
+  EXPECT_EQ(none.remote_cache, "");
+  EXPECT_EQ(none.remote_timeout_ms, 50);
+  ::setenv("GEMMTUNE_REMOTE_CACHE", "redis://10.0.0.5:6380/1", 1);
+  ::setenv("GEMMTUNE_REMOTE_TIMEOUT_MS", "20", 1);
+  EngineOptions from_env = resolve(EngineOptions{});
+  EXPECT_EQ(from_env.remote_cache, "redis://10.0.0.5:6380/1");
+  EXPECT_EQ(from_env.remote_timeout_ms, 20);
+  EngineOptions explicit_one;
+  explicit_one.remote_cache = "redis://cache";
+  explicit_one.remote_timeout_ms = 5;
+  EXPECT_EQ(resolve(explicit_one).remote_cache, "redis://cache");
+  EXPECT_EQ(resolve(explicit_one).remote_timeout_ms, 5);
+  ::setenv("GEMMTUNE_REMOTE_TIMEOUT_MS", "soon", 1);
+  try {
+    resolve(EngineOptions{});
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid);
+    EXPECT_NE(e.message().find("$GEMMTUNE_REMOTE_TIMEOUT_MS"), std::string::npos) << e.message();
+  }
+  for (const Saved& v : saved) {
+    if (v.value) ::setenv(v.name.c_str(), v.value->c_str(), 1);
+    else ::unsetenv(v.name.c_str());
+  }
+
+  // The C API's options JSON.
+  const EngineOptions j = engine_options_from_json(R"({"remote_cache": "redis://h:1/2", "remote_timeout_ms": 30})");
+  EXPECT_EQ(j.remote_cache, "redis://h:1/2");
+  EXPECT_EQ(j.remote_timeout_ms, 30);
+  for (const char* bad : {R"({"remote_timeout_ms": -1})", R"({"remote_timeout_ms": 1e9})", R"({"remote_cache": 5})"}) {
+    try {
+      engine_options_from_json(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("options.remote_"), std::string::npos) << e.message();
+    }
+  }
+
+  // The CLI flag, on every engine command.
+  cli::Cli c;
+  c.parse(std::vector<std::string>{"tune", "64x64x64", "--remote", "redis://127.0.0.1:7000/4", "--remote-timeout", "25"});
+  const EngineOptions f = cli::engine_options(c.tune.engine, {});
+  EXPECT_EQ(f.remote_cache, "redis://127.0.0.1:7000/4");
+  EXPECT_EQ(f.remote_timeout_ms, 25);
+}
+
+TEST(RemoteCache, BadFlagsAreUsageErrorsBeforeTheGpu) {
+  host_test::TempDir dir("gemmtune_remote_");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"tune 64x64x64 --remote http://cache:6379", "--remote: 'http://cache:6379' is not a redis:// URL"},
+      {"suite x.csv --remote redis://cache:0", "port"},
+      {"run --a a.npy --b b.npy --out d.npy --remote redis://", "has no host"},
+      {"tune 64x64x64 --remote redis://cache --no-cache", "--no-cache"},
+      {"tune 64x64x64 --remote redis://cache --remote-timeout 0", "--remote-timeout"},
+  };
+  for (const auto& [args, says] : cases) {
+    const host_test::Exec e = host_test::run_cli(dir.root, args);
+    EXPECT_EQ(e.code, 2) << args << "\n" << e.err;
+    EXPECT_NE(e.err.find(says), std::string::npos) << args << "\n" << e.err;
+    EXPECT_EQ(e.err.find("no CUDA device"), std::string::npos) << args << "\n" << e.err;
+  }
+}
+
 // ---- a real server ------------------------------------------------------------------------
 
 TEST(RemoteCache, SecondProcessIsAnsweredFromRedis) {
@@ -501,6 +585,45 @@ TEST(RemoteCache, ADownServerIsOneWarningAndLeftAlone) {
   EXPECT_EQ(lines.warnings(), 1) << lines.text();
   EXPECT_NE(lines.text().find("working with the local cache only"), std::string::npos) << lines.text();
   EXPECT_TRUE(local.lookup(key_for(1)));
+}
+
+// The stand-in for redis-server that the GPU machine's check uses (scripts/gpu/remote-cache.sh)
+// speaks what this client sends.
+TEST(RemoteCache, MiniRedisStandInServesTheClient) {
+  TempDir dir;
+  const fs::path portfile = dir.path / "port";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const std::string script = std::string(GEMMTUNE_TEST_SOURCE_DIR) + "/tests/support/mini_redis.py";
+    ::execlp("python3", "python3", script.c_str(), "serve", portfile.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int port = 0;
+  for (int i = 0; i < 500 && port == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+    std::ifstream in(portfile);
+    in >> port;
+  }
+  if (port == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    GTEST_SKIP() << "python3 did not start tests/support/mini_redis.py";
+  }
+  const std::string key = key_for(12);
+  const TuneReport report = report_for(12, "mini");
+  Lines lines;
+  TuningCache a(dir.path / "a.sqlite"), b(dir.path / "b.sqlite");
+  a.store(key, kEnv, report);
+  RemoteTuningCache remote(make_redis_store({"127.0.0.1", port, 2}, std::chrono::milliseconds(500)), lines.log());
+  EXPECT_FALSE(remote.fetch(b, key, kEnv, report.problem_canonical()));
+  remote.publish(a, key, kEnv);
+  const auto hit = remote.fetch(b, key, kEnv, report.problem_canonical());
+  ASSERT_TRUE(hit) << lines.text();
+  EXPECT_EQ(hit->candidate_id, "mini");
+  EXPECT_EQ(lines.warnings(), 0) << lines.text();
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
 }
 
 // ---- slow and broken servers: every operation ends by the timeout -----------------------
