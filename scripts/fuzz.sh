@@ -4,7 +4,7 @@
 # the inputs that once crashed it (tests/fuzz/regressions/<name>/), then for a bounded time on its
 # seed corpus (tests/fuzz/corpus/<name>/; new inputs go to a scratch folder in the build, the
 # committed corpus is left as it is).
-#   scripts/fuzz.sh                      # every harness, $GEMMTUNE_FUZZ_SECONDS (default 25) each
+#   scripts/fuzz.sh                      # every harness, $GEMMTUNE_FUZZ_SECONDS (default 20) each
 #   scripts/fuzz.sh npy cache_import     # some of them
 # Exit 0: no crash; 1: a harness crashed (its input is in <build>/crashes/: fix the cause, then keep
 # the input in tests/fuzz/regressions/<name>/); 77 (ctest: skipped): no clang >= 15 with libFuzzer and lld.
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${GEMMTUNE_FUZZ_BUILD:-${GEMMTUNE_BUILD:-build}/fuzz}
-SECS=${GEMMTUNE_FUZZ_SECONDS:-25}
+SECS=${GEMMTUNE_FUZZ_SECONDS:-20}
 JOBS=${GEMMTUNE_JOBS:-$(nproc)}
 NAMES=("$@")
 [ ${#NAMES[@]} -gt 0 ] || NAMES=(npy capi_json suite_csv cache_import)

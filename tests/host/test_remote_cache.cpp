@@ -722,8 +722,10 @@ TEST(RemoteCache, ServerClosingTheConnectionRaisesNoSigpipe) {
 
 // The binaries carry hiredis (and SQLite): the GPU machine has neither package.
 TEST(RemoteCache, BinariesLinkHiredisStatically) {
-  for (const char* binary : {GEMMTUNE_CLI}) {
-    FILE* p = ::popen(("ldd " + std::string(binary) + " 2>&1").c_str(), "r");
+  const fs::path cli = GEMMTUNE_CLI, capi = cli.parent_path() / "libgemmtune_c.so";
+  ASSERT_TRUE(fs::exists(capi)) << capi;
+  for (const fs::path& binary : {cli, capi}) {
+    FILE* p = ::popen(("ldd '" + binary.string() + "' 2>&1").c_str(), "r");
     ASSERT_TRUE(p);
     std::string out;
     char buf[512];
