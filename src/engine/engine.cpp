@@ -494,7 +494,7 @@ KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::strin
   }
   log("  winner: " + win->result.backend + " " + win->result.name + " " + std::to_string(win->result.median_us) + " us");
   if (cache) cache->store(key, state<Op>().env, r);
-  if (remote) remote->publish(*cache, key, state<Op>().env);
+  if (cache && remote) remote->publish(*cache, key, state<Op>().env);
   KernelFor<Op> k(p, win->cand);
   state<Op>().memo[key + OpTraits<Op>::memo_suffix(p)] = win->cand;
   if (out) *out = std::move(r);
