@@ -6,15 +6,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages (pinned by the distribution release).
-PKGS=(cmake g++ make libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3)
-missing=()
+# Debian packages (pinned by the distribution release). libhiredis-dev: the remote tuning cache's
+# Redis client, linked statically.
+PKGS=(cmake g++ make libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3 libhiredis-dev)
+# For the tests only, without their recommends: redis-server (the remote-cache tests start one on
+# a loopback port) and clang 16 with its runtimes and lld (the libFuzzer harnesses, scripts/fuzz.sh; clang
+# 14 lacks std::source_location). A failure here is only a warning: those tests then skip.
+TEST_PKGS=(redis-server clang-16 libclang-rt-16-dev lld-16)
+missing=() missing_test=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}" >&2
+for p in "${TEST_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing_test+=("$p"); done
+if [ ${#missing[@]} -gt 0 ] || [ ${#missing_test[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  if [ ${#missing_test[@]} -gt 0 ]; then
+    echo "setup: installing ${missing_test[*]} (tests)" >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing_test[@]}" >/dev/null ||
+      echo "setup: WARNING: could not install ${missing_test[*]}; the remote-cache and fuzz tests will skip" >&2
+  fi
 fi
 
 # pins_installed VENV REQ: quick check (no network) whether every `name==version` pin of the

@@ -19,6 +19,7 @@
 // Engine options JSON (every field optional):
 //   {"cache_path": "...", "use_cache": true, "backends": ["cublaslt"], "device": 0,
 //    "log_to_stderr": false, "log_level": "info", "max_configs": 0,
+//    "remote_cache": "redis://host:port/db", "remote_timeout_ms": 50,
 //    "tune": {"warmup_ms", "min_rounds", "max_rounds", "round_budget_ms", "prune_ratio",
 //             "tie_tolerance", "tie_rounds", "prefer_margin", "duel_rounds", "duel_window", "duels", "seed",
 //             "spin_us", "input_sets"},

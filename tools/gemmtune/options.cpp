@@ -15,6 +15,7 @@
 #include "gemmtune/backends.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
+#include "store/remote_cache.hpp"
 
 namespace gemmtune::cli {
 
@@ -122,7 +123,22 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
       ->delimiter(',')
       ->check(backend_name_check());
   auto* cache = cmd->add_option("--cache", f.cache, "tuning-cache file (default: see gemmtune --help)");
-  cmd->add_flag("--no-cache", f.no_cache, "neither read nor write the tuning cache")->excludes(cache);
+  auto* no_cache = cmd->add_flag("--no-cache", f.no_cache, "neither read nor write the tuning cache")->excludes(cache);
+  cmd->add_option("--remote", f.remote, "shared tuning cache redis://host[:port][/db] in front of the local one\n"
+                                         "(default: $GEMMTUNE_REMOTE_CACHE; docs/remote-cache.md)")
+      ->excludes(no_cache)
+      ->check(CLI::Validator(
+          [](std::string& url) {
+            try {
+              parse_redis_url(url, "--remote");
+              return std::string();
+            } catch (const Error& e) {
+              return e.message();
+            }
+          },
+          "URL"));
+  cmd->add_option("--remote-timeout", f.remote_timeout_ms, "ms per remote operation (default: $GEMMTUNE_REMOTE_TIMEOUT_MS, else 50)")
+      ->check(CLI::Range(1.0, 60000.0));
   add_compile_flags(cmd, f);
 }
 
@@ -365,6 +381,8 @@ EngineOptions engine_options(const EngineFlags& f, std::function<void(const std:
   o.compile.timeout_s = f.compile_timeout;
   o.compile.load_only = f.load_only;
   o.max_configs = f.max_configs;
+  o.remote_cache = f.remote;
+  o.remote_timeout_ms = f.remote_timeout_ms;
   if (f.log_level == "quiet") o.log_level = LogLevel::quiet;
   else if (f.log_level == "warning") o.log_level = LogLevel::warning;
   else if (f.log_level == "debug") o.log_level = LogLevel::debug;

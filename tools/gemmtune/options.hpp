@@ -49,6 +49,8 @@ struct EngineFlags {
   std::vector<std::string> load_only; // --load-only cutlass,cutedsl,...
   int max_configs = 0;                // --max-configs
   std::string log_level;              // --log-level quiet|warning|info|debug
+  std::string remote;                 // --remote redis://host:port/db
+  double remote_timeout_ms = 0;       // --remote-timeout
 };
 
 struct TuneArgs {
