@@ -27,6 +27,9 @@ from .stats import quantile, summarize
 SOFTMAX_BOUNDS = {"bf16": (2.0 ** -7, 2.0 ** -30), "fp16": (2.0 ** -10, 2.0 ** -24), "fp32": (2e-5, 1e-30)}
 SOFTMAX_FROB_TOL = {"bf16": 1e-2, "fp16": 2e-3, "fp32": 1e-5}
 
+# The block-scaled baseline when torch._scaled_mm takes block scales (else block_triton.NAME).
+BLOCK_TORCH = "torch._scaled_mm (BlockWise1x128 x BlockWise128x128)"
+
 # The ceilings TorchGpu.ceilings() can measure, as the result's "what" describes them.
 CEILING_WHAT = {"copy": "copy: 1 GiB device-to-device, bytes read+written", "bf16": "bf16: torch.mm 8192^3",
                 "fp8": "fp8: torch._scaled_mm e4m3 8192^3 tensorwise, bf16 out"}
@@ -164,6 +167,8 @@ class TorchGpu:
         self.sms = props.multi_processor_count
         self.stream_x = self.stream_out = self.stream_run = None  # stream_setup()
         self.capture_stream = None  # capture()'s side stream, made on first use
+        self._block_baseline = None  # block_baseline(), probed on first use
+        self.block_baseline_note = ""
 
     def versions(self):
         t = self.torch
@@ -321,6 +326,9 @@ class TorchGpu:
             if p.scale == "tensorwise":
                 x["sa"] = (t.rand((), device=self.dev, generator=g) + 0.5).float()
                 x["sb"] = (t.rand((), device=self.dev, generator=g) + 0.5).float()
+            elif p.scale == "block":
+                x["sa"], x["sb"] = self.block_scales(p.m, p.n, p.k, g)
+                p.baseline = self.block_baseline()
             else:  # rowwise: sa[m] (as [m,1]) and sb[n] (as [1,n]), contiguous
                 x["sa"] = (t.rand(p.m, 1, device=self.dev, generator=g) + 0.5).float()
                 x["sb"] = (t.rand(1, p.n, device=self.dev, generator=g) + 0.5).float()
@@ -334,7 +342,55 @@ class TorchGpu:
         a, wt, sa, sb = x["a"], x["w"].t(), x["sa"], x["sb"]
         if p.dtype == "bf16":
             return lambda: t.mm(a, wt)
+        if p.scale == "block":
+            if self.block_baseline() == BLOCK_TORCH:
+                sat, sbt = sa.t(), sb[:, :sa.shape[0]].t()
+                return lambda: t._scaled_mm(a, wt, scale_a=sat, scale_b=sbt, out_dtype=t.bfloat16)
+            from .block_triton import block_fp8_gemm
+            w, out = x["w"], t.empty(p.m, p.n, device=self.dev, dtype=t.bfloat16)
+            return lambda: block_fp8_gemm(a, w, sa, sb, out)
         return lambda: t._scaled_mm(a, wt, scale_a=sa, scale_b=sb, out_dtype=t.bfloat16)
+
+    def block_scales(self, m, n, k, g):
+        """(sa, sb) of a block-scaled problem in gemmtune's layouts (include/gemmtune/problem.hpp),
+        random in [0.5, 2): sa [kb, m] contiguous (torch's [m, kb] with strides (1, m) is sa.t()), sb
+        [nb, round_up(kb, 4)] contiguous (torch's scale_b is sb[:, :kb].t())."""
+        t = self.torch
+        kb, nb = -(-k // 128), -(-n // 128)
+        sa = (t.rand(kb, m, device=self.dev, generator=g) * 1.5 + 0.5).float()
+        sb = (t.rand(nb, -(-kb // 4) * 4, device=self.dev, generator=g) * 1.5 + 0.5).float()
+        return sa, sb
+
+    def block_baseline(self):
+        """The block-scaled baseline's name: BLOCK_TORCH when this torch's _scaled_mm takes block
+        scales (BlockWise1x128 for A, BlockWise128x128 for W) on this GPU and is right on a probe
+        (256 x 384 x 640: a partial scale block of W, ceil(k/128) = 5), else the bench's own Triton
+        kernel (block_triton.NAME). Probed once; why torch was not used is in block_baseline_note."""
+        if self._block_baseline is None:
+            from .block_triton import NAME
+            t = self.torch
+            self._block_baseline = NAME
+            try:
+                class P:  # the probe's problem, for reference()
+                    m, n, k, scale = 256, 384, 640, "block"
+                g = t.Generator(device=self.dev)
+                g.manual_seed(1)
+                x = {"a": t.randn(P.m, P.k, device=self.dev, generator=g).to(t.float8_e4m3fn),
+                     "w": t.randn(P.n, P.k, device=self.dev, generator=g).to(t.float8_e4m3fn)}
+                x["sa"], x["sb"] = self.block_scales(P.m, P.n, P.k, g)
+                kb = x["sa"].shape[0]
+                out = t._scaled_mm(x["a"], x["w"].t(), scale_a=x["sa"].t(), scale_b=x["sb"][:, :kb].t(),
+                                   out_dtype=t.bfloat16)
+                rel, finite = self.check(out, self.reference(P, x))
+                if finite and rel <= 1e-2:
+                    self.block_baseline_note = "torch._scaled_mm takes block scales here"
+                else:
+                    self._block_baseline = NAME
+                    self.block_baseline_note = f"torch._scaled_mm with block scales is wrong here (rel err {rel:.3g})"
+            except Exception as e:  # noqa: BLE001 (any refusal of torch's means: not offered)
+                self._block_baseline = NAME
+                self.block_baseline_note = f"torch._scaled_mm refuses block scales: {type(e).__name__}: {str(e)[:300]}"
+        return self._block_baseline
 
     def gemmtune_fn(self, kernel, p, x):
         """(fn, D): one call of the kernel on set x, into the set's D, on the current stream."""
@@ -364,9 +420,15 @@ class TorchGpu:
 
     def reference(self, p, x):
         a32, w32 = x["a"].float(), x["w"].float()
+        if p.scale == "block":  # the inputs times their block scales (exact in fp32 math up to rounding)
+            kb = x["sa"].shape[0]
+            a32.mul_(x["sa"].t().repeat_interleave(128, dim=1)[:, :p.k])
+            sbw = x["sb"][:, :kb].repeat_interleave(128, dim=0)[:p.n]
+            w32.mul_(sbw.repeat_interleave(128, dim=1)[:, :p.k])
+            del sbw
         ref = a32 @ w32.t()
         del a32, w32
-        if x["sa"] is not None:
+        if x["sa"] is not None and p.scale != "block":
             ref.mul_(x["sa"]).mul_(x["sb"])
         return ref
 
