@@ -7,8 +7,9 @@
 # (torch._scaled_mm where it takes block scales, else the bench's Triton kernel; named in the
 # table) and gemmtune's tensorwise pick of the same shape, timed interleaved, every output checked.
 #
-#   run(command="bash scripts/gpu/fp8block.sh", carry=["build"])
-#   run(command="GPUS=2 bash scripts/gpu/fp8block.sh", kind="nvidia-h200-x2", carry=["build"])   # 2 shards
+#   run(command="bash scripts/gpu/fp8block.sh", carry=["build/libgemmtune_c.so", "build/tests/gemmtune_gpu_tests"])
+#   run(command="GPUS=2 bash scripts/gpu/fp8block.sh", kind="nvidia-h200-x2", carry=[...the same])   # 2 shards
+# (no kernel pack needed: CUTLASS and CuTe DSL do not offer block scales; Triton compiles there.)
 #
 # Everything lands in $OUT (gpu_tests.log, bench.log, <date>-h200-fp8block.json and .md).
 # Environment: FP8BLOCK_MODELS (models of bench/suites/llm_layers.csv; default llama3-70b, whose
