@@ -9,7 +9,8 @@
 #
 #   run(command="bash scripts/gpu/fp8block.sh", carry=["build/libgemmtune_c.so", "build/tests/gemmtune_gpu_tests"])
 #   run(command="GPUS=2 bash scripts/gpu/fp8block.sh", kind="nvidia-h200-x2", carry=[...the same])   # 2 shards
-# (no kernel pack needed: CUTLASS and CuTe DSL do not offer block scales; Triton compiles there.)
+# (no kernel pack needed: CUTLASS and CuTe DSL do not offer block scales; Triton compiles there;
+# with "artifacts-pack" carried too, the tensorwise picks also race CUTLASS and CuTe DSL.)
 #
 # Everything lands in $OUT (triton_smoke.log, gpu_tests.log, bench.log, <date>-h200-fp8block.json and .md).
 # Environment: FP8BLOCK_MODELS (models of bench/suites/llm_layers.csv; default llama3-70b, whose
@@ -25,12 +26,16 @@ T0=$(date +%s)
 echo "== triton smoke (block cases): $(PYTHONPATH=python timeout 120 python3 tests/python/gpu_smoke_triton.py -k block \
   >"$OUT/triton_smoke.log" 2>&1; echo rc=$?) in $(($(date +%s) - T0)) s"
 tail -8 "$OUT/triton_smoke.log"
+# With a kernel pack carried (artifacts-pack/store.tar.xz, as bench/device.sh takes it) the
+# tensorwise picks race CUTLASS and CuTe DSL too (they refuse block scales, with their reason).
+backends=cublaslt,triton
+[ -f artifacts-pack/store.tar.xz ] && backends=cublaslt,triton,cutlass,cutedsl
 models=${FP8BLOCK_MODELS:-llama3-70b}
 model_args=()
 [ "$models" != all ] && model_args=(--models "$models")
 GPU_TESTS_ARGS="--gtest_filter=Fp8Block*" GPU_TESTS_TIMEOUT_S=${GPU_TESTS_TIMEOUT_S:-150} \
   SKIP_GPU_TESTS=${FP8BLOCK_SKIP_TESTS:-0} DEVICE_BUDGET_S=$((${FP8BLOCK_BUDGET_S:-320} - 20 - $(date +%s) + T0)) \
-  bash bench/device.sh --backends cublaslt,triton --dtypes fp8-block --part suite --m-values 2048,8192 \
+  bash bench/device.sh --backends "$backends" --dtypes fp8-block --part suite --m-values 2048,8192 \
   "${model_args[@]}" --inductor-subset none --inductor-triton-subset none --tag fp8block
 rc=$?
 echo "== Fp8Block GPU tests:"
