@@ -52,11 +52,23 @@ def _block_fp8_gemm(a, w, d, sa, sb, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl
     tl.store(d_ptrs, acc.to(d.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+_TUNED = {}  # (M, N, K) -> the autotuner's pick
+
+
 def block_fp8_gemm(a, w, sa, sb, out):
     """out[m, n] (bf16) = the block-scaled A[m, k] @ W[n, k]^T (fp8, contiguous); sa, sb in
-    gemmtune's layouts. Returns out."""
+    gemmtune's layouts. Returns out. The first call of a shape autotunes; later calls launch the
+    picked config directly (the autotuner's per-call Python work would outlast the bench's GPU
+    spin and land inside the timing)."""
     M, K = a.shape
     N = w.shape[0]
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))  # noqa: E731
-    _block_fp8_gemm[grid](a, w, out, sa, sb, M, N, K)
+    cfg = _TUNED.get((M, N, K))
+    if cfg is None:
+        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(N, meta["BLOCK_N"]))  # noqa: E731
+        _block_fp8_gemm[grid](a, w, out, sa, sb, M, N, K)
+        _TUNED[(M, N, K)] = _block_fp8_gemm.best_config
+        return out
+    bm, bn = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
+    _block_fp8_gemm.fn[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
+        a, w, out, sa, sb, M, N, K, BLOCK_M=bm, BLOCK_N=bn, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     return out

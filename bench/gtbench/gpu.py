@@ -27,8 +27,10 @@ from .stats import quantile, summarize
 SOFTMAX_BOUNDS = {"bf16": (2.0 ** -7, 2.0 ** -30), "fp16": (2.0 ** -10, 2.0 ** -24), "fp32": (2e-5, 1e-30)}
 SOFTMAX_FROB_TOL = {"bf16": 1e-2, "fp16": 2e-3, "fp32": 1e-5}
 
-# The block-scaled baseline when torch._scaled_mm takes block scales (else block_triton.NAME).
-BLOCK_TORCH = "torch._scaled_mm (BlockWise1x128 x BlockWise128x128)"
+# The block-scaled baseline's name when torch takes block scales, by the call's form (else
+# block_triton.NAME).
+BLOCK_TORCH = {"v1": "torch._scaled_mm (BlockWise1x128 x BlockWise128x128)",
+               "v2": "torch.nn.functional.scaled_mm (BlockWise1x128 x BlockWise128x128)"}
 
 # The ceilings TorchGpu.ceilings() can measure, as the result's "what" describes them.
 CEILING_WHAT = {"copy": "copy: 1 GiB device-to-device, bytes read+written", "bf16": "bf16: torch.mm 8192^3",
@@ -168,6 +170,7 @@ class TorchGpu:
         self.stream_x = self.stream_out = self.stream_run = None  # stream_setup()
         self.capture_stream = None  # capture()'s side stream, made on first use
         self._block_baseline = None  # block_baseline(), probed on first use
+        self.block_form = None       # "v1" or "v2" when torch takes block scales
         self.block_baseline_note = ""
 
     def versions(self):
@@ -343,9 +346,9 @@ class TorchGpu:
         if p.dtype == "bf16":
             return lambda: t.mm(a, wt)
         if p.scale == "block":
-            if self.block_baseline() == BLOCK_TORCH:
-                sat, sbt = sa.t(), sb[:, :sa.shape[0]].t()
-                return lambda: t._scaled_mm(a, wt, scale_a=sat, scale_b=sbt, out_dtype=t.bfloat16)
+            self.block_baseline()
+            if self.block_form is not None:
+                return self.torch_block_call(self.block_form, a, x["w"], sa, sb)
             from .block_triton import block_fp8_gemm
             w, out = x["w"], t.empty(p.m, p.n, device=self.dev, dtype=t.bfloat16)
             return lambda: block_fp8_gemm(a, w, sa, sb, out)
@@ -361,37 +364,60 @@ class TorchGpu:
         sb = (t.rand(nb, -(-kb // 4) * 4, device=self.dev, generator=g) * 1.5 + 0.5).float()
         return sa, sb
 
+    def torch_block_call(self, form, a, w, sa, sb):
+        """fn() -> D: torch's block-scaled call in `form` on A [m, k], W [n, k] (fp8) and gemmtune's
+        scale layouts. "v1": torch._scaled_mm(a, w.t(), scale_a=[m, kb] strides (1, m), scale_b=
+        sb[:, :kb].t()); "v2": torch.nn.functional.scaled_mm with the ScalingType recipes
+        (BlockWise 1x128 for A, 128x128 for W; scale_b = sb.t(): [round_up(kb, 4), nb] strides (1,
+        round_up(kb, 4)), as its _scaled_block1x128_block128x128 wants)."""
+        t = self.torch
+        wt, sat = w.t(), sa.t()
+        if form == "v1":
+            sbt = sb[:, :sa.shape[0]].t()
+            return lambda: t._scaled_mm(a, wt, scale_a=sat, scale_b=sbt, out_dtype=t.bfloat16)
+        F = t.nn.functional
+        ST = F.ScalingType
+        one = next(getattr(ST, n) for n in ("Blockwise_1x128", "BlockWise1x128") if hasattr(ST, n))
+        blk = next(getattr(ST, n) for n in ("Blockwise_128x128", "BlockWise128x128") if hasattr(ST, n))
+        sbt = sb.t()
+        return lambda: F.scaled_mm(a, wt, sat, one, sbt, blk, output_dtype=t.bfloat16)
+
     def block_baseline(self):
-        """The block-scaled baseline's name: BLOCK_TORCH when this torch's _scaled_mm takes block
-        scales (BlockWise1x128 for A, BlockWise128x128 for W) on this GPU and is right on a probe
-        (256 x 384 x 640: a partial scale block of W, ceil(k/128) = 5), else the bench's own Triton
-        kernel (block_triton.NAME). Probed once; why torch was not used is in block_baseline_note."""
+        """The block-scaled baseline's name: BLOCK_TORCH[form] when this torch takes block scales
+        (BlockWise1x128 for A, BlockWise128x128 for W) on this GPU through torch._scaled_mm ("v1")
+        or torch.nn.functional.scaled_mm ("v2", tried second) and is right on a probe (256 x 384 x
+        1024: a partial n block), else the bench's own Triton kernel (block_triton.NAME). Probed
+        once; the form used, or why torch was not, is in block_baseline_note."""
         if self._block_baseline is None:
             from .block_triton import NAME
             t = self.torch
             self._block_baseline = NAME
-            try:
-                class P:  # the probe's problem, for reference()
-                    m, n, k, scale = 256, 384, 640, "block"
-                g = t.Generator(device=self.dev)
-                g.manual_seed(1)
-                x = {"a": t.randn(P.m, P.k, device=self.dev, generator=g).to(t.float8_e4m3fn),
-                     "w": t.randn(P.n, P.k, device=self.dev, generator=g).to(t.float8_e4m3fn)}
-                x["sa"], x["sb"] = self.block_scales(P.m, P.n, P.k, g)
-                kb = x["sa"].shape[0]
-                out = t._scaled_mm(x["a"], x["w"].t(), scale_a=x["sa"].t(), scale_b=x["sb"][:, :kb].t(),
-                                   out_dtype=t.bfloat16)
-                rel, finite = self.check(out, self.reference(P, x))
-                if finite and rel <= 1e-2:
-                    self.block_baseline_note = "torch._scaled_mm takes block scales here"
-                else:
-                    self._block_baseline = NAME
-                    self.block_baseline_note = f"torch._scaled_mm with block scales is wrong here (rel err {rel:.3g})"
-            except Exception as e:  # noqa: BLE001 (any refusal of torch's means: not offered)
-                self._block_baseline = NAME
-                self.block_baseline_note = f"torch._scaled_mm refuses block scales: {type(e).__name__}: {str(e)[:300]}"
-        return self._block_baseline
+            why = []
 
+            class P:  # the probe's problem, for reference()
+                m, n, k, scale = 256, 384, 1024, "block"
+            g = t.Generator(device=self.dev)
+            g.manual_seed(1)
+            x = {"a": t.randn(P.m, P.k, device=self.dev, generator=g).to(t.float8_e4m3fn),
+                 "w": t.randn(P.n, P.k, device=self.dev, generator=g).to(t.float8_e4m3fn)}
+            x["sa"], x["sb"] = self.block_scales(P.m, P.n, P.k, g)
+            ref = self.reference(P, x)
+            for form in ("v1", "v2"):
+                try:
+                    out = self.torch_block_call(form, x["a"], x["w"], x["sa"], x["sb"])()
+                    rel, finite = self.check(out, ref)
+                except Exception as e:  # noqa: BLE001 (any refusal of torch's means: not offered)
+                    msg = " ".join(str(e).split())
+                    got = msg.find("Got ")  # torch's message ends with what it was given
+                    why.append(f"{form}: {type(e).__name__}: {msg[:160]}{' ... ' + msg[got:got + 300] if got > 160 else ''}")
+                    continue
+                if finite and rel <= 1e-2:
+                    self._block_baseline, self.block_form = BLOCK_TORCH[form], form
+                    why.append(f"{form}: takes block scales (probe rel err {rel:.2g})")
+                    break
+                why.append(f"{form}: wrong here (probe rel err {rel:.3g}, finite {finite})")
+            self.block_baseline_note = "; ".join(why)
+        return self._block_baseline
     def gemmtune_fn(self, kernel, p, x):
         """(fn, D): one call of the kernel on set x, into the set's D, on the current stream."""
         call, sp = self.gemmtune_call(kernel, p, x), self.stream_ptr
