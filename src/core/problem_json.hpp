@@ -12,7 +12,7 @@
 //    "lda": 0, "ldb": 0, "ldc": 0, "ldd": 0,   leading dimensions, 0 = packed
 //    "alpha": 1.0, "beta": 0.0, "bias": false,
 //    "act": "none",            none, relu, gelu (tanh), gelu_tanh, silu
-//    "scale": "tensorwise",    fp8 scales: none, tensorwise, rowwise; default tensorwise for fp8
+//    "scale": "tensorwise",    fp8 scales: none, tensorwise, rowwise, block; default tensorwise for fp8
 //    "tf32": false}            fp32 inputs only
 // Errors are gemmtune::Error naming the field ("problem.layout: ...").
 //

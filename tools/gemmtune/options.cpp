@@ -49,7 +49,7 @@ void add_problem_flags(CLI::App* cmd, ProblemFlags& f, bool with_ld) {
   cmd->add_option("--act", f.act, "activation: none|relu|gelu|silu (gelu = tanh approximation)")
       ->capture_default_str();
   cmd->add_option("--scale", f.scale,
-                  "fp8 scales: none|tensorwise|rowwise (default: tensorwise for fp8 inputs); softmax: the\n"
+                  "fp8 scales: none|tensorwise|rowwise|block (default: tensorwise for fp8 inputs); softmax: the\n"
                   "factor S applied before the softmax (default 1)");
   cmd->add_flag("--tf32", f.tf32, "fp32 inputs: allow TF32 tensor cores");
 }
@@ -214,8 +214,12 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   run_->add_option("--b", run.b, "B[k,n] (or W[n,k] with --weight)")->required();
   run_->add_option("--c", run.c, "C[m,n], read when --beta is not 0");
   run_->add_option("--bias", run.bias, "bias[n]");
-  run_->add_option("--scale-a", run.scale_a, "fp8: float32 scale of A, [1] (tensorwise) or [m] (rowwise)");
-  run_->add_option("--scale-b", run.scale_b, "fp8: float32 scale of B, [1] (tensorwise) or [n] (rowwise)");
+  run_->add_option("--scale-a", run.scale_a,
+                   "fp8: float32 scale of A, [1] (tensorwise), [m] (rowwise) or [m, ceil(k/128)] (block: one per\n"
+                   "1x128 slice of a row)");
+  run_->add_option("--scale-b", run.scale_b,
+                   "fp8: float32 scale of B, [1] (tensorwise), [n] (rowwise) or [ceil(n/128), ceil(k/128)] (block:\n"
+                   "one per 128x128 block of W)");
   run_->add_option("--out", run.out, "D[m,n] (float32 .npy; float16 when D is fp16)")->required();
   run_->add_option("--dtype", run.dtype, "compute dtype A and B are converted to: bf16|fp16|fp32|e4m3|e5m2")
       ->capture_default_str();
