@@ -139,6 +139,13 @@ EngineOptions resolve(EngineOptions o) {
     else GT_CHECK_INVALID(v.empty() || v == "info", "$GEMMTUNE_LOG: '" + v + "' is not one of quiet, warning, info, debug");
   }
   o.compile = resolve(std::move(o.compile));
+  if (o.isolation.mode == Isolation::process) {
+    const std::string v = env("GEMMTUNE_ISOLATION");
+    if (v == "in-process" || v == "in_process") o.isolation.mode = Isolation::in_process;
+    else GT_CHECK_INVALID(v.empty() || v == "process", "$GEMMTUNE_ISOLATION: '" + v + "' is not one of process, in-process");
+  }
+  if (o.isolation.helper.empty()) o.isolation.helper = env("GEMMTUNE_TUNER");
+  if (o.isolation.candidate_timeout_s <= 0) o.isolation.candidate_timeout_s = env_number("GEMMTUNE_CANDIDATE_TIMEOUT", 30);
   return o;
 }
 

@@ -49,6 +49,8 @@ struct EngineFlags {
   std::vector<std::string> load_only; // --load-only cutlass,cutedsl,...
   int max_configs = 0;                // --max-configs
   std::string log_level;              // --log-level quiet|warning|info|debug
+  bool in_process = false;            // --in-process: candidates run in this process (no helper)
+  double candidate_timeout = 0;       // --candidate-timeout (seconds per candidate step)
 };
 
 struct TuneArgs {
