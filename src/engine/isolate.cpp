@@ -120,7 +120,16 @@ class Helper {
   Helper(const Helper&) = delete;
   Helper& operator=(const Helper&) = delete;
 
-  bool running() const { return pid_ > 0; }
+  // Whether the process is still there (an idle helper may have been killed meanwhile: then it is
+  // reaped here).
+  bool running() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == 0) return true;
+    pid_ = -1;
+    close_socket();
+    return false;
+  }
   pid_t pid() const { return pid_; }
   Channel& channel() { return *channel_; }
 
@@ -352,8 +361,10 @@ TuneReport tune_in_helper(const EngineOptions& opt, const Log& log, TuningCache*
   std::lock_guard busy(slot.busy);
   const double deadline_s = opt.isolation.candidate_timeout_s > 0 ? opt.isolation.candidate_timeout_s : 30;
 
+  bool fresh = false;  // the helper was started for this attempt
   for (int deaths = 0;;) {
-    if (!slot.helper || !slot.helper->running()) {
+    fresh = !slot.helper || !slot.helper->running();
+    if (fresh) {
       slot.helper = std::make_unique<Helper>(exe);
       slot.helper->start();
       log.debug("  tuning helper started: " + exe.string() + " (pid " + std::to_string(slot.helper->pid()) + ")");
@@ -367,12 +378,14 @@ TuneReport tune_in_helper(const EngineOptions& opt, const Log& log, TuningCache*
                        {"options", req.options_json}, {"exclude", std::move(exclude)}};
 
     Current cur;
-    std::string fault;  // the helper's own account of a lost CUDA context
+    bool heard = false;  // any answer to this request
+    std::string fault;   // the helper's own account of a lost CUDA context
     Channel::Got got = h.channel().send(dump(request)) ? Channel::Got::line : Channel::Got::eof;
     while (got == Channel::Got::line) {
       std::string line;
       got = h.channel().next(line, cur.running ? deadline_s : -1);
       if (got != Channel::Got::line) break;
+      heard = true;
       json m;
       try {
         m = json::parse(line);
@@ -407,6 +420,12 @@ TuneReport tune_in_helper(const EngineOptions& opt, const Log& log, TuningCache*
     // The helper died, or ran one candidate step past the deadline.
     const bool hung = got == Channel::Got::timeout;
     const std::string ended = h.reap(/*kill=*/hung);
+    // A warm helper that ended while idle (killed from outside) before it heard this request:
+    // start a fresh one and ask again.
+    if (!heard && !hung && !fresh) {
+      log.debug("  tuning helper ended while idle (" + ended + "); starting a new one");
+      continue;
+    }
     const std::string where = cur.running ? " while in its " + cur.step + " step" : "";
     std::string reason;
     if (hung) {
