@@ -149,7 +149,9 @@ class Engine(_Owned):
     tune: dict of TuneOptions (warmup_ms, min_rounds, max_rounds, round_budget_ms, prune_ratio,
     tie_tolerance, tie_rounds, prefer_margin, duel_rounds, duel_window, duels, seed); log_to_stderr prints progress lines;
     compile: dict of CompileOptions (artifacts, workers, nvcc_jobs, timeout_s, load_only, python, python_dir);
-    max_configs: candidates per backend and problem at most; log_level: quiet, warning, info or debug.
+    max_configs: candidates per backend and problem at most; log_level: quiet, warning, info or debug;
+    isolation: dict of IsolationOptions (mode: "process" (default: candidates run in a tuning helper
+    process) or "in_process", helper, candidate_timeout_s; docs/isolation.md).
     Options left out take the library's defaults ($GEMMTUNE_* where set; include/gemmtune/engine_options.hpp).
     """
 
@@ -158,7 +160,7 @@ class Engine(_Owned):
     def __init__(self, cache_path: Optional[str] = None, backends: Optional[Iterable[str]] = None,
                  device: int = 0, use_cache: bool = True, log_to_stderr: bool = False,
                  tune: Optional[dict] = None, compile: Optional[dict] = None, max_configs: Optional[int] = None,
-                 log_level: Optional[str] = None):
+                 log_level: Optional[str] = None, isolation: Optional[dict] = None):
         opts: dict = {"device": int(device), "use_cache": bool(use_cache), "log_to_stderr": bool(log_to_stderr)}
         if cache_path is not None:
             opts["cache_path"] = str(cache_path)
@@ -172,6 +174,8 @@ class Engine(_Owned):
             opts["max_configs"] = int(max_configs)
         if log_level is not None:
             opts["log_level"] = str(log_level)
+        if isolation:
+            opts["isolation"] = dict(isolation)
         self.options = opts
         self._h = ctypes.c_void_p()
         _capi.check(_capi.lib().gt_engine_create(json.dumps(opts).encode(), ctypes.byref(self._h)))

@@ -75,7 +75,7 @@ for rep in 1 2 3; do
   for mode in process in-process; do
     for shape in 4096x4096x4096 16x4096x4096; do
       c=$WORK/lt-$mode-$shape-$rep.sqlite
-      tune "lt-cold-$mode-$shape-$rep" $mode $shape --backends cublaslt --cache "$c"
+      tune "lt-cold-$mode-$shape-$rep" $mode $shape --backends cublaslt --cache "$c" --log-level debug
       [ "$mode" = process ] && tune "lt-hit-$shape-$rep" process $shape --backends cublaslt --cache "$c"
     done
   done
@@ -126,6 +126,13 @@ for mode in ("process", "in-process"):
               f"winner {next((r['backend'] + ' ' + r['name'] for r in j['results'] if r.get('winner')), '?')}")
     if h:
         print(f"all backends cache hit after the {mode} tune: select_ms {h['select_ms']:.3f} from_cache {h.get('from_cache')}")
+import re
+hello = []
+for f in sorted(os.listdir(m)):
+    if f.startswith("lt-cold-process") and f.endswith(".txt"):
+        hello += [float(x) for x in re.findall(r"hello after ([0-9.]+) ms", open(os.path.join(m, f)).read())]
+if hello:
+    print(f"helper start to hello (exec + static init): median {statistics.median(hello):.1f} ms over {len(hello)}")
 sys.exit(0 if ok else 1)
 PY
 tar -C "$OUT" -czf "$OUT/measure.tar.gz" measure && rm -rf "$M"

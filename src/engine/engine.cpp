@@ -620,7 +620,7 @@ KernelFor<Op> Engine::Impl::tune_here(const typename Op::Problem& p, const std::
   log("  winner: " + win->result.backend + " " + win->result.name + " " + std::to_string(win->result.median_us) + " us");
   if (cache) cache->store(key, state<Op>().env, r);
   KernelFor<Op> k(p, win->cand);
-  state<Op>().memo[key + OpTraits<Op>::memo_suffix(p)] = win->cand;
+  if (hooks.keep_winner) state<Op>().memo[key + OpTraits<Op>::memo_suffix(p)] = win->cand;
   if (out) *out = std::move(r);
   return k;
 }

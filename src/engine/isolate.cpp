@@ -309,6 +309,42 @@ struct Current {
   std::string backend, id, name, step;
 };
 
+// Acts on one message of the helper (isolate.hpp) during a tune: forwards its log line, tracks
+// the candidate it runs (`cur`) and its account of a fault; the report when it is "done".
+// Throws the helper's Error for "error", and Error (internal) for a malformed message.
+std::optional<TuneReport> handle(const std::string& line, const Log& log, Current& cur, std::string& fault) {
+  try {
+    const json m = json::parse(line);
+    const std::string ev = m.at("ev").get<std::string>();
+    if (ev == "log") {
+      const std::string text = m.at("line").get<std::string>();
+      if (text.rfind("warning: ", 0) == 0) log.warn(text.substr(9));
+      else log(text);
+    } else if (ev == "stage") {
+      cur.running = false;
+    } else if (ev == "run") {
+      cur = {true, m.at("backend").get<std::string>(), m.at("id").get<std::string>(), m.value("name", ""),
+             m.value("step", "")};
+    } else if (ev == "fault") {
+      fault = m.at("reason").get<std::string>();
+    } else if (ev == "done") {
+      const json& rep = m.at("report");
+      TuneReport r;
+      r.spread = number_or(rep, "spread", 0);
+      for (const json& n : rep.at("notes")) r.notes.push_back(n.get<std::string>());
+      for (const json& c : rep.at("results")) r.results.push_back(result_from(c));
+      return r;
+    } else if (ev == "error") {
+      const int code = m.value("code", int(ErrorCode::runtime));
+      throw Error(m.value("message", std::string("the tuning helper failed")), __FILE__, __LINE__,
+                  code >= 0 && code <= int(ErrorCode::internal) ? ErrorCode(code) : ErrorCode::runtime);
+    }
+    return std::nullopt;
+  } catch (const json::exception& e) {
+    GT_THROW_CODE(internal, std::string("tuning helper: a malformed message (") + e.what() + "): " + line.substr(0, 200));
+  }
+}
+
 }  // namespace
 
 std::string describe_exit(int status) {
@@ -365,9 +401,13 @@ TuneReport tune_in_helper(const EngineOptions& opt, const Log& log, TuningCache*
   for (int deaths = 0;;) {
     fresh = !slot.helper || !slot.helper->running();
     if (fresh) {
+      const auto t0 = Clock::now();
       slot.helper = std::make_unique<Helper>(exe);
       slot.helper->start();
-      log.debug("  tuning helper started: " + exe.string() + " (pid " + std::to_string(slot.helper->pid()) + ")");
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%.1f", std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      log.debug("  tuning helper started: " + exe.string() + " (pid " + std::to_string(slot.helper->pid()) +
+                ", hello after " + ms + " ms)");
     }
     Helper& h = *slot.helper;
     json exclude = json::array();
@@ -386,35 +426,7 @@ TuneReport tune_in_helper(const EngineOptions& opt, const Log& log, TuningCache*
       got = h.channel().next(line, cur.running ? deadline_s : -1);
       if (got != Channel::Got::line) break;
       heard = true;
-      json m;
-      try {
-        m = json::parse(line);
-      } catch (const json::exception&) {
-        GT_THROW_CODE(internal, "tuning helper: a message that is not JSON: " + line.substr(0, 200));
-      }
-      const std::string ev = m.value("ev", "");
-      if (ev == "log") {
-        const std::string text = m.value("line", "");
-        if (text.rfind("warning: ", 0) == 0) log.warn(text.substr(9));
-        else log(text);
-      } else if (ev == "stage") {
-        cur.running = false;
-      } else if (ev == "run") {
-        cur = {true, m.value("backend", ""), m.value("id", ""), m.value("name", ""), m.value("step", "")};
-      } else if (ev == "fault") {
-        fault = m.value("reason", "");
-      } else if (ev == "done") {
-        const json& rep = m.at("report");
-        TuneReport r;
-        r.spread = number_or(rep, "spread", 0);
-        for (const json& n : rep.at("notes")) r.notes.push_back(n.get<std::string>());
-        for (const json& c : rep.at("results")) r.results.push_back(result_from(c));
-        return r;
-      } else if (ev == "error") {
-        const int code = m.value("code", int(ErrorCode::runtime));
-        throw Error(m.value("message", std::string("the tuning helper failed")), __FILE__, __LINE__,
-                    code >= 0 && code <= int(ErrorCode::internal) ? ErrorCode(code) : ErrorCode::runtime);
-      }
+      if (std::optional<TuneReport> r = handle(line, log, cur, fault)) return std::move(*r);
     }
 
     // The helper died, or ran one candidate step past the deadline.
@@ -529,6 +541,7 @@ int run_tuner(int fd) {
         x.reason = q.value("reason", "");
         hooks.exclude.push_back(std::move(x));
       }
+      hooks.keep_winner = false;
       hooks.stage = [&](const char* stage) { send({{"ev", "stage"}, {"stage", stage}}); };
       // One message per change of candidate or step, and at least every 100 ms while one
       // candidate's step repeats (a race's samples): the caller's deadline is per message.

@@ -26,6 +26,9 @@ struct TuneHooks {
   // Candidate c's step failed with `reason` (the tune goes on without it after the hook returns;
   // the helper checks its CUDA context first and ends itself when the failure was sticky).
   std::function<void(const CandidateResult& c, const std::string& reason)> failed;
+  // Keep the winner loaded in the engine's memo for later selects (the helper does not: its
+  // caller runs the winner, and a helper that kept every winner would grow with every problem).
+  bool keep_winner = true;
 };
 
 // Engine's tune path with hooks, in this process whatever the engine's isolation mode (the

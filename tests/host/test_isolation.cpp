@@ -62,7 +62,8 @@ int lines_of(const fs::path& p) {
 }
 
 // A fake helper in its own folder: on its N-th start it follows line N of `plan` (the last line
-// from then on): crash, hang, fault, outside (exits before any candidate), error, done. Every
+// from then on): crash, hang, fault, outside (exits before any candidate), error, garbage (a
+// "done" without its report), done. Every
 // request it receives is appended to `requests`, every start (with its pid) to `starts`.
 class FakeHelper {
  public:
@@ -95,6 +96,7 @@ class FakeHelper {
            << " echo '{\"ev\":\"fault\",\"backend\":\"fake\",\"id\":\"bad\",\"name\":\"fake bad\",\"reason\":\"an illegal memory access\"}' >&3; exit 70 ;;\n"
            << "    outside) exit 3 ;;\n"
            << "    error) echo '{\"ev\":\"error\",\"code\":0,\"message\":\"problem.m: bad\"}' >&3 ;;\n"
+           << "    garbage) echo '{\"ev\":\"done\"}' >&3 ;;\n"
            << "    *) echo '{\"ev\":\"run\",\"backend\":\"fake\",\"id\":\"good\",\"name\":\"fake good\",\"step\":\"race\"}' >&3;"
            << " echo '{\"ev\":\"stage\",\"stage\":\"store\"}' >&3; echo '" << report << "' >&3 ;;\n"
            << "  esac\n"
@@ -263,6 +265,18 @@ TEST(Isolation, HelperErrorKeepsItsCode) {
   }
   // The helper is still up and answers the next request.
   EXPECT_EQ(fake.starts(), 1);
+}
+
+TEST(Isolation, MalformedMessageIsAnInternalError) {
+  FakeHelper fake({"garbage"});
+  Caller s(fake);
+  try {
+    s.tune();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::internal);
+    EXPECT_NE(e.message().find("tuning helper: a malformed message"), std::string::npos) << e.message();
+  }
 }
 
 TEST(Isolation, HelperStaysWarmAndIsRestartedWhenKilledWhileIdle) {
