@@ -84,7 +84,7 @@ for mode in process in-process; do
   GEMMTUNE_ARTIFACTS=$WORK/store-$mode tune "all-cold-$mode" $mode 16x4096x4096 --cache "$WORK/all-$mode.sqlite"
   tune "all-hit-$mode" process 16x4096x4096 --cache "$WORK/all-$mode.sqlite"
 done
-python3 - "$M" >>"$SUMMARY" <<'PY' || rc=1
+python3 - "$M" <<'PY' | tee -a "$SUMMARY" || rc=1
 import json, os, statistics, sys
 m = sys.argv[1]
 wall = {}

@@ -325,8 +325,9 @@ std::optional<TuneReport> handle(const std::string& line, const Log& log, Curren
     } else if (ev == "run") {
       cur = {true, m.at("backend").get<std::string>(), m.at("id").get<std::string>(), m.value("name", ""),
              m.value("step", "")};
-    } else if (ev == "fault") {
+    } else if (ev == "fault") {  // names the candidate itself: the blame does not rest on the last "run"
       fault = m.at("reason").get<std::string>();
+      cur = {true, m.at("backend").get<std::string>(), m.at("id").get<std::string>(), m.value("name", ""), cur.step};
     } else if (ev == "done") {
       const json& rep = m.at("report");
       TuneReport r;
