@@ -14,7 +14,9 @@
 # Processes with Python compile workers run with one worker: the sanitizer injected into several
 # forked workers died with SIGSEGV in an earlier session (bench/results/2026-11-30-s5-memcheck-matrix.md).
 # The sanitizer: $COMPUTE_SANITIZER, else compute-sanitizer on PATH, else /usr/local/cuda/bin's,
-# else build-dev/compute-sanitizer/compute-sanitizer (carried); exit 3 when there is none.
+# else the one in a carried wheel build-dev/nvidia_cuda_sanitizer_api-*.whl (14 MB; on a build
+# machine: pip download --no-deps nvidia-cuda-sanitizer-api==13.0.85 -d build-dev), unpacked
+# here; exit 3 when there is none.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -26,16 +28,22 @@ SUMMARY=$OUT/memcheck-summary.txt
 : >"$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 [ -x "$TESTS" ] || { say "memcheck: $TESTS is missing"; exit 2; }
-SAN=${COMPUTE_SANITIZER:-}
-for s in "$(command -v compute-sanitizer 2>/dev/null)" /usr/local/cuda/bin/compute-sanitizer build-dev/compute-sanitizer/compute-sanitizer; do
-  [ -z "$SAN" ] && [ -n "$s" ] && [ -x "$s" ] && SAN=$s
-done
-[ -n "$SAN" ] && [ -x "$SAN" ] || { say "memcheck: no compute-sanitizer (set COMPUTE_SANITIZER)"; exit 3; }
-say "== $("$SAN" --version 2>&1 | grep -i version | head -1); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
-
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-export TMPDIR=$WORK XDG_CACHE_HOME=$WORK/xdg
+SAN=${COMPUTE_SANITIZER:-}
+for s in "$(command -v compute-sanitizer 2>/dev/null)" /usr/local/cuda/bin/compute-sanitizer; do
+  [ -z "$SAN" ] && [ -n "$s" ] && [ -x "$s" ] && SAN=$s
+done
+whl=$(ls build-dev/nvidia_cuda_sanitizer_api-*.whl 2>/dev/null | head -1)
+if [ -z "$SAN" ] && [ -n "$whl" ]; then
+  python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$whl" "$WORK/san" &&
+    chmod +x "$WORK"/san/nvidia/cu*/bin/compute-sanitizer && SAN=$(ls "$WORK"/san/nvidia/cu*/bin/compute-sanitizer | head -1)
+fi
+[ -n "$SAN" ] && [ -x "$SAN" ] || { say "memcheck: no compute-sanitizer (set COMPUTE_SANITIZER, or carry the wheel)"; exit 3; }
+say "== $SAN: $("$SAN" --version 2>&1 | grep -i version | head -1); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
+
+export TMPDIR=$WORK/tmp XDG_CACHE_HOME=$WORK/xdg
+mkdir -p "$TMPDIR"
 export GEMMTUNE_PYTHON=${GEMMTUNE_PYTHON:-$(command -v python3)} GEMMTUNE_PYTHON_DIR=${GEMMTUNE_PYTHON_DIR:-$PWD/python}
 # A sanitized kernel runs 10-100x slower: the helper's watchdog must not take that for a hang.
 export GEMMTUNE_CANDIDATE_TIMEOUT=600
