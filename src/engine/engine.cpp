@@ -488,7 +488,9 @@ KernelFor<Op> Engine::Impl::tune_isolated(const typename Op::Problem& p, const s
   else req.problem_json = softmax_problem_to_json(p);
   req.key = key;
   req.environment = state<Op>().env;
-  req.options_json = engine_options_to_json(opt);
+  EngineOptions helper_opt = opt;
+  if (!log.enabled(LogLevel::warning)) helper_opt.log_level = LogLevel::quiet;  // nobody reads its lines
+  req.options_json = engine_options_to_json(helper_opt);
   TuneReport r = isolate::tune_in_helper(opt, log, cache.get(), req, session_quarantine);
   OpTraits<Op>::set_problem(r, p);
   r.key = key;
