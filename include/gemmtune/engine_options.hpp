@@ -102,6 +102,8 @@ struct IsolationOptions {
   double candidate_timeout_s = 0;
 };
 
+// Every field (but `log`) travels to the tuning helper as JSON (engine_options_to_json in
+// src/core/problem_json.cpp, read back by engine_options_from_json): a new field goes there too.
 struct EngineOptions {
   int device = 0;
   // Tuning-cache file. Empty: $GEMMTUNE_CACHE, else $XDG_CACHE_HOME/gemmtune/tuning.sqlite,
