@@ -94,7 +94,7 @@ struct IsolationOptions {
   // any program whose main() calls gemmtune::detail::run_tuner, e.g. a test binary that
   // registers test-only backends). Empty: $GEMMTUNE_TUNER, else `gemmtune` in the folder of
   // the library's own file (libgemmtune_c.so, or the program the static library is linked
-  // into) or in ../bin from there, else in the install's bin folder.
+  // into) or in ../bin from there, else in the install's bin folder, else on $PATH.
   std::filesystem::path helper;
   // How long one candidate step (prepare, the verification run, one timing sample) may take
   // before the helper is killed and the candidate quarantined as hung. 0:

@@ -79,6 +79,14 @@ std::string inherited_pythonpath() { return env("PYTHONPATH"); }
 
 bool debug_locations() { return env_flag("GEMMTUNE_DEBUG"); }
 
+std::vector<fs::path> executable_path() {
+  std::vector<fs::path> out;
+  std::stringstream in(env("PATH"));
+  for (std::string dir; std::getline(in, dir, ':');)
+    if (!dir.empty()) out.push_back(dir);
+  return out;
+}
+
 CompileOptions resolve(CompileOptions o) {
   if (o.artifacts.empty()) o.artifacts = user_cache_path("GEMMTUNE_ARTIFACTS", "artifacts");
   if (o.workers <= 0) o.workers = std::max(1, int(env_number("GEMMTUNE_COMPILE_WORKERS", std::min(cores(), 32))));

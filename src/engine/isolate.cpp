@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "core/problem_json.hpp"
+#include "core/settings.hpp"
 #include "core/report_json.hpp"
 #include "engine/tune_hooks.hpp"
 #include "gemmtune/engine.hpp"
@@ -387,7 +388,10 @@ fs::path find_tuner(const fs::path& configured) {
     if (executable(p)) return p;
     looked += (looked.empty() ? "" : ", ") + p.string();
   }
-  GT_THROW("isolation: cannot find the tuning helper (the gemmtune executable) at " + looked +
+  // Last, $PATH (an installed gemmtune; one of another version is refused at its hello).
+  for (const fs::path& d : executable_path())
+    if (d.is_absolute() && executable(d / "gemmtune")) return d / "gemmtune";
+  GT_THROW("isolation: cannot find the tuning helper (the gemmtune executable) at " + looked + " or on $PATH" +
            "; set isolation.helper or $GEMMTUNE_TUNER, or isolation mode in_process ($GEMMTUNE_ISOLATION=in-process)");
 }
 

@@ -65,7 +65,8 @@ TuneReport tune_in_helper(const EngineOptions& opt, const Log& log, TuningCache*
 
 // The helper executable: `configured` when set (it must be an executable file), else
 // `gemmtune` in the folder of the file this library is in (libgemmtune_c.so, or the program the
-// static library is linked into), or in ../bin from there, else in the install's bin folder.
+// static library is linked into), or in ../bin from there, else in the install's bin folder,
+// else on $PATH.
 // Throws Error (runtime) naming where it looked.
 std::filesystem::path find_tuner(const std::filesystem::path& configured);
 

@@ -325,6 +325,36 @@ TEST(Isolation, ConfiguredHelperMustBeExecutable) {
   EXPECT_EQ(isolate::find_tuner(fake.exe()), fake.exe());
 }
 
+// Without a configured helper, the library's folders come first, then $PATH. (The host test
+// binary has no gemmtune beside it; an installed one in the install's bin would be found first:
+// then this test is skipped.)
+TEST(Isolation, HelperFoundOnPathLast) {
+  const char* old_path = std::getenv("PATH");
+  const std::string saved = old_path ? old_path : "";
+  TempDir dir;
+  ::setenv("PATH", "", 1);
+  std::string none;
+  try {
+    isolate::find_tuner("");
+  } catch (const Error& e) {
+    none = e.message();
+  }
+  const fs::path exe = dir.path() / "gemmtune";
+  std::ofstream(exe) << "#!/bin/sh\n";
+  fs::permissions(exe, fs::perms::owner_all);
+  ::setenv("PATH", ("relative/dir:" + dir.path().string()).c_str(), 1);
+  fs::path found;
+  try {
+    found = isolate::find_tuner("");
+  } catch (const Error&) {
+  }
+  ::setenv("PATH", saved.c_str(), 1);
+  if (none.empty()) GTEST_SKIP() << "a gemmtune outside $PATH is found first";
+  EXPECT_NE(none.find("cannot find the tuning helper"), std::string::npos) << none;
+  EXPECT_NE(none.find("$GEMMTUNE_TUNER"), std::string::npos) << none;
+  EXPECT_EQ(found, exe);
+}
+
 // The real helper (the CLI in its hidden mode) speaks the protocol: without a GPU its engine
 // cannot start, and the caller gets that error with its code.
 TEST(Isolation, TheCliIsAHelper) {
