@@ -29,6 +29,9 @@
 namespace gemmtune {
 
 class TuningCache;
+namespace detail {
+struct EngineAccess;  // the tuning helper's way in (src/engine/tune_hooks.hpp)
+}
 
 class Engine {
  public:
@@ -41,7 +44,8 @@ class Engine {
   // tuned now (and cached). Throws Error for an invalid problem or when no backend has a
   // correct candidate.
   Kernel select(const GemmProblem& problem, TuneReport* report = nullptr);
-  // Tunes even when cached, and overwrites the cache entry.
+  // Tunes even when cached, and overwrites the cache entry. Candidates run in the tuning
+  // helper process unless options.isolation.mode is in_process (docs/isolation.md).
   Kernel tune(const GemmProblem& problem, TuneReport* report = nullptr);
   // A specific candidate (backend name and id from a TuneReport), prepared, bypassing the
   // cache: to pin a kernel, or to time a tuned pick against another candidate.
@@ -66,6 +70,7 @@ class Engine {
   TuningCache* cache();  // nullptr when use_cache is false
 
  private:
+  friend struct detail::EngineAccess;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -10,6 +10,8 @@
 //   GEMMTUNE_CUTLASS_KERNEL_DIR, GEMMTUNE_KEEP_BUILD=1, GEMMTUNE_COMPILE_FORK_SERVER=0,
 //   GEMMTUNE_MAX_CONFIGS, GEMMTUNE_LOG (quiet, warning, info, debug),
 //   GEMMTUNE_REMOTE_CACHE (redis://host:port/db), GEMMTUNE_REMOTE_TIMEOUT_MS.
+//   GEMMTUNE_ISOLATION (process, in-process), GEMMTUNE_TUNER (the tuning helper executable),
+//   GEMMTUNE_CANDIDATE_TIMEOUT (seconds).
 //
 // Nothing else in the library reads the environment; the CLI sets these fields from its flags.
 #pragma once
@@ -75,6 +77,34 @@ struct CompileOptions {
 
 enum class LogLevel { quiet, warning, info, debug };
 
+// Where candidates run while a problem is tuned (docs/isolation.md).
+enum class Isolation {
+  // In a tuning helper process per GPU (started on demand, kept warm, restarted when it dies):
+  // a candidate that faults, traps or hangs costs only itself, is quarantined in the tuning
+  // cache, and the caller's process runs only the chosen kernel.
+  process,
+  // In the caller's process (as before): no helper, but a faulting candidate poisons the
+  // caller's CUDA context for good.
+  in_process,
+};
+
+struct IsolationOptions {
+  // Left at process: $GEMMTUNE_ISOLATION ("process" or "in-process") decides, else process.
+  Isolation mode = Isolation::process;
+  // The helper executable, run as `<helper> --gemmtune-tuner` (the gemmtune CLI is one; so is
+  // any program whose main() calls gemmtune::detail::run_tuner, e.g. a test binary that
+  // registers test-only backends). Empty: $GEMMTUNE_TUNER, else `gemmtune` in the folder of
+  // the library's own file (libgemmtune_c.so, or the program the static library is linked
+  // into) or in ../bin from there, else in the install's bin folder, else on $PATH.
+  std::filesystem::path helper;
+  // How long one candidate step (prepare, the verification run, one timing sample) may take
+  // before the helper is killed and the candidate quarantined as hung. 0:
+  // $GEMMTUNE_CANDIDATE_TIMEOUT, else 30 s.
+  double candidate_timeout_s = 0;
+};
+
+// Every field (but `log`) travels to the tuning helper as JSON (engine_options_to_json in
+// src/core/problem_json.cpp, read back by engine_options_from_json): a new field goes there too.
 struct EngineOptions {
   int device = 0;
   // Tuning-cache file. Empty: $GEMMTUNE_CACHE, else $XDG_CACHE_HOME/gemmtune/tuning.sqlite,
@@ -95,6 +125,7 @@ struct EngineOptions {
   int max_configs = 0;
   TuneOptions tune;
   CompileOptions compile;
+  IsolationOptions isolation;
   // Receives progress and warnings (one line each, warnings start with "warning: ") up to
   // `log_level` (default: $GEMMTUNE_LOG, else info). Empty: silent.
   std::function<void(const std::string&)> log;

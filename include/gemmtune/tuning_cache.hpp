@@ -32,6 +32,20 @@ struct CachedChoice {
   double tuned_at = 0;      // unix seconds
 };
 
+// A candidate never to be tried again in one environment (docs/isolation.md): one that crashed
+// or hung the tuning helper (scope "": every problem), or that computed a wrong result (scope:
+// the problem's cache key).
+struct Quarantined {
+  std::string environment;  // the op's Engine::environment() text
+  std::string scope;        // "" (every problem) or a cache key
+  std::string backend;
+  std::string candidate_id;
+  std::string candidate_name;
+  CandidateStatus status = CandidateStatus::failed;  // failed (fault, hang) or wrong
+  std::string reason;
+  double at = 0;            // unix seconds
+};
+
 class TuningCache {
  public:
   using Log = std::function<void(const std::string&)>;
@@ -54,7 +68,12 @@ class TuningCache {
   // All timings stored under `key` (status, medians, errors...), best first.
   std::vector<CandidateResult> results(const std::string& key) const;
   std::vector<CachedChoice> list() const;
-  // Removes everything; returns the number of choices removed.
+  // Quarantine (table `quarantine`, created by the first write; a cache without it has none):
+  // records q (at: now), replacing an earlier record of the same candidate and scope.
+  void quarantine(const Quarantined& q);
+  // The candidates quarantined in `environment` for every problem or for the problem `key`.
+  std::vector<Quarantined> quarantined(const std::string& environment, const std::string& key) const;
+  // Removes everything (choices, results, quarantine); returns the number of choices removed.
   int clear();
   // JSON document {"format": "gemmtune-cache", "version": 2, "entries": [...]} holding
   // choices and all results, each result in the C API's encoding of a candidate result ("id",

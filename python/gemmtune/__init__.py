@@ -152,6 +152,8 @@ class Engine(_Owned):
     max_configs: candidates per backend and problem at most; log_level: quiet, warning, info or debug;
     remote_cache: a tuning cache shared by machines, "redis://host:port/db", in front of the local one
     (docs/remote-cache.md), remote_timeout_ms the bound on each of its operations.
+    isolation: dict of IsolationOptions (mode: "process" (default: candidates run in a tuning helper
+    process) or "in_process", helper, candidate_timeout_s; docs/isolation.md).
     Options left out take the library's defaults ($GEMMTUNE_* where set; include/gemmtune/engine_options.hpp).
     """
 
@@ -161,7 +163,8 @@ class Engine(_Owned):
                  device: int = 0, use_cache: bool = True, log_to_stderr: bool = False,
                  tune: Optional[dict] = None, compile: Optional[dict] = None, max_configs: Optional[int] = None,
                  log_level: Optional[str] = None, remote_cache: Optional[str] = None,
-                 remote_timeout_ms: Optional[float] = None):
+                 remote_timeout_ms: Optional[float] = None,
+                 isolation: Optional[dict] = None):
         opts: dict = {"device": int(device), "use_cache": bool(use_cache), "log_to_stderr": bool(log_to_stderr)}
         if cache_path is not None:
             opts["cache_path"] = str(cache_path)
@@ -179,6 +182,8 @@ class Engine(_Owned):
             opts["remote_cache"] = str(remote_cache)
         if remote_timeout_ms is not None:
             opts["remote_timeout_ms"] = float(remote_timeout_ms)
+        if isolation:
+            opts["isolation"] = dict(isolation)
         self.options = opts
         self._h = ctypes.c_void_p()
         _capi.check(_capi.lib().gt_engine_create(json.dumps(opts).encode(), ctypes.byref(self._h)))

@@ -363,6 +363,9 @@ EngineOptions engine_options_from_json(const std::string& text) {
     co.python_dir = g.string("python_dir", "");
     co.nvcc = g.string("nvcc", "");
     co.cutlass_dir = g.string("cutlass_dir", "");
+    co.cutlass_kernel_dir = g.string("cutlass_kernel_dir", "");
+    co.keep_build = g.boolean("keep_build", false);
+    co.fork_server = g.boolean("fork_server", true);
     const int64_t workers = g.integer("workers", 0), jobs = g.integer("nvcc_jobs", 0);
     if (workers < 0 || workers > 256) GT_INVALID("options.compile.workers: must be in [0, 256]");
     if (jobs < 0 || jobs > 256) GT_INVALID("options.compile.nvcc_jobs: must be in [0, 256]");
@@ -381,9 +384,55 @@ EngineOptions engine_options_from_json(const std::string& text) {
     }
     g.finish();
   }
+  if (const json* i = f.get("isolation")) {
+    if (!i->is_object()) GT_INVALID(f.name("isolation") + ": must be an object, got " + kind_of(*i) + " " + shown(*i));
+    Fields g(*i, "options.isolation");
+    IsolationOptions& io = o.isolation;
+    if (const std::string mode = g.string("mode", "process"); mode == "in_process" || mode == "in-process")
+      io.mode = Isolation::in_process;
+    else if (mode != "process")
+      GT_INVALID("options.isolation.mode: '" + mode + "' is not one of process, in_process");
+    io.helper = g.string("helper", "");
+    io.candidate_timeout_s = g.number("candidate_timeout_s", 0);
+    if (!(io.candidate_timeout_s >= 0 && io.candidate_timeout_s <= 86400))
+      GT_INVALID("options.isolation.candidate_timeout_s: must be in [0, 86400] seconds");
+    g.finish();
+  }
   f.finish();
   return o;
 }
+
+static json engine_options_object(const EngineOptions& o) {
+  const char* levels[] = {"quiet", "warning", "info", "debug"};
+  const TuneOptions& t = o.tune;
+  const CompileOptions& c = o.compile;
+  return json{
+      {"cache_path", o.cache_path.string()},
+      {"use_cache", o.use_cache},
+      {"backends", o.backends},
+      {"device", o.device},
+      {"max_configs", o.max_configs},
+      {"log_level", levels[int(o.log_level)]},
+      {"tune",
+       {{"warmup_ms", t.warmup_ms}, {"min_rounds", t.min_rounds}, {"max_rounds", t.max_rounds},
+        {"round_budget_ms", t.round_budget_ms}, {"spin_us", t.spin_us}, {"input_sets", t.input_sets},
+        {"prune_ratio", t.prune_ratio}, {"tie_tolerance", t.tie_tolerance}, {"tie_rounds", t.tie_rounds},
+        {"prefer_margin", t.prefer_margin}, {"duel_rounds", t.duel_rounds}, {"duel_window", t.duel_window},
+        {"duels", t.duels}, {"seed", t.seed}}},
+      {"compile",
+       {{"artifacts", c.artifacts.string()}, {"workers", c.workers}, {"nvcc_jobs", c.nvcc_jobs},
+        {"timeout_s", c.timeout_s}, {"load_only", c.load_only}, {"python", c.python},
+        {"python_dir", c.python_dir.string()}, {"nvcc", c.nvcc.string()}, {"cutlass_dir", c.cutlass_dir.string()},
+        {"cutlass_kernel_dir", c.cutlass_kernel_dir.string()}, {"keep_build", c.keep_build},
+        {"fork_server", c.fork_server}}},
+      {"isolation",
+       {{"mode", o.isolation.mode == Isolation::process ? "process" : "in_process"},
+        {"helper", o.isolation.helper.string()},
+        {"candidate_timeout_s", o.isolation.candidate_timeout_s}}},
+  };
+}
+
+std::string engine_options_to_json(const EngineOptions& o) { return dump(engine_options_object(o)); }
 
 std::string report_to_json(const TuneReport& r) {
   const bool softmax = r.op == SoftmaxOp::name;

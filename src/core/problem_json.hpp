@@ -24,7 +24,9 @@
 //             "tie_tolerance", "tie_rounds", "prefer_margin", "duel_rounds", "duel_window", "duels", "seed",
 //             "spin_us", "input_sets"},
 //    "compile": {"artifacts", "workers", "nvcc_jobs", "timeout_s", "load_only": ["cutlass", ...],
-//                "python", "python_dir", "nvcc", "cutlass_dir"}}
+//                "python", "python_dir", "nvcc", "cutlass_dir", "cutlass_kernel_dir", "keep_build",
+//                "fork_server"},
+//    "isolation": {"mode": "process" | "in_process", "helper", "candidate_timeout_s"}}
 #pragma once
 
 #include <string>
@@ -51,6 +53,9 @@ std::string softmax_problem_to_json(const SoftmaxProblem& p);
 // Parses engine options; empty text means defaults. log_to_stderr installs a logger that
 // writes "gemmtune: <line>" to stderr. Throws Error naming the field ("options.device: ...").
 EngineOptions engine_options_from_json(const std::string& json);
+// Every field engine_options_from_json reads, so that it reads back the same options (but the
+// log sink): what the tuning helper receives (src/engine/isolate.hpp).
+std::string engine_options_to_json(const EngineOptions& options);
 
 // The report of either op as JSON (the C API's report_json): {"op": "gemm" | "softmax",
 // "problem": str(), "problem_json": {...} (problem_from_json's or softmax_problem_from_json's

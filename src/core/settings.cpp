@@ -79,6 +79,14 @@ std::string inherited_pythonpath() { return env("PYTHONPATH"); }
 
 bool debug_locations() { return env_flag("GEMMTUNE_DEBUG"); }
 
+std::vector<fs::path> executable_path() {
+  std::vector<fs::path> out;
+  std::stringstream in(env("PATH"));
+  for (std::string dir; std::getline(in, dir, ':');)
+    if (!dir.empty()) out.push_back(dir);
+  return out;
+}
+
 CompileOptions resolve(CompileOptions o) {
   if (o.artifacts.empty()) o.artifacts = user_cache_path("GEMMTUNE_ARTIFACTS", "artifacts");
   if (o.workers <= 0) o.workers = std::max(1, int(env_number("GEMMTUNE_COMPILE_WORKERS", std::min(cores(), 32))));
@@ -143,6 +151,13 @@ EngineOptions resolve(EngineOptions o) {
   GT_CHECK_INVALID(o.remote_timeout_ms <= 60'000,
                    "remote_timeout_ms: " + std::to_string(o.remote_timeout_ms) + " is above 60000 ms");
   o.compile = resolve(std::move(o.compile));
+  if (o.isolation.mode == Isolation::process) {
+    const std::string v = env("GEMMTUNE_ISOLATION");
+    if (v == "in-process" || v == "in_process") o.isolation.mode = Isolation::in_process;
+    else GT_CHECK_INVALID(v.empty() || v == "process", "$GEMMTUNE_ISOLATION: '" + v + "' is not one of process, in-process");
+  }
+  if (o.isolation.helper.empty()) o.isolation.helper = env("GEMMTUNE_TUNER");
+  if (o.isolation.candidate_timeout_s <= 0) o.isolation.candidate_timeout_s = env_number("GEMMTUNE_CANDIDATE_TIMEOUT", 30);
   return o;
 }
 

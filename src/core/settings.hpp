@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "gemmtune/engine_options.hpp"
 
@@ -23,6 +24,9 @@ std::filesystem::path user_cache_path(const char* override_var, const char* leaf
 
 // The environment a child process (a compile worker) inherits plus nothing: PYTHONPATH as set.
 std::string inherited_pythonpath();
+
+// The folders of $PATH, in order (where the tuning helper is looked for last).
+std::vector<std::filesystem::path> executable_path();
 
 // Whether tools should show an Error's source location ($GEMMTUNE_DEBUG set and not "0").
 bool debug_locations();

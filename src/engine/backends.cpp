@@ -1,6 +1,8 @@
 // backend_names, backend_status (include/gemmtune/backends.hpp) and the registry's name check.
 #include "gemmtune/backends.hpp"
 
+#include <mutex>
+
 #include "compile/artifact_cache.hpp"
 #include "compile/python_worker.hpp"
 #include "core/settings.hpp"
@@ -8,10 +10,53 @@
 
 namespace gemmtune {
 
+namespace {
+struct Extra {
+  std::string name;
+  GemmBackendFactory make;
+};
+std::mutex extras_mu;
+std::vector<Extra>& extras() {
+  static std::vector<Extra> list;
+  return list;
+}
+}  // namespace
+
+void register_extra_backend(const std::string& name, GemmBackendFactory make) {
+  GT_CHECK(make != nullptr && !name.empty(), "register_extra_backend: a name and a factory are required");
+  std::lock_guard lock(extras_mu);
+  for (auto& r : kGemmBackends) GT_CHECK(name != r.name, "register_extra_backend: '" + name + "' is a built-in backend");
+  for (Extra& e : extras())
+    if (e.name == name) {
+      e.make = make;
+      return;
+    }
+  extras().push_back({name, make});
+}
+
+std::vector<std::string> extra_backend_names() {
+  std::lock_guard lock(extras_mu);
+  std::vector<std::string> out;
+  for (const Extra& e : extras()) out.push_back(e.name);
+  return out;
+}
+
+std::unique_ptr<BackendFor<GemmOp>> make_extra_backend(const std::string& name, const BackendContext& ctx) {
+  GemmBackendFactory make = nullptr;
+  {
+    std::lock_guard lock(extras_mu);
+    for (const Extra& e : extras())
+      if (e.name == name) make = e.make;
+  }
+  GT_CHECK(make, "make_extra_backend: no backend '" + name + "' is registered");
+  return make(ctx);
+}
+
 void check_backend_names(const std::vector<std::string>& names) {
   std::vector<std::string> known = backend_names("gemm");
   for (const std::string& n : backend_names("softmax"))
     if (std::find(known.begin(), known.end(), n) == known.end()) known.push_back(n);
+  for (const std::string& n : extra_backend_names()) known.push_back(n);
   std::string text;
   for (auto& k : known) text += text.empty() ? k : ", " + k;
   for (const std::string& want : names)

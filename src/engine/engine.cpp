@@ -25,7 +25,10 @@
 #include "core/cuda.hpp"
 #include "core/device.hpp"
 #include "core/parallel.hpp"
+#include "core/problem_json.hpp"
+#include "engine/isolate.hpp"
 #include "engine/registry.hpp"
+#include "engine/tune_hooks.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
 #include "store/remote_cache.hpp"
@@ -84,6 +87,9 @@ struct Engine::Impl {
   std::unique_ptr<compile::ArtifactCache> artifacts;  // outlives the backends below
   OpState<GemmOp> gemm;
   OpState<SoftmaxOp> softmax;
+  // Candidates that killed or hung the tuning helper in this engine: kept out of later tunes
+  // even without a cache (with one, the cache holds them too).
+  std::vector<Quarantined> session_quarantine;
 
   template <class Op>
   OpState<Op>& state() {
@@ -106,15 +112,21 @@ struct Engine::Impl {
   template <class Op>
   KernelFor<Op> tune(const typename Op::Problem& p, const std::string& key, TuneReport* report);
   template <class Op>
+  KernelFor<Op> tune_isolated(const typename Op::Problem& p, const std::string& key, TuneReport* report);
+  template <class Op>
+  KernelFor<Op> tune_here(const typename Op::Problem& p, const std::string& key, TuneReport* report,
+                          const detail::TuneHooks& hooks);
+  template <class Op>
   std::vector<Entry<Op>> gather(const typename Op::Problem& p, TuneReport& r);
   template <class Op>
   void build_artifacts(std::vector<Entry<Op>>& entries);
   template <class Op>
-  void prepare_all(std::vector<Entry<Op>>& entries);
+  void prepare_all(std::vector<Entry<Op>>& entries, const detail::TuneHooks& hooks);
   template <class Op>
   std::shared_ptr<detail::CandidateFor<Op>> prepared(std::unique_ptr<detail::CandidateFor<Op>> cand);
   template <class Op>
-  void verify(const typename Op::Problem& p, std::vector<Entry<Op>>& entries, const Stream& s);
+  void verify(const typename Op::Problem& p, const std::string& key, std::vector<Entry<Op>>& entries, const Stream& s,
+              const detail::TuneHooks& hooks);
 };
 
 namespace {
@@ -356,8 +368,10 @@ void Engine::Impl::build_artifacts(std::vector<Entry<Op>>& entries) {
 // Prepares every built candidate (loads artifacts, allocates), several at once. A gemmtune Error
 // puts the candidate out of the race; anything else is a bug and propagates.
 template <class Op>
-void Engine::Impl::prepare_all(std::vector<Entry<Op>>& entries) {
-  unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+void Engine::Impl::prepare_all(std::vector<Entry<Op>>& entries, const detail::TuneHooks& hooks) {
+  // In the tuning helper, one at a time: a prepare that crashes the process must name its
+  // candidate (prepares load cubins and shared objects: milliseconds each).
+  unsigned threads = hooks.running ? 1u : std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
   std::mutex mu;
   std::exception_ptr unexpected;
   parallel_for(
@@ -367,11 +381,13 @@ void Engine::Impl::prepare_all(std::vector<Entry<Op>>& entries) {
         if (!e.built_ok) return;
         auto t0 = Clock::now();
         try {
+          if (hooks.running) hooks.running(e.result, "prepare");
           e.cand->prepare(e.built);
           e.prepared = true;
         } catch (const Error& err) {
           e.result.status = CandidateStatus::failed;
           e.result.reason = err.message();
+          if (hooks.failed) hooks.failed(e.result, e.result.reason);
         } catch (...) {
           std::lock_guard<std::mutex> lock(mu);
           if (!unexpected) unexpected = std::current_exception();
@@ -387,7 +403,8 @@ void Engine::Impl::prepare_all(std::vector<Entry<Op>>& entries) {
 
 // Checks every prepared entry against the GPU reference; only correct ones race.
 template <class Op>
-void Engine::Impl::verify(const typename Op::Problem& p, std::vector<Entry<Op>>& entries, const Stream& s) {
+void Engine::Impl::verify(const typename Op::Problem& p, const std::string& key, std::vector<Entry<Op>>& entries,
+                          const Stream& s, const detail::TuneHooks& hooks) {
   typename OpTraits<Op>::Operands ops = OpTraits<Op>::verify_operands(p, opt.tune.seed, s.get());
   typename OpTraits<Op>::Checker checker(p, ops, s.get());
   s.sync();
@@ -396,6 +413,8 @@ void Engine::Impl::verify(const typename Op::Problem& p, std::vector<Entry<Op>>&
     if (!e.prepared) continue;
     try {
       ops.poison_outputs(s.get());
+      s.sync();
+      if (hooks.running) hooks.running(r, "verify");
       e.cand->run(ops.args(), s.get());
       GT_CUDA(cudaGetLastError());
       s.sync();
@@ -405,14 +424,27 @@ void Engine::Impl::verify(const typename Op::Problem& p, std::vector<Entry<Op>>&
       log("  " + r.backend + " " + r.name + ": failed: " + r.reason);
       // A launch failure can leave a sticky error; clear what can be cleared.
       cudaGetLastError();
+      if (hooks.failed) hooks.failed(r, r.reason);
       continue;
     }
+    if (hooks.stage) hooks.stage("verify");
     CheckResult c = checker.check(s.get());
     r.rel_err = c.rel_err;
+    if (c.ok) {
+      if (std::string beyond = OpTraits<Op>::guard_violation(ops, s.get()); !beyond.empty()) c.ok = false, c.reason = beyond;
+    }
     if (!c.ok) {
       r.status = CandidateStatus::wrong;
       r.reason = c.reason;
       log.warn(r.backend + " " + r.name + ": WRONG: " + c.reason);
+      // Never tried again for this problem in this environment (docs/isolation.md).
+      if (cache) {
+        try {
+          cache->quarantine({state<Op>().env, key, r.backend, r.id, r.name, CandidateStatus::wrong, c.reason, 0});
+        } catch (const Error& err) {
+          log.warn("could not quarantine " + r.backend + " " + r.name + " in the tuning cache: " + err.message());
+        }
+      }
       continue;
     }
     r.status = CandidateStatus::ok;
@@ -420,13 +452,96 @@ void Engine::Impl::verify(const typename Op::Problem& p, std::vector<Entry<Op>>&
   }
 }
 
+namespace {
+
+// Throws the "no correct candidate" Error of a tune whose results (best first) have no winner.
+[[noreturn]] void throw_no_winner(const std::string& problem, const std::vector<CandidateResult>& results) {
+  std::string first = results.empty() ? "none" : results.front().backend + " " + results.front().reason;
+  GT_THROW("no correct candidate for " + problem + " (" + std::to_string(results.size()) + " tried; first: " + first + ")");
+}
+
+// The candidates of `entries` that `quarantine` names (by backend and id) leave `entries` and
+// become result rows "quarantined: <reason>" in `held`.
+template <class Op>
+void hold_quarantined(std::vector<Entry<Op>>& entries, const std::vector<Quarantined>& quarantine,
+                      std::vector<CandidateResult>& held) {
+  if (quarantine.empty()) return;
+  std::vector<Entry<Op>> keep;
+  for (auto& e : entries) {
+    auto q = std::find_if(quarantine.begin(), quarantine.end(), [&](const Quarantined& x) {
+      return x.backend == e.result.backend && x.candidate_id == e.result.id;
+    });
+    if (q == quarantine.end()) {
+      keep.push_back(std::move(e));
+      continue;
+    }
+    CandidateResult r = e.result;
+    r.status = q->status;
+    r.reason = q->reason.rfind("quarantined", 0) == 0 ? q->reason : "quarantined: " + q->reason;
+    held.push_back(std::move(r));
+  }
+  entries = std::move(keep);
+}
+
+}  // namespace
+
 template <class Op>
 KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::string& key, TuneReport* out) {
+  if (opt.isolation.mode == Isolation::process) return tune_isolated<Op>(p, key, out);
+  return tune_here<Op>(p, key, out, detail::TuneHooks{});
+}
+
+// The caller's side of isolation: the helper tunes (and stores every timing in the shared cache);
+// this process loads and prepares only the winner.
+template <class Op>
+KernelFor<Op> Engine::Impl::tune_isolated(const typename Op::Problem& p, const std::string& key, TuneReport* out) {
+  isolate::Request req;
+  req.op = Op::name;
+  if constexpr (std::is_same_v<Op, GemmOp>) req.problem_json = problem_to_json(p);
+  else req.problem_json = softmax_problem_to_json(p);
+  req.key = key;
+  req.environment = state<Op>().env;
+  EngineOptions helper_opt = opt;
+  if (!log.enabled(LogLevel::warning)) helper_opt.log_level = LogLevel::quiet;  // nobody reads its lines
+  req.options_json = engine_options_to_json(helper_opt);
+  TuneReport r = isolate::tune_in_helper(opt, log, cache.get(), req, session_quarantine);
+  OpTraits<Op>::set_problem(r, p);
+  r.key = key;
+  r.rank();
+  const CandidateResult* w = r.winner();
+  if (!w) {
+    if (out) *out = r;
+    throw_no_winner(p.str(), r.results);
+  }
+  BackendFor<Op>* b = state<Op>().backend(w->backend);
+  GT_CHECK(b, "the tuning helper chose backend '" + w->backend + "', which this engine does not have for " + Op::name);
+  std::shared_ptr<detail::CandidateFor<Op>> cand = prepared<Op>(b->load(p, w->id));
+  state<Op>().memo[key + OpTraits<Op>::memo_suffix(p)] = cand;
+  // The helper stored the tune in the shared local cache; the remote cache is this engine's.
+  if (cache && remote) remote->publish(*cache, key, state<Op>().env);
+  if (out) *out = std::move(r);
+  return KernelFor<Op>(p, cand);
+}
+
+template <class Op>
+KernelFor<Op> Engine::Impl::tune_here(const typename Op::Problem& p, const std::string& key, TuneReport* out,
+                                      const detail::TuneHooks& hooks) {
   TuneReport r;
   OpTraits<Op>::set_problem(r, p);
   r.key = key;
   log("tuning " + std::string(Op::name) + " " + p.str());
+  if (hooks.stage) hooks.stage("candidates");
   std::vector<Entry<Op>> entries = gather<Op>(p, r);
+  std::vector<CandidateResult> held;  // quarantined: reported, never run
+  {
+    std::vector<Quarantined> q = hooks.exclude;
+    if (cache) {
+      std::vector<Quarantined> more = cache->quarantined(state<Op>().env, key);
+      q.insert(q.end(), more.begin(), more.end());
+    }
+    hold_quarantined(entries, q, held);
+    if (!held.empty()) log("  " + std::to_string(held.size()) + " candidates quarantined (not tried)");
+  }
   {
     std::map<std::string, int> per;
     for (auto& e : entries) ++per[e.result.backend];
@@ -434,16 +549,18 @@ KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::strin
     for (auto& [b, n] : per) text += (text.empty() ? "" : ", ") + b + " " + std::to_string(n);
     log("  " + std::to_string(entries.size()) + " candidates (" + text + ")");
   }
-  GT_CHECK(!entries.empty(), "no backend has a candidate for " + p.str() + [&] {
+  GT_CHECK(!entries.empty() || !held.empty(), "no backend has a candidate for " + p.str() + [&] {
     std::string s;
     for (auto& n : r.notes) s += "; " + n;
     return s;
   }());
 
+  if (hooks.stage) hooks.stage("artifacts");
   build_artifacts(entries);
-  prepare_all(entries);
+  prepare_all(entries, hooks);
+  if (hooks.stage) hooks.stage("verify");
   Stream stream;
-  verify(p, entries, stream);
+  verify(p, key, entries, stream, hooks);
   std::vector<size_t> racing;
   for (size_t i = 0; i < entries.size(); ++i)
     if (entries[i].racing) racing.push_back(i);
@@ -455,10 +572,34 @@ KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::strin
   }
 
   if (!racing.empty()) {
+    if (hooks.stage) hooks.stage("race");
     std::vector<detail::CandidateFor<Op>*> cands;
     for (size_t i : racing) cands.push_back(entries[i].cand.get());
-    GpuBench<Op> bench(p, cands, opt.tune, dev, stream);
-    RaceResult race_result = race(cands.size(), [&](size_t i) { return bench.sample(i); }, opt.tune);
+    // The candidate whose code runs now, for the hooks (the helper names it to the caller).
+    const CandidateResult* current = nullptr;
+    auto announce = [&](size_t i) {
+      current = &entries[racing[i]].result;
+      if (hooks.running) hooks.running(*current, "race");
+    };
+    std::optional<GpuBench<Op>> bench;
+    try {
+      bench.emplace(p, cands, opt.tune, dev, stream, hooks.running ? std::function<void(size_t)>(announce) : nullptr);
+    } catch (const Error& err) {
+      if (hooks.failed && current) hooks.failed(*current, err.message());
+      throw;
+    }
+    RaceResult race_result = race(
+        cands.size(),
+        [&](size_t i) {
+          announce(i);
+          try {
+            return bench->sample(i);
+          } catch (const Error& err) {
+            if (hooks.failed) hooks.failed(*current, err.message());
+            throw;
+          }
+        },
+        opt.tune);
     for (size_t j = 0; j < racing.size(); ++j) {
       auto& res = entries[racing[j]].result;
       const Stats& st = race_result.stats[j];
@@ -484,21 +625,45 @@ KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::strin
     }
   }
 
+  if (hooks.stage) hooks.stage("store");
   auto win = std::find_if(entries.begin(), entries.end(), [](const Entry<Op>& e) { return e.result.winner; });
   for (auto& e : entries) r.results.push_back(e.result);
+  for (auto& h : held) r.results.push_back(std::move(h));
   r.rank();
   if (win == entries.end()) {
     if (out) *out = r;
-    GT_THROW("no correct candidate for " + p.str() + " (" + std::to_string(entries.size()) +
-             " tried; first: " + entries.front().result.backend + " " + entries.front().result.reason + ")");
+    throw_no_winner(p.str(), r.results);
   }
   log("  winner: " + win->result.backend + " " + win->result.name + " " + std::to_string(win->result.median_us) + " us");
   if (cache) cache->store(key, state<Op>().env, r);
   if (cache && remote) remote->publish(*cache, key, state<Op>().env);
   KernelFor<Op> k(p, win->cand);
-  state<Op>().memo[key + OpTraits<Op>::memo_suffix(p)] = win->cand;
+  if (hooks.keep_winner) state<Op>().memo[key + OpTraits<Op>::memo_suffix(p)] = win->cand;
   if (out) *out = std::move(r);
   return k;
 }
+
+namespace detail {
+// A tune without a correct candidate returns its report (no winner) rather than the Error:
+// the caller names it with every candidate's reason.
+template <class Op>
+TuneReport EngineAccess::tune_op(Engine& e, const typename Op::Problem& p, const TuneHooks& hooks) {
+  Engine::Impl& I = *e.impl_;
+  p.validate();
+  TuneReport r;
+  try {
+    I.template tune_here<Op>(p, I.template key_of<Op>(p), &r, hooks);
+  } catch (const Error&) {
+    if (r.results.empty() || r.winner()) throw;
+  }
+  return r;
+}
+TuneReport EngineAccess::tune_here(Engine& e, const GemmProblem& p, const TuneHooks& hooks) {
+  return tune_op<GemmOp>(e, p, hooks);
+}
+TuneReport EngineAccess::tune_here(Engine& e, const SoftmaxProblem& p, const TuneHooks& hooks) {
+  return tune_op<SoftmaxOp>(e, p, hooks);
+}
+}  // namespace detail
 
 }  // namespace gemmtune

@@ -41,6 +41,16 @@ constexpr auto& registry() {
   else return kSoftmaxBackends;
 }
 
+// Backends registered at run time by a program (the GPU tests' fault-injection backends,
+// tests/gpu/fault_backend.*): never part of the library. One joins an engine only when
+// EngineOptions::backends names it, and then after the built-in ones. Register before any engine
+// is made (in main(), before run_tuner too: the tuning helper must know the same backends).
+using GemmBackendFactory = std::unique_ptr<BackendFor<GemmOp>> (*)(const BackendContext&);
+void register_extra_backend(const std::string& name, GemmBackendFactory make);
+// The extra backends' names.
+std::vector<std::string> extra_backend_names();
+std::unique_ptr<BackendFor<GemmOp>> make_extra_backend(const std::string& name, const BackendContext& ctx);
+
 // Throws Error (ErrorCode::invalid) naming the known backends when `names` has an unknown one.
 void check_backend_names(const std::vector<std::string>& names);
 
@@ -67,6 +77,9 @@ std::vector<std::unique_ptr<BackendFor<Op>>> make_backends(const std::vector<std
                                       : std::find(names.begin(), names.end(), r.name) != names.end();
     if (wanted) out.push_back(r.make(ctx));
   }
+  if constexpr (std::is_same_v<Op, GemmOp>)
+    for (const std::string& name : extra_backend_names())
+      if (std::find(names.begin(), names.end(), name) != names.end()) out.push_back(make_extra_backend(name, ctx));
   return out;
 }
 

@@ -1,7 +1,9 @@
 // gemmtune: the tuning cache on SQLite.
 //
 // Tables: `meta` (schema_version), `choices` (the winner per key) and `results` (every
-// candidate timed for a key); PRAGMA application_id marks the file as gemmtune's.
+// candidate timed for a key); PRAGMA application_id marks the file as gemmtune's. `quarantine`
+// (candidates never to be tried again, docs/isolation.md) is created by its first write, so
+// that caches of earlier builds stay valid without a schema change (they simply hold none).
 // Concurrency: WAL lets readers run beside a writer, and every write is one BEGIN IMMEDIATE
 // transaction: a writer takes the write lock up front, so two writers never deadlock upgrading
 // read locks (a SQLITE_BUSY the busy handler cannot resolve).
@@ -639,12 +641,57 @@ std::vector<CachedChoice> TuningCache::list() const {
   return read_choices(Sql{db_, path_});
 }
 
+namespace {
+bool has_quarantine_table(const Sql& sql) {
+  return scalar(sql, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'quarantine'", 0) > 0;
+}
+}  // namespace
+
+void TuningCache::quarantine(const Quarantined& q) {
+  GT_CHECK(!q.environment.empty() && !q.backend.empty() && !q.candidate_id.empty(),
+           "tuning cache quarantine: environment, backend and candidate id must not be empty");
+  std::lock_guard lock(mutex_);
+  const Sql sql{db_, path_};
+  Transaction tx(sql, Transaction::write);
+  sql.exec("CREATE TABLE IF NOT EXISTS quarantine (environment TEXT NOT NULL, scope TEXT NOT NULL,"
+           " backend TEXT NOT NULL, candidate_id TEXT NOT NULL, candidate_name TEXT NOT NULL, status TEXT NOT NULL,"
+           " reason TEXT NOT NULL, at REAL, PRIMARY KEY (environment, scope, backend, candidate_id)) WITHOUT ROWID",
+           "create the quarantine table");
+  Statement s = sql.prepare(
+      "INSERT OR REPLACE INTO quarantine (environment, scope, backend, candidate_id, candidate_name, status, reason, at)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  bind_all(sql, s.get(), q.environment, q.scope, q.backend, q.candidate_id, q.candidate_name,
+           std::string(to_string(q.status)), q.reason, unix_now());
+  step(sql, s.get(), "quarantine " + q.backend + " " + q.candidate_id);
+  tx.commit();
+}
+
+std::vector<Quarantined> TuningCache::quarantined(const std::string& environment, const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  const Sql sql{db_, path_};
+  Transaction tx(sql, Transaction::read);
+  std::vector<Quarantined> out;
+  if (!has_quarantine_table(sql)) return out;
+  Statement s = sql.prepare(
+      "SELECT environment, scope, backend, candidate_id, candidate_name, status, reason, at FROM quarantine"
+      " WHERE environment = ?1 AND (scope = '' OR scope = ?2) ORDER BY backend, candidate_id, scope");
+  bind_all(sql, s.get(), environment, key);
+  while (step(sql, s.get(), "quarantined")) {
+    Quarantined q{text(s.get(), 0), text(s.get(), 1), text(s.get(), 2), text(s.get(), 3), text(s.get(), 4),
+                  status_from_string(text(s.get(), 5), "tuning cache " + path_.string() + ": quarantine.status"),
+                  text(s.get(), 6), real(s.get(), 7)};
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
 int TuningCache::clear() {
   std::lock_guard lock(mutex_);
   const Sql sql{db_, path_};
   Transaction tx(sql, Transaction::write);
   const auto removed = static_cast<int>(scalar(sql, "SELECT count(*) FROM choices", 0));
   sql.exec("DELETE FROM results; DELETE FROM choices;", "clear");
+  if (has_quarantine_table(sql)) sql.exec("DELETE FROM quarantine;", "clear the quarantine");
   tx.commit();
   return removed;
 }

@@ -16,7 +16,7 @@ constexpr int kMaxReps = 32;  // launches per sample, chosen from opt.round_budg
 
 template <class Op>
 GpuBench<Op>::GpuBench(const Problem& p, std::vector<detail::CandidateFor<Op>*> cands, const TuneOptions& opt,
-                       const DeviceInfo& dev, const Stream& stream)
+                       const DeviceInfo& dev, const Stream& stream, const std::function<void(size_t)>& before_run)
     : p_(p), cands_(std::move(cands)), stream_(stream), start_(kMaxReps), stop_(kMaxReps) {
   // Enough input copies to exceed 3x L2, within 1/4 of device memory and at most 64.
   sets_.push_back(std::make_unique<Operands>(p, opt.seed + 1, stream.get()));
@@ -35,6 +35,7 @@ GpuBench<Op>::GpuBench(const Problem& p, std::vector<detail::CandidateFor<Op>*> 
   std::vector<double> est(cands_.size(), 0);
   do {
     for (size_t i = 0; i < cands_.size(); ++i) {
+      if (before_run) before_run(i);
       start_[0].record(stream_.get());
       run_once(i);
       stop_[0].record(stream_.get());

@@ -15,6 +15,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -36,9 +37,11 @@ class GpuBench {
   using Operands = typename OpTraits<Op>::Operands;
 
   // Allocates the rotated operand sets, warms the GPU up for opt.warmup_ms, and picks the
-  // launches per sample from a first estimate of the candidates' times.
+  // launches per sample from a first estimate of the candidates' times. `before_run` (may be
+  // empty) is told the index of each candidate the warm-up is about to run (the tuning helper
+  // names it to the caller, src/engine/isolate.hpp); each warm-up run is waited for.
   GpuBench(const Problem& p, std::vector<detail::CandidateFor<Op>*> cands, const TuneOptions& opt,
-           const DeviceInfo& dev, const Stream& stream);
+           const DeviceInfo& dev, const Stream& stream, const std::function<void(size_t)>& before_run = {});
 
   // Microseconds of one launch of candidate i (median of launches_per_sample() isolated,
   // cold-L2 launches). Throws Error if the candidate fails.

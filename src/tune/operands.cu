@@ -4,6 +4,8 @@
 // recomputed independently and a fill is identical on every run, device and launch shape.
 #include "tune/operands.hpp"
 
+#include <vector>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -106,8 +108,8 @@ OperandSet::OperandSet(const GemmProblem& p, uint64_t seed, cudaStream_t s) : p_
     c_ = DeviceBuffer(size_t(p_.elems_c()) * size_of(p_.d.dtype));
     fill_random(c_.get(), p_.d.dtype, p_.elems_c(), operand_seed(seed, 3), 1.0f, s);
   }
-  d_ = DeviceBuffer(size_t(p_.elems_d()) * size_of(p_.d.dtype));
-  poison(d_.get(), p_.d.dtype, p_.elems_d(), s);
+  d_ = DeviceBuffer(output_bytes() + kGuardBytes);
+  poison_d(s);
   if (p_.bias) {
     bias_ = DeviceBuffer(size_t(p_.n) * size_of(p_.d.dtype));
     fill_random(bias_.get(), p_.d.dtype, p_.n, operand_seed(seed, 4), 0.5f, s);
@@ -134,7 +136,23 @@ GemmArgs OperandSet::args() const {
   return g;
 }
 
-void OperandSet::poison_d(cudaStream_t s) const { poison(d_.get(), p_.d.dtype, p_.elems_d(), s); }
+void OperandSet::poison_d(cudaStream_t s) const {
+  poison(d_.get(), p_.d.dtype, p_.elems_d(), s);
+  GT_CUDA(cudaMemsetAsync(static_cast<char*>(d_.get()) + output_bytes(), kGuardByte, kGuardBytes, s));
+}
+
+std::string OperandSet::guard_violation(cudaStream_t s) const {
+  std::vector<unsigned char> guard(kGuardBytes);
+  GT_CUDA(cudaMemcpyAsync(guard.data(), static_cast<const char*>(d_.get()) + output_bytes(), kGuardBytes,
+                          cudaMemcpyDeviceToHost, s));
+  GT_CUDA(cudaStreamSynchronize(s));
+  size_t first = kGuardBytes, count = 0;
+  for (size_t i = 0; i < kGuardBytes; ++i)
+    if (guard[i] != kGuardByte) first = std::min(first, i), ++count;
+  if (count == 0) return {};
+  return "wrote past the end of D: " + std::to_string(count) + " of the " + std::to_string(kGuardBytes >> 10) +
+         " KiB after it changed, the first at byte " + std::to_string(first);
+}
 
 size_t OperandSet::output_bytes() const { return size_t(p_.elems_d()) * size_of(p_.d.dtype); }
 

@@ -8,6 +8,8 @@
 //   memo_suffix(p)    run-time arguments a loaded candidate bakes in (alpha/beta, scale): they
 //                     do not key the cache but do key the engine's in-process memo
 //   set_problem(r, p) puts p into a TuneReport (op name and the matching problem field)
+//   guard_violation(ops, s)  "" unless the last run wrote past its outputs (GEMM: a guard
+//                     after D; softmax: the checker already requires y's padding untouched)
 //
 // A new op adds its tag, a specialization here, and instantiations in gpu_bench.cpp and
 // engine.cpp; the tune path itself is not copied.
@@ -54,6 +56,8 @@ struct OpTraits<GemmOp> {
     return buf;
   }
   static void set_problem(TuneReport& r, const GemmProblem& p) { r.op = GemmOp::name, r.problem = p; }
+  // "" when the candidate wrote nothing beyond D (a guard after it), else what it wrote.
+  static std::string guard_violation(const Operands& ops, cudaStream_t s) { return ops.guard_violation(s); }
 };
 
 template <>
@@ -86,6 +90,7 @@ struct OpTraits<SoftmaxOp> {
     return buf;
   }
   static void set_problem(TuneReport& r, const SoftmaxProblem& p) { r.op = SoftmaxOp::name, r.softmax = p; }
+  static std::string guard_violation(const Operands&, cudaStream_t) { return {}; }
 };
 
 }  // namespace gemmtune

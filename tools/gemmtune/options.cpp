@@ -139,6 +139,13 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
           "URL"));
   cmd->add_option("--remote-timeout", f.remote_timeout_ms, "ms per remote operation (default: $GEMMTUNE_REMOTE_TIMEOUT_MS, else 50)")
       ->check(CLI::Range(1.0, 60000.0));
+  cmd->add_flag("--in-process", f.in_process,
+                "run candidates in this process instead of a tuning helper process (a faulting\n"
+                "candidate then ends this process; docs/isolation.md; default: $GEMMTUNE_ISOLATION)");
+  cmd->add_option("--candidate-timeout", f.candidate_timeout,
+                  "seconds one candidate step may run in the tuning helper before it is killed and\n"
+                  "the candidate quarantined (default: $GEMMTUNE_CANDIDATE_TIMEOUT, else 30)")
+      ->check(CLI::Range(0.1, 86400.0));
   add_compile_flags(cmd, f);
 }
 
@@ -387,6 +394,8 @@ EngineOptions engine_options(const EngineFlags& f, std::function<void(const std:
   o.max_configs = f.max_configs;
   o.remote_cache = f.remote;
   o.remote_timeout_ms = f.remote_timeout_ms;
+  if (f.in_process) o.isolation.mode = Isolation::in_process;
+  o.isolation.candidate_timeout_s = f.candidate_timeout;
   if (f.log_level == "quiet") o.log_level = LogLevel::quiet;
   else if (f.log_level == "warning") o.log_level = LogLevel::warning;
   else if (f.log_level == "debug") o.log_level = LogLevel::debug;

@@ -51,6 +51,8 @@ struct EngineFlags {
   std::string log_level;              // --log-level quiet|warning|info|debug
   std::string remote;                 // --remote redis://host:port/db
   double remote_timeout_ms = 0;       // --remote-timeout
+  bool in_process = false;            // --in-process: candidates run in this process (no helper)
+  double candidate_timeout = 0;       // --candidate-timeout (seconds per candidate step)
 };
 
 struct TuneArgs {
