@@ -4,7 +4,7 @@
 // 1 and not, bf16 / fp16 / fp32 (and mixed) in and out, and rows of NaN, +-Inf and all -Inf;
 // the pipe kind (the long-row kernel) on its own at 32K-256K columns (odd lengths, tails, every
 // dtype pair, few rows) and with its persistent grid capped so that clusters loop over rows and
-// wrap around their stages; the tiny kind (rows of 1-256 columns, CTA spans starting inside a
+// wrap around their stages; the tiny kind (rows of 1-1024 columns, CTA spans starting inside a
 // 16-byte pack), rows not starting on a 16-byte pack (odd packed widths: pipe, tiny, wide), and
 // the wide kind (1-8 long rows over the whole GPU, its grid also capped so that CTAs hold several
 // slices). Inputs are random (never constant), outputs poisoned (NaN bits)
@@ -440,7 +440,7 @@ int count_kind(const SoftmaxProblem& p, SoftmaxKind k) {
 
 }  // namespace
 
-// The tiny kind at every row length 1-64 and a few up to 256: packed rows (the CTAs' spans start
+// The tiny kind at every row length 1-64 and a few up to 1024: packed rows (the CTAs' spans start
 // inside a 16-byte pack: 3000 rows of 7 bf16 are 3 CTAs of 1170 rows, the second starting at
 // element 8190), strided rows, every dtype pair, scales 1, 0.37 and -1.5 (and 0: 0 * Inf = NaN),
 // special rows.
@@ -449,7 +449,7 @@ TEST(SoftmaxNative, TinyRows) {
   uint64_t seed = 4000;
   std::vector<int64_t> cols_list;
   for (int64_t c = 1; c <= 64; ++c) cols_list.push_back(c);
-  for (int64_t c : {65, 100, 127, 128, 129, 200, 255, 256}) cols_list.push_back(c);
+  for (int64_t c : {65, 100, 127, 128, 129, 200, 255, 256, 257, 500, 512, 1001, 1024}) cols_list.push_back(c);
   auto tiny = [](const NativeSoftmaxConfig& c) { return is_kind(c, SoftmaxKind::tiny); };
   int k = 0;
   for (int64_t cols : cols_list) {

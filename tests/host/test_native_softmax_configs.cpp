@@ -3,7 +3,7 @@
 // pipe, tiny and wide (they align each row themselves), names are distinct, stable and parse
 // back, clusters only for long rows, online always present, the pipe kind (the long-row kernel)
 // wherever rows fit 16 CTAs (<= 8 for the suite's bf16 / fp16 rows), within registers and shared
-// memory, tiny for rows of at most 256 columns, wide for at most 64 rows of at least 8192;
+// memory, tiny for rows of at most 1024 columns, wide for at most 64 rows of at least 8192;
 // cannot_run() refuses what a config cannot run.
 #include <gtest/gtest.h>
 
@@ -69,9 +69,11 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
             EXPECT_LE(c.stages * c.block_rows * slice * int64_t(size_of(in)), kNativeSmemDynamicOptIn) << c.name();
             EXPECT_TRUE(c.elems / c.vec == 1 || c.elems / c.vec == 2 || c.elems / c.vec == 4 || c.elems / c.vec == 8) << c.name();
           } else if (c.kind == SoftmaxKind::tiny) {
-            EXPECT_LE(cols, 256) << c.name();
+            EXPECT_LE(cols, 1024) << c.name();
             EXPECT_TRUE(c.group == 1 || c.group == 2 || c.group == 4 || c.group == 8 || c.group == 16 || c.group == 32) << c.name();
-            EXPECT_TRUE(c.elems == 1 || c.elems == 2 || c.elems == 4 || c.elems == 8) << c.name();
+            EXPECT_TRUE(c.elems == 1 || c.elems == 2 || c.elems == 4 || c.elems == 8 ||
+                        (c.group == 32 && (c.elems == 16 || c.elems == 32)))
+                << c.name();
             EXPECT_GE(int64_t(c.group) * c.elems, cols) << c.name();
             if (c.group > 1) EXPECT_LT(int64_t(c.group) * c.elems, 2 * cols) << c.name() << ": most of a group idle";
             EXPECT_EQ(c.cluster, 1);
@@ -105,8 +107,8 @@ TEST(NativeSoftmaxConfigs, KindsByRowLength) {
   EXPECT_EQ(kinds(1), (std::set<K>{K::warp, K::tiny, K::online}));
   EXPECT_EQ(kinds(256), (std::set<K>{K::warp, K::block, K::pipe, K::tiny, K::online}));  // pipe: a warp a row, 4 rows a CTA
   EXPECT_EQ(kinds(128), (std::set<K>{K::warp, K::block, K::tiny, K::online}));  // pipe: a warp x 8 elems = 256 columns at least
-  EXPECT_EQ(kinds(257), (std::set<K>{K::warp, K::block, K::pipe, K::online}));  // ld 257: pipe in virtual columns
-  EXPECT_EQ(kinds(1024), (std::set<K>{K::warp, K::block, K::pipe, K::online}));
+  EXPECT_EQ(kinds(257), (std::set<K>{K::warp, K::block, K::pipe, K::tiny, K::online}));  // ld 257: pipe in virtual columns
+  EXPECT_EQ(kinds(1024), (std::set<K>{K::warp, K::block, K::pipe, K::tiny, K::online}));
   EXPECT_EQ(kinds(4097), (std::set<K>{K::block, K::pipe, K::online}));  // ld 4097: pipe in virtual columns
   EXPECT_EQ(kinds(4096), (std::set<K>{K::block, K::smem, K::pipe, K::online}));
   EXPECT_EQ(kinds(16384), (std::set<K>{K::block, K::cluster, K::smem, K::pipe, K::online}));
@@ -188,7 +190,8 @@ TEST(NativeSoftmaxConfigs, UnalignedRowsKeepSixteenBytePacks) {
   EXPECT_EQ(C({pipe, 8, 32, 1024, 1, 3}).cannot_run(odd), "");
 }
 
-// tiny: rows of 1-256 columns, any ld; group lanes a row (the fewest elems, a power of two <= 8,
+// tiny: rows of 1-1024 columns, any ld; group lanes a row (the fewest elems, a power of two <= 8,
+// <= 32 for a warp a row,
 // that hold it; most of a group used); wide: at most 64 rows of at least 8192 columns, slices of
 // threads x elems; both parse back, and refuse what they cannot run.
 TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
@@ -207,7 +210,9 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
   EXPECT_EQ(names(100, 33, DType::bf16, K::tiny, 40),
             (std::vector<std::string>{"tiny_v8_e8_t256_g8", "tiny_v8_e4_t256_g16", "tiny_v8_e2_t256_g32"}));
   EXPECT_EQ(names(100, 256, DType::bf16, K::tiny), (std::vector<std::string>{"tiny_v8_e8_t256_g32"}));
-  EXPECT_TRUE(names(100, 257, DType::bf16, K::tiny).empty());
+  EXPECT_EQ(names(100, 257, DType::bf16, K::tiny), (std::vector<std::string>{"tiny_v8_e16_t256_g32"}));
+  EXPECT_EQ(names(100, 1001, DType::fp32, K::tiny), (std::vector<std::string>{"tiny_v4_e32_t256_g32"}));
+  EXPECT_TRUE(names(100, 1025, DType::bf16, K::tiny).empty());
   EXPECT_EQ(names(1, 1048576, DType::bf16, K::wide),
             (std::vector<std::string>{"wide_v8_e16_t256", "wide_v8_e32_t256", "wide_v8_e16_t512", "wide_v8_e32_t512"}));
   EXPECT_EQ(names(8, 4194304, DType::fp32, K::wide),
@@ -230,7 +235,7 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
   EXPECT_EQ(tiny(8, 1, 256, 8).cannot_run(p7), "");
   EXPECT_NE(tiny(8, 1, 256, 4).cannot_run(p7), "");   // 4 lanes x 1 value: 4 columns
   EXPECT_NE(tiny(1, 1, 256, 8).cannot_run(p7), "");   // 16-byte packs only
-  EXPECT_NE(tiny(8, 16, 256, 1).cannot_run(p7), "");  // elems <= 8
+  EXPECT_NE(tiny(8, 64, 256, 1).cannot_run(p7), "");  // elems <= 32
   EXPECT_NE(tiny(8, 1, 256, 64).cannot_run(p7), "");  // group <= 32 (one warp)
   EXPECT_NE(tiny(8, 1, 1024, 8).cannot_run(p7), "");  // 512 threads at most
   EXPECT_NE(C({K::warp, 8, 8, 256, 1}).cannot_run(p7), "");  // ld 7: no 16-byte packs for warp
@@ -255,7 +260,8 @@ TEST(NativeSoftmaxConfigs, PinnedListForOneProblem) {
       "block_v8_e8_t256",         "block_v8_e8_t512",         "block_v8_e8_t1024",        "pipe_v8_e16_t64_r1_c1_s2",
       "pipe_v8_e16_t64_r1_c1_s3", "pipe_v8_e8_t128_r1_c1_s2", "pipe_v8_e8_t128_r1_c1_s3", "pipe_v8_e32_t128_r4_c1_s2",
       "pipe_v8_e32_t128_r4_c1_s3", "pipe_v8_e32_t256_r8_c1_s2", "pipe_v8_e32_t256_r8_c1_s3", "pipe_v8_e16_t256_r4_c1_s2",
-      "pipe_v8_e16_t256_r4_c1_s3", "pipe_v8_e8_t256_r2_c1_s2",  "pipe_v8_e8_t256_r2_c1_s3",  "online_v8_t256",
+      "pipe_v8_e16_t256_r4_c1_s3", "pipe_v8_e8_t256_r2_c1_s2",  "pipe_v8_e8_t256_r2_c1_s3",  "tiny_v8_e32_t256_g32",
+      "online_v8_t256",
       "online_v8_t512",           "online_v8_t1024"};
   EXPECT_EQ(names, want);
 }

@@ -744,7 +744,7 @@ __global__ void __launch_bounds__(kTinyMaxThreads)
   constexpr int VI = int(16 / sizeof(Ti)), VO = int(16 / sizeof(To));
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int t = int(threadIdx.x), T = int(blockDim.x);
-  const int c = int(cols);  // <= 256 (cannot_run)
+  const int c = int(cols);  // <= 1024 (cannot_run)
   const int64_t R = tiny_rows(cols, sizeof(Ti), sizeof(To));
   const int64_t r0 = int64_t(blockIdx.x) * R;
   const int nr = int(rows - r0 < R ? rows - r0 : R);
@@ -814,7 +814,7 @@ __global__ void __launch_bounds__(kTinyMaxThreads)
         sum += v[j];
       }
     for (int o = G >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float inv = __fdividef(1.0f, sum);  // sum in [1, 256] (or NaN) for a row of <= 256 values
+    const float inv = __fdividef(1.0f, sum);  // sum in [1, 1024] (or NaN) for a row of <= 1024 values
     if (valid) {
       To* ry = sy + ao + lr * c;
 #pragma unroll
@@ -1328,7 +1328,9 @@ void launch_tiny(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
       case 2: return launch_tiny_e<Ti, To, 2>(c, p, x, y, s);
       case 4: return launch_tiny_e<Ti, To, 4>(c, p, x, y, s);
       case 8: return launch_tiny_e<Ti, To, 8>(c, p, x, y, s);
-      default: GT_THROW("native softmax: " + c.name() + ": elems must be 1, 2, 4 or 8 for the tiny kind");
+      case 16: return launch_tiny_e<Ti, To, 16>(c, p, x, y, s);
+      case 32: return launch_tiny_e<Ti, To, 32>(c, p, x, y, s);
+      default: GT_THROW("native softmax: " + c.name() + ": elems must be 1, 2, 4, 8, 16 or 32 for the tiny kind");
     }
   } else {
     GT_THROW("native softmax: " + c.name() + ": the tiny kind needs 16-byte vectors");
@@ -1431,7 +1433,7 @@ constexpr int kOnlineThreads[] = {256, 512, 1024};
 constexpr int64_t kMinClusterSlice = 4096;  // columns per CTA below which clusters are not offered
 constexpr int kPipeThreads[] = {64, 128, 256, 512, 1024};
 constexpr int64_t kPipeMinClusterRowBytes = 16 * 1024;  // pipe: rows of x up to this size get one CTA each
-constexpr int64_t kTinyMaxCols = 256;                   // tiny: the longest row (32 lanes x 8 elems)
+constexpr int64_t kTinyMaxCols = 1024;                  // tiny: the longest row (32 lanes x 32 elems)
 constexpr int kTinyOfferedThreads = 256;
 constexpr int64_t kWideMaxRows = 64;         // wide: offered for at most this many rows ...
 constexpr int64_t kWideMinCols = 8192;       // ... of at least this many columns
@@ -1548,7 +1550,7 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
              " bytes) exceed the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
   } else if (kind == SoftmaxKind::tiny) {
     if (vec != vec16_of(p.in)) return "the tiny kind copies 16-byte packs (vec " + std::to_string(vec16_of(p.in)) + ")";
-    if (!pow2(elems) || elems > 8) return "elems must be 1, 2, 4 or 8 for the tiny kind";
+    if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32 for the tiny kind";
     if (!pow2(group) || group > 32) return "group must be 1, 2, 4, 8, 16 or 32 lanes a row";
     if (threads > kTinyMaxThreads) return "at most " + std::to_string(kTinyMaxThreads) + " threads for the tiny kind";
   } else if (kind == SoftmaxKind::wide) {
@@ -1693,13 +1695,15 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       }
     }
   }
-  // tiny: rows of at most 256 columns, `group` lanes a row with the fewest elems (a power of
-  // two, <= 8) that hold it, at least half of the group's slots used (a thread a row always).
+  // tiny: rows of at most 1024 columns, `group` lanes a row with the fewest elems (a power of
+  // two, <= 8; <= 32 for a warp a row) that hold it, at least half of the group's slots used (a
+  // thread a row always). Narrower groups than a warp at more than 8 values a lane would read
+  // shared memory with bank conflicts (rows 16-32 values apart in one instruction).
   if (p.cols <= kTinyMaxCols)
     for (int g : {1, 2, 4, 8, 16, 32}) {
       int e = 1;
       while (int64_t(g) * e < p.cols) e *= 2;
-      if (e > 8 || (g > 1 && int64_t(g) * e >= 2 * p.cols)) continue;
+      if (e > (g == 32 ? 32 : 8) || (g > 1 && int64_t(g) * e >= 2 * p.cols)) continue;
       NativeSoftmaxConfig cfg{SoftmaxKind::tiny, v16, e, kTinyOfferedThreads, 1};
       cfg.group = g;
       if (cfg.cannot_run(p).empty()) out.push_back(cfg);

@@ -25,7 +25,7 @@
 //   online   one block per row, any cols: one pass keeps a running (max, sum) per thread,
 //            merged across the block; a second pass re-reads the row and writes y. Reads x
 //            twice (the fallback for rows no config above holds).
-//   tiny     short rows (1 .. 256 columns): a CTA stages R consecutive rows (~32 KiB of x and
+//   tiny     short rows (1 .. 1024 columns): a CTA stages R consecutive rows (~32 KiB of x and
 //            y) in shared memory, packed rows as one flat span with 16-byte loads and stores
 //            (scalar head and tail), and `group` lanes (1 .. 32) reduce each row from shared
 //            memory (a thread a row for the shortest). Reads x once; any ld.
