@@ -237,7 +237,7 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
   EXPECT_NE(tiny(1, 1, 256, 8).cannot_run(p7), "");   // 16-byte packs only
   EXPECT_NE(tiny(8, 64, 256, 1).cannot_run(p7), "");  // elems <= 32
   EXPECT_NE(tiny(8, 1, 256, 64).cannot_run(p7), "");  // group <= 32 (one warp)
-  EXPECT_NE(tiny(8, 1, 1024, 8).cannot_run(p7), "");  // 512 threads at most
+  EXPECT_NE(tiny(8, 1, 512, 8).cannot_run(p7), "");   // 256 threads at most (its launch bound)
   EXPECT_NE(C({K::warp, 8, 8, 256, 1}).cannot_run(p7), "");  // ld 7: no 16-byte packs for warp
   const auto big = SoftmaxProblem::make(2, 1 << 20);
   EXPECT_EQ(C({K::wide, 8, 32, 512, 1}).cannot_run(big), "");

@@ -721,7 +721,7 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
 // in. All G lanes of a group are in one warp; the row loop runs while any group of the warp has
 // a row, so the shuffles see every lane. Special values as the warp kernel: a NaN, a +Inf or an
 // all -Inf row makes S NaN (the row is NaN), -Inf entries of a finite row give 0.
-constexpr int kTinyMaxThreads = 512;
+constexpr int kTinyMaxThreads = 256;  // its launch bound (255 registers a thread; configs use 256 threads)
 constexpr int kTinyBatch = 4;          // 16-byte loads a thread has in flight in the copy-in loop
 constexpr int64_t kTinyStageBytes = 32768;  // x + y bytes of the rows a CTA stages (plus two packs)
 
@@ -768,7 +768,6 @@ __global__ void __launch_bounds__(kTinyMaxThreads)
 #pragma unroll
       for (int b = 0; b < kTinyBatch; ++b) {
         const int u = (p0 + b * T) * VI;
-        if (u >= end) break;
         if (u >= ai && u + VI <= end) {
           *reinterpret_cast<Pack<Ti, VI>*>(sx + u) = pk[b];
         } else {
