@@ -464,12 +464,31 @@ TEST(SoftmaxNative, TinyRows) {
     p.ld = cols + 3;  // strided (and not a multiple of any pack)
     check_problem(p, true, seed++, tiny);
   }
-  for (const Dtypes& d : kSame) {  // one row; fewer rows than a CTA stages
+  for (const Dtypes& d : kSame) {  // one row; fewer rows than a chunk
     SoftmaxProblem p = SoftmaxProblem::make(1, 7, d.in);
     p.out = d.out;
     check_problem(p, false, seed++, tiny);
     p.rows = 9;
     check_problem(p, true, seed++, tiny);
+  }
+  // The persistent grid capped at 1 and 3 CTAs: each CTA loops over several chunks, both x
+  // buffers wrap around, chunk spans start anywhere in a pack, the last chunk is short.
+  struct Reset {
+    ~Reset() { set_native_softmax_persistent_cap(0); }
+  } reset;
+  for (int64_t cap : {1, 3}) {
+    set_native_softmax_persistent_cap(cap);
+    for (const Dtypes& d : {kSame[0], kMixed[1], kSame[2]})
+      for (int64_t cols : {1, 7, 33, 1001}) {
+        SoftmaxProblem p = SoftmaxProblem::make(cols == 1001 ? 47 : 5003, cols, d.in);
+        p.out = d.out;
+        for (const auto& c : native_softmax_configs(p))
+          if (tiny(c) && native_softmax_device_check(c, p).empty())
+            EXPECT_EQ(native_softmax_kernel_info(c, p).launch.grid, cap) << p.str() << " " << c.name();
+        check_problem(p, true, seed++, tiny);
+        p.ld = cols + 5;
+        check_problem(p, true, seed++, tiny);
+      }
   }
 }
 

@@ -432,6 +432,28 @@ __device__ __forceinline__ VirtualSlice virtual_slice(int64_t a, int64_t cols, i
   return v;
 }
 
+// pipe: the packs [cl, ch) of a row's slice that the copy engine brings (relative to base). Packed
+// rows (ld == cols): every pack holding one of the slice's columns, the partial head and tail
+// packs included (their other elements belong to the neighbouring rows and are never used), so
+// that no thread waits for a global load of its own while the row is reduced; the tail pack only
+// when it ends within x (`room` = elements from the slice's virtual column base to the end of x,
+// rows * ld), else it stops at phi and the tail comes from global memory. Strided rows: the whole
+// packs [plo, phi) only (the padding is never read; head and tail from global memory).
+template <int VEC>
+__device__ __forceinline__ void copied_packs(const VirtualSlice& vs, bool packed, int64_t room, int& cl, int& ch) {
+  if (vs.lo >= vs.hi) {
+    cl = ch = 0;
+    return;
+  }
+  if (!packed) {
+    cl = vs.plo, ch = vs.phi;
+    return;
+  }
+  cl = vs.lo / VEC * VEC;
+  ch = (vs.hi + VEC - 1) / VEC * VEC;
+  if (ch > room) ch = vs.phi;
+}
+
 constexpr int kPipeMaxStages = 4;
 constexpr int kPipeSlots = 4;  // cluster exchange slots (rows k, k + 4, ... share one)
 constexpr uint32_t kBulkChunk = 32768;                  // bytes per cp.async.bulk
@@ -595,18 +617,20 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
     const int nr = int(rows - blk * rpb < rpb ? rows - blk * rpb : rpb);
     uint32_t total = 0;
     for (int gg = 0; gg < nr; ++gg) {
-      const int64_t r = blk * rpb + gg;
-      const VirtualSlice vs = virtual_slice<VEC>(r * ld % VEC, cols, base, S);
-      if (vs.phi > vs.plo) total += uint32_t(vs.phi - vs.plo) * uint32_t(sizeof(Ti));
+      const int64_t r = blk * rpb + gg, a = r * ld % VEC;
+      int cl, ch;
+      copied_packs<VEC>(virtual_slice<VEC>(a, cols, base, S), ld == cols, rows * ld - (r * ld - a + base), cl, ch);
+      if (ch > cl) total += uint32_t(ch - cl) * uint32_t(sizeof(Ti));
     }
     mbar_arrive_expect_tx(&full[s], total);  // 0 bytes: the phase completes on this arrival
     for (int gg = 0; gg < nr; ++gg) {
       const int64_t r = blk * rpb + gg, a = r * ld % VEC;
-      const VirtualSlice vs = virtual_slice<VEC>(a, cols, base, S);
-      if (vs.phi <= vs.plo) continue;
-      const uint32_t bytes = uint32_t(vs.phi - vs.plo) * uint32_t(sizeof(Ti));
-      const char* src = reinterpret_cast<const char*>(x + (r * ld - a + base) + vs.plo);
-      char* dst = reinterpret_cast<char*>(buf + (int64_t(s) * rpb + gg) * S + vs.plo);
+      int cl, ch;
+      copied_packs<VEC>(virtual_slice<VEC>(a, cols, base, S), ld == cols, rows * ld - (r * ld - a + base), cl, ch);
+      if (ch <= cl) continue;
+      const uint32_t bytes = uint32_t(ch - cl) * uint32_t(sizeof(Ti));
+      const char* src = reinterpret_cast<const char*>(x + (r * ld - a + base) + cl);
+      char* dst = reinterpret_cast<char*>(buf + (int64_t(s) * rpb + gg) * S + cl);
       for (uint32_t off = 0; off < bytes; off += kBulkChunk)
         bulk_load(dst + off, src + off, bytes - off < kBulkChunk ? bytes - off : kBulkChunk, &full[s], policy);
     }
@@ -621,6 +645,8 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
     const bool valid = row < rows;  // the last block-row may be short (rpb > 1)
     const int64_t a = valid ? row * ld % VEC : 0;
     const VirtualSlice vs = virtual_slice<VEC>(a, cols, base, S);
+    int cl, ch;  // the packs in the stage (copied_packs)
+    copied_packs<VEC>(vs, ld == cols, rows * ld - (row * ld - a + base), cl, ch);
     mbar_wait(&full[s], phase);
     const Ti* sx = buf + (int64_t(s) * rpb + g) * S;  // sx[u]: virtual column base + u (whole packs)
     const Ti* gx = x + (row * ld - a + base);          // gx[u]: virtual column base + u in global memory
@@ -635,7 +661,12 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
         const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(sx + u);
 #pragma unroll
         for (int i = 0; i < VEC; ++i) v[j * VEC + i] = scale * to_float(pk.v[i]);
-      } else {  // a partial head or tail pack (from global memory), or past the row
+      } else if (u >= cl && u + VEC <= ch) {  // the partial head or tail pack, in the stage
+        const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(sx + u);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i)
+          v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(pk.v[i]) : -INFINITY;
+      } else {  // past the row, or the last row's tail pack past the end of x (from global memory)
 #pragma unroll
         for (int i = 0; i < VEC; ++i)
           v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(gx[u + i]) : -INFINITY;
@@ -710,32 +741,43 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
 
 // ---- tiny: short rows, a CTA's rows staged in shared memory ----------------------------------
 //
-// CTA b holds rows [b R, b R + nr) (nr = R but for the last CTA). Packed rows (ld == cols) are
-// one flat span of nr * cols elements starting at element g0 = b R cols: it is copied into
-// shared memory with 16-byte loads in virtual columns (u = i + ai, ai = g0 % VI: the pack at a
-// multiple of VI is 16-byte aligned in x and in sx; the partial head and tail packs element by
-// element), each thread issuing kTinyBatch loads before it stores them. Strided rows are copied
-// element by element (the padding is never read). Then `G` consecutive lanes own a row (lane k
-// its columns k, k + G, ..., E of them): max and sum across the group by xor shuffles, y =
-// exp(s x - M) / S into a shared y span (virtual columns ao = g0 % VO), copied out like x came
-// in. All G lanes of a group are in one warp; the row loop runs while any group of the warp has
-// a row, so the shuffles see every lane. Special values as the warp kernel: a NaN, a +Inf or an
-// all -Inf row makes S NaN (the row is NaN), -Inf entries of a finite row give 0.
+// Chunk k holds rows [k R, k R + nr) (nr = R but for the last chunk). The grid is persistent (at
+// most what is resident): CTA b processes chunks b, b + G, ... and keeps two x buffers, so that
+// chunk k + 1 (and k + 2, issued as soon as chunk k's buffer is free) streams in while chunk k is
+// reduced. Packed rows (ld == cols) are one flat span of nr * cols elements starting at element
+// g0 = k R cols, copied with 16-byte cp.async in virtual columns (u = i + ai, ai = g0 % VI: the
+// pack at a multiple of VI is 16-byte aligned in x and in the buffer), the partial head and tail
+// packs whole (their other elements, of the neighbouring chunks, are never used) except a tail
+// pack past the end of x, which is copied element by element. Strided rows are copied element by
+// element (the padding is never read). Then `G` consecutive lanes own a row (lane k its columns
+// k, k + G, ..., E of them): max and sum across the group by xor shuffles, y = exp(s x - M) / S
+// into a shared y span (virtual columns ao = g0 % VO), stored with 16-byte stores (head and tail
+// element-wise). All G lanes of a group are in one warp; the row loop runs while any group of
+// the warp has a row, so the shuffles see every lane. Rows of one value are y = 1 + (s x - s x)
+// (1, or NaN for NaN and +-Inf: torch's exp(a - a) / exp(a - a)), element-wise. Special values
+// otherwise as the warp kernel: a NaN, a +Inf or an all -Inf row makes S NaN (the row is NaN),
+// -Inf entries of a finite row give 0.
 constexpr int kTinyMaxThreads = 256;  // its launch bound (255 registers a thread; configs use 256 threads)
-constexpr int kTinyBatch = 4;          // 16-byte loads a thread has in flight in the copy-in loop
-constexpr int64_t kTinyStageBytes = 32768;  // x + y bytes of the rows a CTA stages (plus two packs)
+constexpr int64_t kTinyStageBytes = 24576;  // x + y bytes of a chunk (two x buffers and one y: ~1.5x in shared memory)
 
-// Rows a tiny CTA stages for cols columns of si-byte x and so-byte y elements.
+// Rows of a tiny chunk for cols columns of si-byte x and so-byte y elements.
 __host__ __device__ constexpr int64_t tiny_rows(int64_t cols, int64_t si, int64_t so) {
   return kTinyStageBytes / (cols * (si + so)) > 0 ? kTinyStageBytes / (cols * (si + so)) : 1;
 }
-// Byte offset of the y span in a tiny CTA's dynamic shared memory, and its total size.
-__host__ __device__ constexpr int64_t tiny_y_offset(int64_t cols, int64_t si, int64_t so) {
+// Bytes of one x buffer (a chunk and a pack), and of the whole dynamic shared memory (two x
+// buffers, then the y span).
+__host__ __device__ constexpr int64_t tiny_x_bytes(int64_t cols, int64_t si, int64_t so) {
   return ((tiny_rows(cols, si, so) * cols + 16 / si) * si + 15) / 16 * 16;
 }
 __host__ __device__ constexpr int64_t tiny_smem_bytes(int64_t cols, int64_t si, int64_t so) {
-  return tiny_y_offset(cols, si, so) + ((tiny_rows(cols, si, so) * cols + 16 / so) * so + 15) / 16 * 16;
+  return 2 * tiny_x_bytes(cols, si, so) + ((tiny_rows(cols, si, so) * cols + 16 / so) * so + 15) / 16 * 16;
 }
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 
 template <class Ti, class To, int E>
 __global__ void __launch_bounds__(kTinyMaxThreads)
@@ -746,100 +788,116 @@ __global__ void __launch_bounds__(kTinyMaxThreads)
   const int t = int(threadIdx.x), T = int(blockDim.x);
   const int c = int(cols);  // <= 1024 (cannot_run)
   const int64_t R = tiny_rows(cols, sizeof(Ti), sizeof(To));
-  const int64_t r0 = int64_t(blockIdx.x) * R;
-  const int nr = int(rows - r0 < R ? rows - r0 : R);
-  const int n = nr * c;  // elements of this CTA (<= 32 KiB worth)
+  const int64_t nchunks = (rows + R - 1) / R, total = rows * ld;  // total: elements of x
   const bool packed = ld == cols;
-  const int64_t g0 = r0 * ld;  // packed: the span is x[g0, g0 + n)
-  const int ai = packed ? int(g0 % VI) : 0, ao = packed ? int(g0 % VO) : 0;
-  Ti* const sx = reinterpret_cast<Ti*>(smem_raw);  // sx[ai + i]: element i of the span
-  To* const sy = reinterpret_cast<To*>(smem_raw + tiny_y_offset(cols, sizeof(Ti), sizeof(To)));
+  const int64_t xbytes = tiny_x_bytes(cols, sizeof(Ti), sizeof(To));
+  To* const sy = reinterpret_cast<To*>(smem_raw + 2 * xbytes);
 
-  if (packed) {
-    const Ti* const xa = x + g0 - ai;  // 16-byte aligned: xa[u] is virtual column u
-    const int end = n + ai, np = (end + VI - 1) / VI;
-    for (int p0 = t; p0 < np; p0 += kTinyBatch * T) {
-      Pack<Ti, VI> pk[kTinyBatch];
+  // Chunk `chunk` into x buffer `bi` (one cp.async group per call, empty past the last chunk).
+  auto issue = [&](int64_t chunk, int bi) {
+    if (chunk < nchunks) {
+      Ti* const sx = reinterpret_cast<Ti*>(smem_raw + bi * xbytes);
+      const int64_t r0 = chunk * R;
+      const int n = int(rows - r0 < R ? rows - r0 : R) * c;
+      if (packed) {
+        const int64_t g0 = r0 * ld;
+        const int ai = int(g0 % VI), end = n + ai, np = (end + VI - 1) / VI;
+        const Ti* const xa = x + (g0 - ai);  // 16-byte aligned: xa[u] is virtual column u
+        for (int p = t; p < np; p += T) {
+          const int u = p * VI;
+          if (g0 - ai + u + VI <= total) {
+            cp_async16(sx + u, xa + u);
+          } else {  // the last pack of x, partial
 #pragma unroll
-      for (int b = 0; b < kTinyBatch; ++b) {
-        const int u = (p0 + b * T) * VI;
-        if (u >= ai && u + VI <= end) pk[b] = *reinterpret_cast<const Pack<Ti, VI>*>(xa + u);
-      }
-#pragma unroll
-      for (int b = 0; b < kTinyBatch; ++b) {
-        const int u = (p0 + b * T) * VI;
-        if (u >= ai && u + VI <= end) {
-          *reinterpret_cast<Pack<Ti, VI>*>(sx + u) = pk[b];
-        } else {
-#pragma unroll
-          for (int i = 0; i < VI; ++i)
-            if (u + i >= ai && u + i < end) sx[u + i] = xa[u + i];
+            for (int i = 0; i < VI; ++i)
+              if (u + i >= ai && u + i < end) sx[u + i] = xa[u + i];
+          }
+        }
+      } else {
+        for (int i = t; i < n; i += T) {
+          const int rr = i / c;
+          sx[i] = x[(r0 + rr) * ld + (i - rr * c)];
         }
       }
     }
-  } else {
-    for (int i = t; i < n; i += T) {
-      const int rr = i / c;
-      sx[i] = x[(r0 + rr) * ld + (i - rr * c)];
-    }
-  }
-  __syncthreads();
+    cp_async_commit();
+  };
+  const int64_t G0 = gridDim.x;
+  issue(blockIdx.x, 0);
+  issue(blockIdx.x + G0, 1);
 
   const int q = t / G, k = t - q * G, ngroups = T / G;
   const int qw = (t & ~31) / G;  // the first group of this thread's warp
-  for (int lr0 = 0; lr0 + qw < nr; lr0 += ngroups) {
-    const int lr = lr0 + q;
-    const bool valid = lr < nr;
-    const Ti* rx = sx + ai + lr * c;
-    float v[E];
-#pragma unroll
-    for (int j = 0; j < E; ++j) {
-      const int cc = k + j * G;
-      v[j] = valid && cc < c ? scale * to_float(rx[cc]) : -INFINITY;
-    }
-    float m = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < E; ++j) m = fmaxf(m, v[j]);
-    for (int o = G >> 1; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    // exp(v - m) as ex2(v log2e - m log2e) (one FFMA; m = -Inf or +Inf give NaN as exp_sub
-    // does), unless m log2e overflows (|m| > 2.3e38)
-    const float ml = m * kLog2e;
-    const bool fast = isfinite(ml) || !isfinite(m);
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < E; ++j)
-      if (k + j * G < c) {
-        v[j] = fast ? ex2(fmaf(v[j], kLog2e, -ml)) : exp_sub(v[j], m);
-        sum += v[j];
+  int bi = 0;
+  for (int64_t chunk = blockIdx.x; chunk < nchunks; chunk += G0, bi ^= 1) {
+    const int64_t r0 = chunk * R;
+    const int nr = int(rows - r0 < R ? rows - r0 : R), n = nr * c;
+    const int64_t g0 = r0 * ld;
+    const int ai = packed ? int(g0 % VI) : 0, ao = packed ? int(g0 % VO) : 0;
+    const Ti* const sx = reinterpret_cast<const Ti*>(smem_raw + bi * xbytes) + ai;  // sx[i]: element i of the chunk
+    cp_async_wait_1();  // this thread's copies of this chunk landed (the next chunk's may still fly)
+    __syncthreads();    // ... and every thread's; the y span of the previous chunk is stored
+    if (c == 1) {
+      for (int i = t; i < n; i += T) {
+        const float a = scale * to_float(sx[i]);
+        sy[ao + i] = from_float<To>(1.0f + (a - a));
       }
-    for (int o = G >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float inv = __fdividef(1.0f, sum);  // sum in [1, 1024] (or NaN) for a row of <= 1024 values
-    if (valid) {
-      To* ry = sy + ao + lr * c;
+    } else {
+      for (int lr0 = 0; lr0 + qw < nr; lr0 += ngroups) {
+        const int lr = lr0 + q;
+        const bool valid = lr < nr;
+        const Ti* rx = sx + lr * c;
+        float v[E];
 #pragma unroll
-      for (int j = 0; j < E; ++j)
-        if (k + j * G < c) ry[k + j * G] = from_float<To>(v[j] * inv);
-    }
-  }
-  __syncthreads();
-
-  if (packed) {
-    To* const ya = y + g0 - ao;  // aligned to VO elements: ya[u] is virtual column u
-    const int end = n + ao, np = (end + VO - 1) / VO;
-    for (int p = t; p < np; p += T) {
-      const int u = p * VO;
-      if (u >= ao && u + VO <= end) {
-        *reinterpret_cast<Pack<To, VO>*>(ya + u) = *reinterpret_cast<const Pack<To, VO>*>(sy + u);
-      } else {
+        for (int j = 0; j < E; ++j) {
+          const int cc = k + j * G;
+          v[j] = valid && cc < c ? scale * to_float(rx[cc]) : -INFINITY;
+        }
+        float m = -INFINITY;
 #pragma unroll
-        for (int i = 0; i < VO; ++i)
-          if (u + i >= ao && u + i < end) ya[u + i] = sy[u + i];
+        for (int j = 0; j < E; ++j) m = fmaxf(m, v[j]);
+        for (int o = G >> 1; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        // exp(v - m) as ex2(v log2e - m log2e) (one FFMA; m = -Inf or +Inf give NaN as exp_sub
+        // does), unless m log2e overflows (|m| > 2.3e38)
+        const float ml = m * kLog2e;
+        const bool fast = isfinite(ml) || !isfinite(m);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < E; ++j)
+          if (k + j * G < c) {
+            v[j] = fast ? ex2(fmaf(v[j], kLog2e, -ml)) : exp_sub(v[j], m);
+            sum += v[j];
+          }
+        for (int o = G >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const float inv = __fdividef(1.0f, sum);  // sum in [1, 1024] (or NaN) for a row of <= 1024 values
+        if (valid) {
+          To* ry = sy + ao + lr * c;
+#pragma unroll
+          for (int j = 0; j < E; ++j)
+            if (k + j * G < c) ry[k + j * G] = from_float<To>(v[j] * inv);
+        }
       }
     }
-  } else {
-    for (int i = t; i < n; i += T) {
-      const int rr = i / c;
-      y[(r0 + rr) * ld + (i - rr * c)] = sy[i];
+    __syncthreads();  // the y span is complete; x buffer bi is free
+    issue(chunk + 2 * G0, bi);
+    if (packed) {
+      To* const ya = y + (g0 - ao);  // aligned to VO elements: ya[u] is virtual column u
+      const int end = n + ao, np = (end + VO - 1) / VO;
+      for (int p = t; p < np; p += T) {
+        const int u = p * VO;
+        if (u >= ao && u + VO <= end) {
+          *reinterpret_cast<Pack<To, VO>*>(ya + u) = *reinterpret_cast<const Pack<To, VO>*>(sy + u);
+        } else {
+#pragma unroll
+          for (int i = 0; i < VO; ++i)
+            if (u + i >= ao && u + i < end) ya[u + i] = sy[u + i];
+        }
+      }
+    } else {
+      for (int i = t; i < n; i += T) {
+        const int rr = i / c;
+        y[(r0 + rr) * ld + (i - rr * c)] = sy[i];
+      }
     }
   }
 }
@@ -1539,7 +1597,7 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (elems % vec || !pow2(elems / vec) || elems / vec > 8) return "elems must be vec x 1, 2, 4 or 8";
     if (threads > launch_bound(*this)) return "at most " + std::to_string(launch_bound(*this)) + " threads for " +
                                                   std::to_string(elems) + " elems (registers)";
-    if (cluster < 1 || (cluster > 8 && cluster != kMaxCluster)) return "cluster must be 1 .. 8 or 16";
+    if (cluster < 1 || cluster > kMaxCluster) return "cluster must be 1 .. 16";
     if (block_rows < 1 || (threads / 32) % block_rows) return "block_rows must divide the warps of a block";
     if (block_rows > 1 && cluster > 1) return "block_rows > 1 needs cluster 1";
     if (stages < 2 || stages > kPipeMaxStages) return "stages must be 2 .. " + std::to_string(kPipeMaxStages);
@@ -1643,8 +1701,9 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         if (cfg.cannot_run(p).empty()) out.push_back(cfg);
       }
     }
-  // pipe (16-byte packs): per (threads, elems) the fewest CTAs per row that hold it (1 .. 8, any
-  // count; 16 where 8 cannot and no CTA idles), one CTA's slice using at least half of its
+  // pipe (16-byte packs): per (threads, elems) the fewest CTAs per row that hold it (1 .. 16,
+  // any count: 9-16 are non-portable cluster sizes; 151936 bf16 columns get 10 CTAs of 16384
+  // two an SM, where 5 of 32768 left 22 of 132 SMs idle on the H200), one CTA's slice using at least half of its
   // columns; only clusters of at most twice the fewest any pair needs, clusters only for rows
   // past 16 KiB (short rows: one CTA per row, many CTAs per SM). Then several rows per CTA
   // (W = 1, 2, 4 warps a row: 128 or 256 threads for a warp a row, 256 otherwise; the fewest
@@ -1661,9 +1720,8 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       for (int mult : {1, 2, 4, 8}) {
         const int e = v16 * mult;
         const int64_t slice = int64_t(t) * e;
-        int64_t c = (span + slice - 1) / slice;
-        if (c > 8) c = kMaxCluster;
-        if (slice * c < span || (c - 1) * slice >= p.cols) continue;  // too long for 16 CTAs, or idle CTAs
+        const int64_t c = (span + slice - 1) / slice;  // 9-16: non-portable cluster sizes
+        if (c > kMaxCluster || (c - 1) * slice >= p.cols) continue;  // too long for 16 CTAs, or idle CTAs
         if (c == 1 && slice >= 2 * p.cols) continue;                   // most of the slice idle
         if (c > 1 && p.cols * int64_t(size_of(p.in)) <= kPipeMinClusterRowBytes) continue;
         if (2 * int64_t(size_of(p.in)) * slice > kNativeSmemDynamicOptIn) continue;  // not even 2 stages
@@ -1714,8 +1772,10 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         NativeSoftmaxConfig cfg{SoftmaxKind::wide, v16, v16 * mult, t, 1};
         if (cfg.cannot_run(p).empty()) out.push_back(cfg);
       }
-  // online: any row.
-  for (int t : kOnlineThreads) out.push_back({SoftmaxKind::online, v, 0, t, 1});
+  // online: any row longer than tiny's (tiny holds every row of <= 1024 columns in one pass; the
+  // online kernel's block a row took 58 ms, 200x tiny's time, for 19M rows of 7 on the H200).
+  if (p.cols > kTinyMaxCols)
+    for (int t : kOnlineThreads) out.push_back({SoftmaxKind::online, v, 0, t, 1});
   return out;
 }
 
@@ -1762,8 +1822,9 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       break;
     case SoftmaxKind::tiny: {
       const int64_t r = tiny_rows(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)));
-      l.grid = (p.rows + r - 1) / r;
+      l.grid = (p.rows + r - 1) / r;  // chunks: an upper bound (persistent)
       l.dynamic_smem = tiny_smem_bytes(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)));
+      l.persistent = true;
       break;
     }
     case SoftmaxKind::wide:

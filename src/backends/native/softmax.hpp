@@ -12,7 +12,7 @@
 //            memory with cp.async (16-byte packs): the whole slice is in flight at once and
 //            several CTAs share an SM; exp is computed twice (sum, then write). Reads x once.
 //   pipe     the long-row kernel (docs/softmax.md, "The pipe kernel"): persistent clusters of
-//            `cluster` CTAs (1 .. 8; 16 only where 8 cannot hold the row), each CTA owning a slice
+//            `cluster` CTAs (1 .. 16; 9-16 non-portable), each CTA owning a slice
 //            of threads / block_rows * elems columns of every row its cluster processes
 //            (block_rows > 1, short rows, no cluster: a CTA holds block_rows rows at once). The
 //            copy engine (cp.async.bulk, on an mbarrier) streams the slices of the next
@@ -25,10 +25,11 @@
 //   online   one block per row, any cols: one pass keeps a running (max, sum) per thread,
 //            merged across the block; a second pass re-reads the row and writes y. Reads x
 //            twice (the fallback for rows no config above holds).
-//   tiny     short rows (1 .. 1024 columns): a CTA stages R consecutive rows (~32 KiB of x and
-//            y) in shared memory, packed rows as one flat span with 16-byte loads and stores
-//            (scalar head and tail), and `group` lanes (1 .. 32) reduce each row from shared
-//            memory (a thread a row for the shortest). Reads x once; any ld.
+//   tiny     short rows (1 .. 1024 columns): persistent CTAs stage chunks of R consecutive rows
+//            (~24 KiB of x and y) in shared memory, packed rows as one flat span with 16-byte
+//            cp.async copies (two x buffers: the next chunks stream in while one is reduced) and
+//            16-byte stores, and `group` lanes (1 .. 32) reduce each row from shared memory (a
+//            thread a row for the shortest). Reads x once; any ld.
 //   wide     few long rows: a row cut into slices of threads * elems columns spread over the
 //            whole GPU (one cooperative launch, every CTA resident); each CTA publishes its
 //            slices' (max, sum) to a global workspace, waits for its rows' other slices (an
@@ -66,7 +67,7 @@ struct NativeSoftmaxConfig {
   int vec = 1;        // elements per access: 1, or 16 bytes of the input dtype (4 fp32, 8 bf16/fp16)
   int elems = 0;      // elements per thread kept in registers (warp, block, cluster, pipe); 0 for smem, online
   int threads = 256;  // threads per block (warp: rows per block = threads / 32)
-  int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem, pipe: 1 to 16; else 1)
+  int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem: 1, 2, 4, 8, 16; pipe: 1 to 16; else 1)
   int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; else 0
   int block_rows = 1;  // pipe: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
   int group = 0;       // tiny: lanes a row (1, 2, 4, 8, 16 or 32); else 0
@@ -118,9 +119,9 @@ struct NativeSoftmaxLaunch {
   int64_t dynamic_smem = 0;  // bytes of dynamic shared memory per block (smem and pipe kinds)
   int cluster = 1;           // CTAs per cluster (1: launched without a cluster attribute)
   int launch_bound = 0;      // the kernel's __launch_bounds__ (max threads per block it is compiled for)
-  // pipe, wide: the kernel is persistent (its clusters loop over rows / slices): `grid` (rows *
-  // cluster, rows * slices) is an upper bound, and the launcher launches min(grid, what is
-  // resident on the device at once).
+  // pipe, wide, tiny: the kernel is persistent (its clusters loop over rows / slices / chunks):
+  // `grid` (rows * cluster, rows * slices, chunks) is an upper bound, and the launcher launches
+  // min(grid, what is resident on the device at once).
   bool persistent = false;
   // wide: a cooperative launch (every CTA resident at once, or the launch fails): its CTAs wait
   // for each other.
