@@ -86,7 +86,7 @@ echo "== bench: rc=$bench_rc after $(($(date +%s) - T0)) s"
 
 # 3. the native probe (bf16)
 if [ "${SKIP_PROBE:-0}" != 1 ]; then
-  PROBE_SHAPES=1x1048576,8x4194304,4096x50257,19173961x7,2097152x64,4096x151936 PROBE_SAMPLES=9 \
+  PROBE_SHAPES=1x1048576,4096x50257,19173961x7,134217728x1,4096x151936,32768x4097 PROBE_SAMPLES=9 \
     PROBE_TIMEOUT_S=${PROBE_TIMEOUT_S:-45} SKIP_NCU=1 bash bench/softmax-native-probe.sh >/dev/null 2>&1
   grep -E "^== |^best" "$OUT/probe.txt" 2>/dev/null
 fi
