@@ -494,16 +494,16 @@ def render_softmax_markdown(doc):
          f"Command: `{doc['command']}`  ",
          f"Copy bandwidth measured in this run: **{s['copy']['copy_TBps']:.3f} TB/s** ({s['copy']['what']})", "",
          "TB/s = (bytes of x read + bytes of y written) / median time; % copy = of the copy bandwidth above.", "",
-         "| rows x cols | dtype | gemmtune pick | gemmtune TB/s | % copy | torch TB/s | plain Triton TB/s | vs torch | vs plain | tune s | checks |",
-         "|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| rows x cols | dtype | gemmtune pick | gemmtune TB/s | % copy | gemmtune us | torch us | torch TB/s | plain Triton TB/s | vs torch | vs plain | tune s | checks |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in s["problems"]:
         if "speedup_vs_torch" not in r:  # not timed
-            L.append(f"| {r['rows']}x{r['cols']} | {r['dtype']} | error: {r.get('error', '?')} | | | | | | | | |")
+            L.append(f"| {r['rows']}x{r['cols']} | {r['dtype']} | error: {r.get('error', '?')} | | | | | | | | | | |")
             continue
         pk, tr, pl = r["pick"], r["torch"], r["triton_plain"]
         ok = all(r[n]["correct"] for n in SOFTMAX_CONTENDERS)
         L.append(f"| {r['rows']}x{r['cols']} | {r['dtype']} | {pk['backend']} {pk['candidate_id']} | {pk['tbps']:.3f} | "
-                 f"{pk['pct_copy']:.1f} | {tr['tbps']:.3f} | {pl['tbps']:.3f} | "
+                 f"{pk['pct_copy']:.1f} | {pk['median_us']:.1f} | {tr['median_us']:.1f} | {tr['tbps']:.3f} | {pl['tbps']:.3f} | "
                  f"{r['speedup_vs_torch']:.2f} | {r['speedup_vs_triton_plain']:.2f} | {r.get('tune_s', 0):.1f} | "
                  f"{'ok' if ok else 'FAIL'} |")
     L += ["", "## Summary", ""]

@@ -68,6 +68,11 @@ std::vector<SoftmaxProblem> shapes() {
   add(33, 1000, DType::bf16, DType::fp32, 1008, 0.37f);
   add(17, 33, DType::fp32, DType::bf16, 40);
   add(8, 131073, DType::fp16, DType::fp16);
+  // issue 19: short rows (a CTA span starting inside a 16-byte pack), a vocabulary width whose
+  // rows do not start on a pack, one long row over the whole GPU
+  add(3000, 7, DType::bf16, DType::bf16);
+  add(6, 50257, DType::bf16, DType::bf16, 0, 0.37f);
+  add(1, 1048576, DType::bf16, DType::bf16);
   return out;
 }
 

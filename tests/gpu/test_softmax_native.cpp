@@ -4,7 +4,10 @@
 // 1 and not, bf16 / fp16 / fp32 (and mixed) in and out, and rows of NaN, +-Inf and all -Inf;
 // the pipe kind (the long-row kernel) on its own at 32K-256K columns (odd lengths, tails, every
 // dtype pair, few rows) and with its persistent grid capped so that clusters loop over rows and
-// wrap around their stages. Inputs are random (never constant), outputs poisoned (NaN bits)
+// wrap around their stages; the tiny kind (rows of 1-1024 columns, CTA spans starting inside a
+// 16-byte pack), rows not starting on a 16-byte pack (odd packed widths: pipe, tiny, wide), and
+// the wide kind (1-8 long rows over the whole GPU, its grid also capped so that CTAs hold several
+// slices). Inputs are random (never constant), outputs poisoned (NaN bits)
 // before every run, and the padding between cols and ld must stay poisoned. Skips without a
 // CUDA device.
 //
@@ -421,4 +424,137 @@ TEST(SoftmaxNativeProbe, DISABLED_TimeEveryConfig) {
                     100 * best_tbps / copy_tbps);
       std::fflush(stdout);
     }
+}
+
+// ---- short rows, odd widths, few long rows (issue 19) ------------------------------------------
+
+namespace {
+
+bool is_kind(const NativeSoftmaxConfig& c, SoftmaxKind k) { return c.kind == k; }
+
+int count_kind(const SoftmaxProblem& p, SoftmaxKind k) {
+  int n = 0;
+  for (const auto& c : native_softmax_configs(p)) n += is_kind(c, k);
+  return n;
+}
+
+}  // namespace
+
+// The tiny kind at every row length 1-64 and a few up to 1024: packed rows (the CTAs' spans start
+// inside a 16-byte pack: 3000 rows of 7 bf16 are 3 CTAs of 1170 rows, the second starting at
+// element 8190), strided rows, every dtype pair, scales 1, 0.37 and -1.5 (and 0: 0 * Inf = NaN),
+// special rows.
+TEST(SoftmaxNative, TinyRows) {
+  REQUIRE_GPU();
+  uint64_t seed = 4000;
+  std::vector<int64_t> cols_list;
+  for (int64_t c = 1; c <= 64; ++c) cols_list.push_back(c);
+  for (int64_t c : {65, 100, 127, 128, 129, 200, 255, 256, 257, 500, 512, 1001, 1024}) cols_list.push_back(c);
+  auto tiny = [](const NativeSoftmaxConfig& c) { return is_kind(c, SoftmaxKind::tiny); };
+  int k = 0;
+  for (int64_t cols : cols_list) {
+    const Dtypes d = k % 2 ? kMixed[k / 2 % 3] : kSame[k / 2 % 3];
+    ++k;
+    SoftmaxProblem p = SoftmaxProblem::make(cols <= 64 ? 3000 : 700, cols, d.in);
+    p.out = d.out;
+    const float scales[] = {1.0f, 0.37f, -1.5f, 0.0f};
+    p.scale = scales[k % 4];
+    ASSERT_GT(count_kind(p, SoftmaxKind::tiny), 0) << p.str();
+    check_problem(p, true, seed++, tiny);
+    p.ld = cols + 3;  // strided (and not a multiple of any pack)
+    check_problem(p, true, seed++, tiny);
+  }
+  for (const Dtypes& d : kSame) {  // one row; fewer rows than a chunk
+    SoftmaxProblem p = SoftmaxProblem::make(1, 7, d.in);
+    p.out = d.out;
+    check_problem(p, false, seed++, tiny);
+    p.rows = 9;
+    check_problem(p, true, seed++, tiny);
+  }
+  // The persistent grid capped at 1 and 3 CTAs: each CTA loops over several chunks, both x
+  // buffers wrap around, chunk spans start anywhere in a pack, the last chunk is short.
+  struct Reset {
+    ~Reset() { set_native_softmax_persistent_cap(0); }
+  } reset;
+  for (int64_t cap : {1, 3}) {
+    set_native_softmax_persistent_cap(cap);
+    for (const Dtypes& d : {kSame[0], kMixed[1], kSame[2]})
+      for (int64_t cols : {1, 7, 33, 1001}) {
+        SoftmaxProblem p = SoftmaxProblem::make(cols == 1001 ? 47 : 5003, cols, d.in);
+        p.out = d.out;
+        for (const auto& c : native_softmax_configs(p))
+          if (tiny(c) && native_softmax_device_check(c, p).empty())
+            EXPECT_EQ(native_softmax_kernel_info(c, p).launch.grid, cap) << p.str() << " " << c.name();
+        check_problem(p, true, seed++, tiny);
+        p.ld = cols + 5;
+        check_problem(p, true, seed++, tiny);
+      }
+  }
+}
+
+// Packed rows whose starts are not 16-byte aligned (ld % vec != 0): pipe (the copy engine takes
+// each row's whole packs, the head and tail element-wise), tiny and wide, every dtype pair, at
+// vocabulary widths (50257) and odd ones.
+TEST(SoftmaxNative, UnalignedRows) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t rows, cols;
+  };
+  const Case cases[] = {{9, 50257}, {20, 4097}, {7, 32771}, {40, 1025}, {64, 999}, {5, 100003}, {12, 16385}, {300, 257}};
+  auto own = [](const NativeSoftmaxConfig& c) {
+    return c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::wide;
+  };
+  uint64_t seed = 5000;
+  int k = 0;
+  for (const Case& cs : cases)
+    for (const Dtypes& d : {kSame[0], kSame[1], kSame[2], kMixed[0], kMixed[1], kMixed[2]}) {
+      SoftmaxProblem p = SoftmaxProblem::make(cs.rows, cs.cols, d.in);
+      p.out = d.out;
+      const float scales[] = {1.0f, 0.37f, -1.5f};
+      p.scale = scales[k++ % 3];
+      int n = 0;
+      for (const auto& c : native_softmax_configs(p)) n += own(c) && c.vec > 1;
+      EXPECT_GT(n, 0) << p.str() << ": no 16-byte config for unaligned rows";
+      check_problem(p, true, seed++, own);
+    }
+}
+
+// The wide kind: 1-8 long rows (2^16 .. 2^20, odd ones, strided), every dtype pair, special
+// rows; then with its grid capped at 1 and 3 CTAs, so that each CTA holds several slices (of
+// the same and of different rows: the first in registers, the others re-read) and waits for
+// rows whose other slices it published itself.
+TEST(SoftmaxNative, WideFewLongRows) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t rows, cols, ld;
+  };
+  const Case cases[] = {{1, 65536, 0},   {8, 65536, 0},  {1, 1048576, 0}, {3, 262147, 0},
+                        {7, 100000, 0},  {2, 131071, 131080}, {1, 8192, 0}, {8, 16391, 0}};
+  auto wide = [](const NativeSoftmaxConfig& c) { return is_kind(c, SoftmaxKind::wide); };
+  uint64_t seed = 6000;
+  int k = 0;
+  for (const Case& cs : cases)
+    for (const Dtypes& d : {kSame[0], kSame[1], kSame[2], kMixed[0], kMixed[1], kMixed[2]}) {
+      if (cs.cols > 300000 && d.in != d.out) continue;  // host reference time
+      SoftmaxProblem p = SoftmaxProblem::make(cs.rows, cs.cols, d.in);
+      p.out = d.out;
+      p.ld = cs.ld;
+      const float scales[] = {1.0f, 0.37f, -1.5f};
+      p.scale = scales[k++ % 3];
+      ASSERT_GT(count_kind(p, SoftmaxKind::wide), 0) << p.str();
+      check_problem(p, true, seed++, wide);
+    }
+  struct Reset {
+    ~Reset() { set_native_softmax_persistent_cap(0); }
+  } reset;
+  for (int64_t cap : {1, 3}) {
+    set_native_softmax_persistent_cap(cap);
+    for (const Case& cs : {Case{7, 65536, 0}, Case{2, 100003, 0}, Case{1, 262144, 0}}) {
+      SoftmaxProblem p = SoftmaxProblem::make(cs.rows, cs.cols, DType::bf16);
+      for (const auto& c : native_softmax_configs(p))
+        if (wide(c) && native_softmax_device_check(c, p).empty())
+          EXPECT_EQ(native_softmax_kernel_info(c, p).launch.grid, cap) << p.str() << " " << c.name();
+      check_problem(p, true, seed++, wide);
+    }
+  }
 }

@@ -1,10 +1,13 @@
 // The native softmax backend's config space: every config can hold the row, one vector width
-// (16 bytes where ld allows it, else 1), names are distinct, stable and parse back, clusters
-// only for long rows, online always present, the pipe kind (the long-row kernel) wherever rows
-// have 16-byte packs and fit 16 CTAs (<= 8 for the suite's bf16 / fp16 rows), within registers
-// and shared memory; cannot_run() refuses what a config cannot run.
+// (16 bytes where ld allows it, else 1) for the kinds that need aligned rows, 16 bytes always for
+// pipe, tiny and wide (they align each row themselves), names are distinct, stable and parse
+// back, clusters only for long rows, online always present, the pipe kind (the long-row kernel)
+// wherever rows fit 16 CTAs (<= 8 for the suite's bf16 / fp16 rows), within registers and shared
+// memory, tiny for rows of at most 1024 columns, wide for at most 64 rows of at least 8192;
+// cannot_run() refuses what a config cannot run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,8 +38,11 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
                                                                                   : 1024;
           EXPECT_LE(c.threads, max_threads) << c.name();
           EXPECT_TRUE(c.vec == 1 || c.vec == int(16 / size_of(in))) << c.name();
-          if (c.vec > 1) EXPECT_EQ(p.row_stride() % c.vec, 0) << c.name();
-          if (c.kind != SoftmaxKind::online) EXPECT_EQ(c.elems % c.vec, 0) << c.name();
+          const bool own_alignment = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::wide;
+          if (c.vec > 1 && !own_alignment) EXPECT_EQ(p.row_stride() % c.vec, 0) << c.name();
+          if (own_alignment) EXPECT_EQ(c.vec * int(size_of(in)), 16) << c.name();
+          if (c.kind != SoftmaxKind::tiny) EXPECT_EQ(c.group, 0) << c.name();
+          if (c.kind != SoftmaxKind::online && c.kind != SoftmaxKind::tiny) EXPECT_EQ(c.elems % c.vec, 0) << c.name();
           if (c.kind == SoftmaxKind::cluster) {
             EXPECT_GE(c.cluster, 2);
             EXPECT_LE(c.cluster, 16);
@@ -53,14 +59,29 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
             EXPECT_EQ(c.threads / 32 % c.block_rows, 0) << c.name();
             if (c.block_rows > 1) EXPECT_EQ(c.cluster, 1) << c.name();
             const int64_t slice = int64_t(c.threads / c.block_rows) * c.elems;  // a row's columns in one CTA
-            EXPECT_TRUE((c.cluster >= 1 && c.cluster <= 8) || c.cluster == 16) << c.name();
-            EXPECT_GE(slice * c.cluster, cols) << c.name();
+            EXPECT_TRUE(c.cluster >= 1 && c.cluster <= 16) << c.name();
+            // rows not starting on a pack: vec - 1 more (virtual) columns
+            EXPECT_GE(slice * c.cluster, cols + (p.row_stride() % c.vec ? c.vec - 1 : 0)) << c.name();
             EXPECT_LT(int64_t(c.cluster - 1) * slice, cols) << c.name() << ": an idle CTA";
             if (c.cluster == 1) EXPECT_LT(slice, 2 * cols) << c.name() << ": most of the slice idle";
             if (c.cluster > 1) EXPECT_GT(cols * int64_t(size_of(in)), 16 * 1024) << c.name() << ": a cluster for a short row";
             EXPECT_TRUE(c.stages == 2 || c.stages == 3) << c.name();
             EXPECT_LE(c.stages * c.block_rows * slice * int64_t(size_of(in)), kNativeSmemDynamicOptIn) << c.name();
             EXPECT_TRUE(c.elems / c.vec == 1 || c.elems / c.vec == 2 || c.elems / c.vec == 4 || c.elems / c.vec == 8) << c.name();
+          } else if (c.kind == SoftmaxKind::tiny) {
+            EXPECT_LE(cols, 1024) << c.name();
+            EXPECT_TRUE(c.group == 1 || c.group == 2 || c.group == 4 || c.group == 8 || c.group == 16 || c.group == 32) << c.name();
+            EXPECT_TRUE(c.elems == 1 || c.elems == 2 || c.elems == 4 || c.elems == 8 ||
+                        (c.group == 32 && (c.elems == 16 || c.elems == 32)))
+                << c.name();
+            EXPECT_GE(int64_t(c.group) * c.elems, cols) << c.name();
+            if (c.group > 1) EXPECT_LT(int64_t(c.group) * c.elems, 2 * cols) << c.name() << ": most of a group idle";
+            EXPECT_EQ(c.cluster, 1);
+          } else if (c.kind == SoftmaxKind::wide) {
+            EXPECT_GE(cols, 8192) << c.name();
+            EXPECT_LE(c.elems, 32) << c.name();
+            EXPECT_LE(c.threads, 512) << c.name();
+            EXPECT_EQ(c.cluster, 1);
           } else {
             EXPECT_EQ(c.cluster, 1);
           }
@@ -70,7 +91,7 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
           online += c.kind == SoftmaxKind::online;
         }
         EXPECT_EQ(names.size(), cfgs.size()) << "duplicate names";
-        EXPECT_EQ(online, 3);
+        EXPECT_EQ(online, cols > 1024 ? 3 : 0);  // tiny holds every row of <= 1024 columns in one pass
       }
 }
 
@@ -83,22 +104,24 @@ TEST(NativeSoftmaxConfigs, KindsByRowLength) {
     return k;
   };
   using K = SoftmaxKind;
-  EXPECT_EQ(kinds(1), (std::set<K>{K::warp, K::online}));
-  EXPECT_EQ(kinds(256), (std::set<K>{K::warp, K::block, K::pipe, K::online}));  // pipe: a warp a row, 4 rows a CTA
-  EXPECT_EQ(kinds(128), (std::set<K>{K::warp, K::block, K::online}));  // pipe: a warp x 8 elems = 256 columns at least
-  EXPECT_EQ(kinds(1024), (std::set<K>{K::warp, K::block, K::pipe, K::online}));
-  EXPECT_EQ(kinds(4097), (std::set<K>{K::block, K::online}));
+  // online only past 1024 columns (tiny holds every shorter row)
+  EXPECT_EQ(kinds(1), (std::set<K>{K::warp, K::tiny}));
+  EXPECT_EQ(kinds(256), (std::set<K>{K::warp, K::block, K::pipe, K::tiny}));  // pipe: a warp a row, 4 rows a CTA
+  EXPECT_EQ(kinds(128), (std::set<K>{K::warp, K::block, K::tiny}));  // pipe: a warp x 8 elems = 256 columns at least
+  EXPECT_EQ(kinds(257), (std::set<K>{K::warp, K::block, K::pipe, K::tiny}));  // ld 257: pipe in virtual columns
+  EXPECT_EQ(kinds(1024), (std::set<K>{K::warp, K::block, K::pipe, K::tiny}));
+  EXPECT_EQ(kinds(4097), (std::set<K>{K::block, K::pipe, K::online}));  // ld 4097: pipe in virtual columns
   EXPECT_EQ(kinds(4096), (std::set<K>{K::block, K::smem, K::pipe, K::online}));
   EXPECT_EQ(kinds(16384), (std::set<K>{K::block, K::cluster, K::smem, K::pipe, K::online}));
-  EXPECT_EQ(kinds(16385), (std::set<K>{K::cluster, K::online}));  // ld 16385: no 16-byte packs
+  EXPECT_EQ(kinds(16385), (std::set<K>{K::cluster, K::pipe, K::online}));  // ld 16385: pipe in virtual columns only
   EXPECT_EQ(kinds(16385, 16392), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
   EXPECT_EQ(kinds(65535, 65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
   EXPECT_EQ(kinds(65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
   EXPECT_EQ(kinds(262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
   EXPECT_EQ(kinds(262143, 262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
-  EXPECT_EQ(kinds(262147), (std::set<K>{K::online}));  // past 16 CTAs x 512 threads x 32 elems; no 16-byte packs
+  EXPECT_EQ(kinds(262147), (std::set<K>{K::pipe, K::online}));  // pipe: 9 CTAs of 32768 (virtual columns)
   EXPECT_EQ(kinds(200000), (std::set<K>{K::smem, K::pipe, K::online}));  // pipe: 7 CTAs of 32768 columns
-  EXPECT_EQ(kinds(262152), (std::set<K>{K::smem, K::online}));  // pipe: 9 CTAs of 32768 (16 would idle), 17 of 16384
+  EXPECT_EQ(kinds(262152), (std::set<K>{K::smem, K::pipe, K::online}));  // pipe: 9 CTAs of 32768 (non-portable)
   EXPECT_EQ(kinds(1048576), (std::set<K>{K::online}));  // smem: 16 slices of 128 KiB, past 96 KiB
 }
 
@@ -113,19 +136,120 @@ TEST(NativeSoftmaxConfigs, SuiteRowsHaveAOnePassConfig) {
     }
 }
 
+// warp, block, cluster, smem, online: 16-byte packs where every row starts on one, else 1;
+// pipe, tiny, wide: 16-byte packs always (each row's head and tail element-wise).
 TEST(NativeSoftmaxConfigs, OneVectorWidthWhereLdAllows) {
-  auto vecs = [](int64_t cols, int64_t ld, DType in) {
+  auto vecs = [](int64_t cols, int64_t ld, DType in, bool own) {
     auto p = SoftmaxProblem::make(4, cols, in);
     p.ld = ld;
     std::set<int> v;
-    for (const auto& c : native_softmax_configs(p)) v.insert(c.vec);
+    for (const auto& c : native_softmax_configs(p))
+      if (own == (c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::wide)) v.insert(c.vec);
     return v;
   };
-  EXPECT_EQ(vecs(4096, 0, DType::bf16), (std::set<int>{8}));
-  EXPECT_EQ(vecs(4096, 0, DType::fp32), (std::set<int>{4}));
-  EXPECT_EQ(vecs(4097, 0, DType::bf16), (std::set<int>{1}));
-  EXPECT_EQ(vecs(4097, 4104, DType::bf16), (std::set<int>{8}));
-  EXPECT_EQ(vecs(4098, 4098, DType::fp32), (std::set<int>{1}));
+  EXPECT_EQ(vecs(4096, 0, DType::bf16, false), (std::set<int>{8}));
+  EXPECT_EQ(vecs(4096, 0, DType::fp32, false), (std::set<int>{4}));
+  EXPECT_EQ(vecs(4097, 0, DType::bf16, false), (std::set<int>{1}));
+  EXPECT_EQ(vecs(4097, 4104, DType::bf16, false), (std::set<int>{8}));
+  EXPECT_EQ(vecs(4098, 4098, DType::fp32, false), (std::set<int>{1}));
+  EXPECT_EQ(vecs(4097, 0, DType::bf16, true), (std::set<int>{8}));
+  EXPECT_EQ(vecs(4098, 4098, DType::fp32, true), (std::set<int>{4}));
+  EXPECT_EQ(vecs(50257, 0, DType::bf16, true), (std::set<int>{8}));
+  EXPECT_EQ(vecs(7, 0, DType::fp16, true), (std::set<int>{8}));
+}
+
+// Odd packed widths (rows not starting on a 16-byte pack) keep one-pass 16-byte candidates:
+// pipe at the vocabulary width 50257 (bf16: one CTA cannot hold it, 2-CTA clusters; fp32 4) and
+// at 4097, tiny for short rows; and the pipe configs' rows hold vec - 1 more (virtual) columns.
+TEST(NativeSoftmaxConfigs, UnalignedRowsKeepSixteenBytePacks) {
+  auto names = [](int64_t rows, int64_t cols, DType in, SoftmaxKind k) {
+    std::vector<std::string> out;
+    for (const auto& c : native_softmax_configs(SoftmaxProblem::make(rows, cols, in)))
+      if (c.kind == k) out.push_back(c.name());
+    return out;
+  };
+  const auto bf = names(8192, 50257, DType::bf16, SoftmaxKind::pipe);
+  int two = 0;
+  for (const auto& n : bf) {
+    const int c = NativeSoftmaxConfig::parse(n).cluster;
+    EXPECT_TRUE(c == 2 || c == 4) << n;  // the fewest (2), at most twice that
+    two += c == 2;
+  }
+  EXPECT_GE(two, 4);  // 1024 x 32 and 512 x 64, 2 and 3 stages
+  EXPECT_FALSE(names(8192, 50257, DType::fp32, SoftmaxKind::pipe).empty());
+  EXPECT_FALSE(names(1000, 4097, DType::bf16, SoftmaxKind::pipe).empty());
+  EXPECT_EQ(names(1000, 7, DType::bf16, SoftmaxKind::tiny),
+            (std::vector<std::string>{"tiny_v8_e8_t256_g1", "tiny_v8_e4_t256_g2", "tiny_v8_e2_t256_g4", "tiny_v8_e1_t256_g8"}));
+  using C = NativeSoftmaxConfig;
+  const auto pipe = SoftmaxKind::pipe;
+  // 32768 columns: one 1024 x 32 CTA when rows start on a pack, not when they may start 7 in
+  EXPECT_EQ(C({pipe, 8, 32, 1024, 1, 3}).cannot_run(SoftmaxProblem::make(4, 32768)), "");
+  auto odd = SoftmaxProblem::make(4, 32768);
+  odd.ld = 32769;
+  EXPECT_NE(C({pipe, 8, 32, 1024, 1, 3}).cannot_run(odd), "");
+  odd.cols = 32761;
+  EXPECT_EQ(C({pipe, 8, 32, 1024, 1, 3}).cannot_run(odd), "");
+}
+
+// tiny: rows of 1-1024 columns, any ld; group lanes a row (the fewest elems, a power of two <= 8,
+// <= 32 for a warp a row,
+// that hold it; most of a group used); wide: at most 64 rows of at least 8192 columns, slices of
+// threads x elems; both parse back, and refuse what they cannot run.
+TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
+  auto names = [](int64_t rows, int64_t cols, DType in, SoftmaxKind k, int64_t ld = 0) {
+    std::vector<std::string> out;
+    auto p = SoftmaxProblem::make(rows, cols, in);
+    p.ld = ld;
+    for (const auto& c : native_softmax_configs(p))
+      if (c.kind == k) out.push_back(c.name());
+    return out;
+  };
+  using K = SoftmaxKind;
+  EXPECT_EQ(names(100, 1, DType::bf16, K::tiny), (std::vector<std::string>{"tiny_v8_e1_t256_g1"}));
+  EXPECT_EQ(names(100, 64, DType::fp32, K::tiny),
+            (std::vector<std::string>{"tiny_v4_e8_t256_g8", "tiny_v4_e4_t256_g16", "tiny_v4_e2_t256_g32"}));
+  EXPECT_EQ(names(100, 33, DType::bf16, K::tiny, 40),
+            (std::vector<std::string>{"tiny_v8_e8_t256_g8", "tiny_v8_e4_t256_g16", "tiny_v8_e2_t256_g32"}));
+  EXPECT_EQ(names(100, 256, DType::bf16, K::tiny), (std::vector<std::string>{"tiny_v8_e8_t256_g32"}));
+  EXPECT_EQ(names(100, 257, DType::bf16, K::tiny), (std::vector<std::string>{"tiny_v8_e16_t256_g32"}));
+  EXPECT_EQ(names(100, 1001, DType::fp32, K::tiny), (std::vector<std::string>{"tiny_v4_e32_t256_g32"}));
+  EXPECT_TRUE(names(100, 1025, DType::bf16, K::tiny).empty());
+  EXPECT_EQ(names(1, 1048576, DType::bf16, K::wide),
+            (std::vector<std::string>{"wide_v8_e16_t256", "wide_v8_e32_t256", "wide_v8_e16_t512", "wide_v8_e32_t512"}));
+  EXPECT_EQ(names(8, 4194304, DType::fp32, K::wide),
+            (std::vector<std::string>{"wide_v4_e8_t256", "wide_v4_e16_t256", "wide_v4_e8_t512", "wide_v4_e16_t512"}));
+  EXPECT_FALSE(names(64, 8192, DType::bf16, K::wide).empty());
+  EXPECT_TRUE(names(65, 1048576, DType::bf16, K::wide).empty());
+  EXPECT_TRUE(names(1, 8191, DType::bf16, K::wide).empty());
+  EXPECT_EQ(NativeSoftmaxConfig::parse("tiny_v8_e1_t256_g8").group, 8);
+  EXPECT_EQ(NativeSoftmaxConfig::parse("wide_v8_e32_t512"), NativeSoftmaxConfig({SoftmaxKind::wide, 8, 32, 512, 1}));
+  for (const char* bad : {"tiny_v8_e1_t256", "tiny_v8_e1_t256_g8_c1", "tiny_v8_t256_g8", "wide_v8_e32_t512_g1", "wide_v8_t512",
+                          "wide_v8_e32_t512_c1"})
+    EXPECT_THROW(NativeSoftmaxConfig::parse(bad), Error) << bad;
+  using C = NativeSoftmaxConfig;
+  auto tiny = [](int v, int e, int t, int g) {
+    C c{K::tiny, v, e, t, 1};
+    c.group = g;
+    return c;
+  };
+  const auto p7 = SoftmaxProblem::make(10, 7);
+  EXPECT_EQ(tiny(8, 1, 256, 8).cannot_run(p7), "");
+  EXPECT_NE(tiny(8, 1, 256, 4).cannot_run(p7), "");   // 4 lanes x 1 value: 4 columns
+  EXPECT_NE(tiny(1, 1, 256, 8).cannot_run(p7), "");   // 16-byte packs only
+  EXPECT_NE(tiny(8, 64, 256, 1).cannot_run(p7), "");  // elems <= 32
+  EXPECT_NE(tiny(8, 1, 256, 64).cannot_run(p7), "");  // group <= 32 (one warp)
+  EXPECT_NE(tiny(8, 1, 512, 8).cannot_run(p7), "");   // 256 threads at most (its launch bound)
+  EXPECT_NE(C({K::warp, 8, 8, 256, 1}).cannot_run(p7), "");  // ld 7: no 16-byte packs for warp
+  const auto big = SoftmaxProblem::make(2, 1 << 20);
+  EXPECT_EQ(C({K::wide, 8, 32, 512, 1}).cannot_run(big), "");
+  EXPECT_NE(C({K::wide, 8, 64, 256, 1}).cannot_run(big), "");   // at most 32 values a thread
+  EXPECT_NE(C({K::wide, 8, 32, 1024, 1}).cannot_run(big), "");  // 512 threads at most
+  EXPECT_NE(C({K::wide, 1, 32, 512, 1}).cannot_run(big), "");   // 16-byte packs only
+  EXPECT_NE(C({K::wide, 8, 8, 512, 1}).cannot_run(big), "");    // 2 or 4 packs a thread
+  EXPECT_NE(C({K::wide, 8, 16, 32, 1}).cannot_run(SoftmaxProblem::make(1, int64_t(1) << 24)), "");  // 32768 slices
+  C g = C({K::wide, 8, 32, 512, 1});
+  g.group = 2;
+  EXPECT_NE(g.cannot_run(big), "");  // group only for tiny
 }
 
 TEST(NativeSoftmaxConfigs, PinnedListForOneProblem) {
@@ -137,8 +261,7 @@ TEST(NativeSoftmaxConfigs, PinnedListForOneProblem) {
       "block_v8_e8_t256",         "block_v8_e8_t512",         "block_v8_e8_t1024",        "pipe_v8_e16_t64_r1_c1_s2",
       "pipe_v8_e16_t64_r1_c1_s3", "pipe_v8_e8_t128_r1_c1_s2", "pipe_v8_e8_t128_r1_c1_s3", "pipe_v8_e32_t128_r4_c1_s2",
       "pipe_v8_e32_t128_r4_c1_s3", "pipe_v8_e32_t256_r8_c1_s2", "pipe_v8_e32_t256_r8_c1_s3", "pipe_v8_e16_t256_r4_c1_s2",
-      "pipe_v8_e16_t256_r4_c1_s3", "pipe_v8_e8_t256_r2_c1_s2",  "pipe_v8_e8_t256_r2_c1_s3",  "online_v8_t256",
-      "online_v8_t512",           "online_v8_t1024"};
+      "pipe_v8_e16_t256_r4_c1_s3", "pipe_v8_e8_t256_r2_c1_s2",  "pipe_v8_e8_t256_r2_c1_s3",  "tiny_v8_e32_t256_g32"};
   EXPECT_EQ(names, want);
 }
 
@@ -203,7 +326,9 @@ TEST(NativeSoftmaxConfigs, PipeCannotRunSaysWhy) {
   EXPECT_NE(C({pipe, 8, 32, 1024, 8, 1}).cannot_run(p), "");   // stages 2 .. 4
   EXPECT_NE(C({pipe, 8, 32, 1024, 8, 5}).cannot_run(p), "");
   EXPECT_NE(C({pipe, 8, 32, 1024, 8, 4}).cannot_run(p), "");   // 4 x 64 KiB of shared memory
-  EXPECT_NE(C({pipe, 8, 32, 1024, 12, 3}).cannot_run(p), "");  // cluster 12: 1 .. 8 or 16
+  EXPECT_NE(C({pipe, 8, 32, 1024, 12, 3}).cannot_run(p), "");  // cluster 12: idle CTAs
+  EXPECT_NE(C({pipe, 8, 32, 1024, 17, 3}).cannot_run(p), "");  // 16 CTAs at most
+  EXPECT_EQ(C({pipe, 8, 32, 512, 10, 3}).cannot_run(SoftmaxProblem::make(4, 151936)), "");  // 9-16: non-portable
   EXPECT_EQ(C({pipe, 8, 32, 1024, 7, 3}).cannot_run(SoftmaxProblem::make(4, 200000)), "");  // any count up to 8
   EXPECT_NE(C({pipe, 8, 32, 1024, 8, 0}).cannot_run(p), "");
   EXPECT_NE(C({SoftmaxKind::cluster, 8, 32, 512, 16, 2}).cannot_run(p), "");  // stages only for pipe
@@ -292,8 +417,10 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
   std::vector<Shape> shapes = {{40, 4096, DType::fp16}, {24, 16384, DType::fp32}, {16, 65536, DType::bf16}};
   for (int64_t cols : {1024, 4096, 16384, 32768, 65536, 131072, 262144})
     for (DType in : {DType::bf16, DType::fp16, DType::fp32}) shapes.push_back({(int64_t(1) << 29) / cols, cols, in});
-  for (int64_t cols : {1, 31, 33, 1000, 1025, 4097, 12288, 49152, 98304, 114688, 262147})
+  for (int64_t cols : {1, 7, 31, 33, 64, 255, 1000, 1025, 4097, 12288, 49152, 50257, 98304, 114688, 262147, 1048576, 4194304})
     for (DType in : {DType::bf16, DType::fp32}) shapes.push_back({7, cols, in});
+  shapes.push_back({19173961, 7, DType::bf16});
+  shapes.push_back({134217728, 1, DType::fp32});
   const NativeSoftmaxDeviceLimits sm90;
   int n = 0;
   for (const Shape& sh : shapes)
@@ -310,8 +437,22 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         const bool clustered =
             c.kind == SoftmaxKind::cluster || ((c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe) && c.cluster > 1);
         EXPECT_EQ(l.cluster > 1, clustered) << c.name();
-        EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe) << c.name();
-        EXPECT_EQ(l.persistent, c.kind == SoftmaxKind::pipe) << c.name();
+        EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::tiny)
+            << c.name();
+        EXPECT_EQ(l.persistent, c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::wide || c.kind == SoftmaxKind::tiny)
+            << c.name();
+        EXPECT_EQ(l.cooperative, c.kind == SoftmaxKind::wide) << c.name();
+        if (c.kind == SoftmaxKind::tiny) {  // chunks of ~24 KiB of x and y, two x buffers (48 KiB without opt-in)
+          EXPECT_LE(l.dynamic_smem, 48 * 1024) << c.name();
+          const int64_t rows_per_cta = std::max<int64_t>(1, 24576 / (p.cols * int64_t(size_of(p.in) + size_of(p.out))));
+          EXPECT_EQ(l.grid, (p.rows + rows_per_cta - 1) / rows_per_cta) << c.name();
+          continue;
+        }
+        if (c.kind == SoftmaxKind::wide) {  // an upper bound: every slice of every row on its own CTA
+          const int64_t span = p.cols + (p.row_stride() % c.vec ? c.vec - 1 : 0), S = int64_t(c.threads) * c.elems;
+          EXPECT_EQ(l.grid, p.rows * ((span + S - 1) / S)) << c.name();
+          continue;
+        }
         if (c.kind == SoftmaxKind::pipe)  // the stages: whole slices of x
           EXPECT_EQ(l.dynamic_smem, int64_t(c.stages) * c.threads * c.elems * int64_t(size_of(p.in))) << c.name();
         const int64_t rows_per_block = c.kind == SoftmaxKind::warp   ? c.threads / 32

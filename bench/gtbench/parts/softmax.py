@@ -127,7 +127,11 @@ def softmax_problem(gpu, engine, p, args, seed, copy_tbps, rows, failures):
         g, tr = s["pick"], s["torch"]
         s["speedup_vs_torch"] = tr["median_us"] / g["median_us"] if g["median_us"] else None
         s["speedup_vs_triton_plain"] = s["triton_plain"]["median_us"] / g["median_us"]
-        s["meets"] = {"pct_copy_ge_90": g["pct_copy"] >= 90.0, "vs_torch_ge_1_3": (s["speedup_vs_torch"] or 0) >= 1.3}
+        s["meets"] = {"pct_copy_ge_90": g["pct_copy"] >= 90.0, "vs_torch_ge_1_3": (s["speedup_vs_torch"] or 0) >= 1.3,
+                      # issue 19: slower than torch beyond the noise = the pick's p20 above torch's p80
+                      "not_slower_than_torch": g["p20_us"] <= tr["p80_us"],
+                      # rows moving >= 256 MiB: >= 85% of the copy bandwidth (None: a smaller row)
+                      "pct_copy_ge_85_if_256MiB": g["pct_copy"] >= 85.0 if p.bytes >= 256 * 2**20 else None}
         log(f"{p.label}: gemmtune {g['tbps']:.3f} TB/s ({g['pct_copy']:.1f}% copy; {win['backend']} {win['id']}), "
             f"torch {tr['tbps']:.3f}, triton plain {s['triton_plain']['tbps']:.3f}; "
             f"x{s['speedup_vs_torch']:.2f} vs torch; tune {s['tune_s']:.1f} s")

@@ -404,8 +404,55 @@ __global__ void __launch_bounds__(kMaxThreads)
 // (NaN * 0 stays NaN through W), a +Inf gives exp(inf - inf) = NaN in its warp, an all -Inf row
 // gets M = -Inf and S = 0, so y = 0 * 0 / 0 = NaN: torch's rows throughout; -Inf entries of a
 // finite row give 0. The columns past cols (the last CTA's tail) are -Inf and never stored.
-// A slice's whole 16-byte packs come by cp.async.bulk (row starts are 16-byte aligned: ld %
-// VEC == 0); its last partial pack (cols % VEC) is read from global memory by its thread.
+//
+// Virtual columns (pipe, wide, tiny): row r's element c has the global index r * ld + c; with
+// a = (r * ld) % VEC (0 for every row when ld % VEC == 0) the row is laid out in virtual
+// columns u = c + a, so that a pack of VEC virtual columns starting at a multiple of VEC is a
+// 16-byte aligned pack of x (and a VEC * sizeof(To)-aligned pack of y: x and y are aligned to
+// VEC elements of their dtype). The row occupies virtual columns [a, cols + a); a pack wholly
+// inside comes by cp.async.bulk / a vector load and goes out by a vector store, the partial
+// first (head) and last (tail) packs element by element from / to global memory. A CTA owns
+// the virtual columns [rank S, rank S + S), so a config holds rows of up to S * csize - (VEC - 1)
+// columns when ld % VEC != 0.
+
+// The virtual columns of a row that fall in the slice [base, base + S), relative to base (32-bit:
+// S < 2^31; base is a multiple of VEC): [lo, hi), and the whole packs [plo, phi) among them
+// (plo >= phi: none; lo >= hi: the slice is past the row). a: the row's offset, (row * ld) % VEC.
+struct VirtualSlice {
+  int lo, hi, plo, phi;
+};
+template <int VEC>
+__device__ __forceinline__ VirtualSlice virtual_slice(int64_t a, int64_t cols, int64_t base, int S) {
+  const int64_t lo = a - base, hi = cols + a - base;
+  VirtualSlice v;
+  v.lo = int(lo < 0 ? 0 : lo > S ? S : lo);
+  v.hi = int(hi < 0 ? 0 : hi > S ? S : hi);
+  v.plo = (v.lo + VEC - 1) / VEC * VEC;
+  v.phi = v.hi / VEC * VEC;
+  return v;
+}
+
+// pipe: the packs [cl, ch) of a row's slice that the copy engine brings (relative to base). Packed
+// rows (ld == cols): every pack holding one of the slice's columns, the partial head and tail
+// packs included (their other elements belong to the neighbouring rows and are never used), so
+// that no thread waits for a global load of its own while the row is reduced; the tail pack only
+// when it ends within x (`room` = elements from the slice's virtual column base to the end of x,
+// rows * ld), else it stops at phi and the tail comes from global memory. Strided rows: the whole
+// packs [plo, phi) only (the padding is never read; head and tail from global memory).
+template <int VEC>
+__device__ __forceinline__ void copied_packs(const VirtualSlice& vs, bool packed, int64_t room, int& cl, int& ch) {
+  if (vs.lo >= vs.hi) {
+    cl = ch = 0;
+    return;
+  }
+  if (!packed) {
+    cl = vs.plo, ch = vs.phi;
+    return;
+  }
+  cl = vs.lo / VEC * VEC;
+  ch = (vs.hi + VEC - 1) / VEC * VEC;
+  if (ch > room) ch = vs.phi;
+}
 
 constexpr int kPipeMaxStages = 4;
 constexpr int kPipeSlots = 4;  // cluster exchange slots (rows k, k + 4, ... share one)
@@ -544,10 +591,7 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
   const int64_t first = blockIdx.x / csize, nclusters = gridDim.x / csize;
   const int64_t nblocks = (rows + rpb - 1) / rpb;  // block-rows
   const int S = tw * E;
-  const int64_t base = int64_t(rank) * S;
-  const int n = int(cols - base < S ? cols - base : S);  // this CTA's columns (> 0: no config leaves a CTA idle)
-  const int whole = n / VEC * VEC;                       // ... of them in whole packs (copied by the copy engine)
-  const uint32_t bytes = uint32_t(whole) * uint32_t(sizeof(Ti));
+  const int64_t base = int64_t(rank) * S;  // this CTA's first virtual column
   Ti* const buf = reinterpret_cast<Ti*>(smem_raw);
 
   uint64_t policy = 0;
@@ -565,15 +609,28 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
   else
     __syncthreads();
 
-  // Thread 0: the slices of this cluster's k-th block-row into stage s (nothing past the last row).
+  // Thread 0: the whole packs of this cluster's k-th block-row's slices into stage s (virtual
+  // column u of row gg at buf[(s * rpb + gg) * S + u - base]); nothing past the last row.
   auto issue = [&](int64_t k, int s) {
     const int64_t blk = first + k * nclusters;
     if (blk >= nblocks) return;
     const int nr = int(rows - blk * rpb < rpb ? rows - blk * rpb : rpb);
-    mbar_arrive_expect_tx(&full[s], uint32_t(nr) * bytes);
+    uint32_t total = 0;
     for (int gg = 0; gg < nr; ++gg) {
-      const char* src = reinterpret_cast<const char*>(x + (blk * rpb + gg) * ld + base);
-      char* dst = reinterpret_cast<char*>(buf + (int64_t(s) * rpb + gg) * S);
+      const int64_t r = blk * rpb + gg, a = r * ld % VEC;
+      int cl, ch;
+      copied_packs<VEC>(virtual_slice<VEC>(a, cols, base, S), ld == cols, rows * ld - (r * ld - a + base), cl, ch);
+      if (ch > cl) total += uint32_t(ch - cl) * uint32_t(sizeof(Ti));
+    }
+    mbar_arrive_expect_tx(&full[s], total);  // 0 bytes: the phase completes on this arrival
+    for (int gg = 0; gg < nr; ++gg) {
+      const int64_t r = blk * rpb + gg, a = r * ld % VEC;
+      int cl, ch;
+      copied_packs<VEC>(virtual_slice<VEC>(a, cols, base, S), ld == cols, rows * ld - (r * ld - a + base), cl, ch);
+      if (ch <= cl) continue;
+      const uint32_t bytes = uint32_t(ch - cl) * uint32_t(sizeof(Ti));
+      const char* src = reinterpret_cast<const char*>(x + (r * ld - a + base) + cl);
+      char* dst = reinterpret_cast<char*>(buf + (int64_t(s) * rpb + gg) * S + cl);
       for (uint32_t off = 0; off < bytes; off += kBulkChunk)
         bulk_load(dst + off, src + off, bytes - off < kBulkChunk ? bytes - off : kBulkChunk, &full[s], policy);
     }
@@ -586,23 +643,33 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
   for (int64_t k = 0, blk = first; blk < nblocks; ++k, blk += nclusters) {
     const int64_t row = blk * rpb + g;
     const bool valid = row < rows;  // the last block-row may be short (rpb > 1)
+    const int64_t a = valid ? row * ld % VEC : 0;
+    const VirtualSlice vs = virtual_slice<VEC>(a, cols, base, S);
+    int cl, ch;  // the packs in the stage (copied_packs)
+    copied_packs<VEC>(vs, ld == cols, rows * ld - (row * ld - a + base), cl, ch);
     mbar_wait(&full[s], phase);
-    const Ti* sx = buf + (int64_t(s) * rpb + g) * S;
-    const Ti* gx = x + row * ld + base;
+    const Ti* sx = buf + (int64_t(s) * rpb + g) * S;  // sx[u]: virtual column base + u (whole packs)
+    const Ti* gx = x + (row * ld - a + base);          // gx[u]: virtual column base + u in global memory
     float v[E];
 #pragma unroll
     for (int j = 0; j < P; ++j) {
-      const int c = (j * tw + tr) * VEC;
+      const int u = (j * tw + tr) * VEC;
       if (!valid) {
 #pragma unroll
         for (int i = 0; i < VEC; ++i) v[j * VEC + i] = -INFINITY;
-      } else if (c + VEC <= whole) {
-        const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(sx + c);
+      } else if (u >= vs.plo && u + VEC <= vs.phi) {
+        const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(sx + u);
 #pragma unroll
         for (int i = 0; i < VEC; ++i) v[j * VEC + i] = scale * to_float(pk.v[i]);
-      } else {  // the partial last pack (from global memory), or past the row
+      } else if (u >= cl && u + VEC <= ch) {  // the partial head or tail pack, in the stage
+        const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(sx + u);
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) v[j * VEC + i] = c + i < n ? scale * to_float(gx[c + i]) : -INFINITY;
+        for (int i = 0; i < VEC; ++i)
+          v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(pk.v[i]) : -INFINITY;
+      } else {  // past the row, or the last row's tail pack past the end of x (from global memory)
+#pragma unroll
+        for (int i = 0; i < VEC; ++i)
+          v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(gx[u + i]) : -INFINITY;
       }
     }
     // warp: max, exp against it, sum
@@ -649,20 +716,20 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
       Z = warp_sum(pk.y * weight(pk.x, M));
     }
     const float f = weight(m, M) / Z;
-    To* gy = y + row * ld + base;
+    To* gy = y + (row * ld - a + base);  // gy[u]: virtual column base + u
     if (valid) {
 #pragma unroll
       for (int j = 0; j < P; ++j) {
-        const int c = (j * tw + tr) * VEC;
+        const int u = (j * tw + tr) * VEC;
         float o[VEC];
 #pragma unroll
         for (int i = 0; i < VEC; ++i) o[i] = v[j * VEC + i] * f;
-        if (c + VEC <= whole) {
-          store_streaming<To, VEC>(gy + c, o);
+        if (u >= vs.plo && u + VEC <= vs.phi) {
+          store_streaming<To, VEC>(gy + u, o);
         } else {
 #pragma unroll
           for (int i = 0; i < VEC; ++i)
-            if (c + i < n) gy[c + i] = from_float<To>(o[i]);
+            if (u + i >= vs.lo && u + i < vs.hi) gy[u + i] = from_float<To>(o[i]);
         }
       }
     }
@@ -670,6 +737,341 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
   }
   // No CTA leaves while another may still push into its shared memory.
   if (csize > 1) cluster_barrier();
+}
+
+// ---- tiny: short rows, a CTA's rows staged in shared memory ----------------------------------
+//
+// Chunk k holds rows [k R, k R + nr) (nr = R but for the last chunk). The grid is persistent (at
+// most what is resident): CTA b processes chunks b, b + G, ... and keeps two x buffers, so that
+// chunk k + 1 (and k + 2, issued as soon as chunk k's buffer is free) streams in while chunk k is
+// reduced. Packed rows (ld == cols) are one flat span of nr * cols elements starting at element
+// g0 = k R cols, copied with 16-byte cp.async in virtual columns (u = i + ai, ai = g0 % VI: the
+// pack at a multiple of VI is 16-byte aligned in x and in the buffer), the partial head and tail
+// packs whole (their other elements, of the neighbouring chunks, are never used) except a tail
+// pack past the end of x, which is copied element by element. Strided rows are copied element by
+// element (the padding is never read). Then `G` consecutive lanes own a row (lane k its columns
+// k, k + G, ..., E of them): max and sum across the group by xor shuffles, y = exp(s x - M) / S
+// into a shared y span (virtual columns ao = g0 % VO), stored with 16-byte stores (head and tail
+// element-wise). All G lanes of a group are in one warp; the row loop runs while any group of
+// the warp has a row, so the shuffles see every lane. Rows of one value are y = 1 + (s x - s x)
+// (1, or NaN for NaN and +-Inf: torch's exp(a - a) / exp(a - a)), element-wise. Special values
+// otherwise as the warp kernel: a NaN, a +Inf or an all -Inf row makes S NaN (the row is NaN),
+// -Inf entries of a finite row give 0.
+constexpr int kTinyMaxThreads = 256;  // its launch bound (255 registers a thread; configs use 256 threads)
+constexpr int64_t kTinyStageBytes = 24576;  // x + y bytes of a chunk (two x buffers and one y: ~1.5x in shared memory)
+
+// Rows of a tiny chunk for cols columns of si-byte x and so-byte y elements.
+__host__ __device__ constexpr int64_t tiny_rows(int64_t cols, int64_t si, int64_t so) {
+  return kTinyStageBytes / (cols * (si + so)) > 0 ? kTinyStageBytes / (cols * (si + so)) : 1;
+}
+// Bytes of one x buffer (a chunk and a pack), and of the whole dynamic shared memory (two x
+// buffers, then the y span).
+__host__ __device__ constexpr int64_t tiny_x_bytes(int64_t cols, int64_t si, int64_t so) {
+  return ((tiny_rows(cols, si, so) * cols + 16 / si) * si + 15) / 16 * 16;
+}
+__host__ __device__ constexpr int64_t tiny_smem_bytes(int64_t cols, int64_t si, int64_t so) {
+  return 2 * tiny_x_bytes(cols, si, so) + ((tiny_rows(cols, si, so) * cols + 16 / so) * so + 15) / 16 * 16;
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+
+template <class Ti, class To, int E>
+__global__ void __launch_bounds__(kTinyMaxThreads)
+    softmax_tiny_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale,
+                        int G) {
+  constexpr int VI = int(16 / sizeof(Ti)), VO = int(16 / sizeof(To));
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int t = int(threadIdx.x), T = int(blockDim.x);
+  const int c = int(cols);  // <= 1024 (cannot_run)
+  const int64_t R = tiny_rows(cols, sizeof(Ti), sizeof(To));
+  const int64_t nchunks = (rows + R - 1) / R, total = rows * ld;  // total: elements of x
+  const bool packed = ld == cols;
+  const int64_t xbytes = tiny_x_bytes(cols, sizeof(Ti), sizeof(To));
+  To* const sy = reinterpret_cast<To*>(smem_raw + 2 * xbytes);
+
+  // Chunk `chunk` into x buffer `bi` (one cp.async group per call, empty past the last chunk).
+  auto issue = [&](int64_t chunk, int bi) {
+    if (chunk < nchunks) {
+      Ti* const sx = reinterpret_cast<Ti*>(smem_raw + bi * xbytes);
+      const int64_t r0 = chunk * R;
+      const int n = int(rows - r0 < R ? rows - r0 : R) * c;
+      if (packed) {
+        const int64_t g0 = r0 * ld;
+        const int ai = int(g0 % VI), end = n + ai, np = (end + VI - 1) / VI;
+        const Ti* const xa = x + (g0 - ai);  // 16-byte aligned: xa[u] is virtual column u
+        for (int p = t; p < np; p += T) {
+          const int u = p * VI;
+          if (g0 - ai + u + VI <= total) {
+            cp_async16(sx + u, xa + u);
+          } else {  // the last pack of x, partial
+#pragma unroll
+            for (int i = 0; i < VI; ++i)
+              if (u + i >= ai && u + i < end) sx[u + i] = xa[u + i];
+          }
+        }
+      } else {
+        for (int i = t; i < n; i += T) {
+          const int rr = i / c;
+          sx[i] = x[(r0 + rr) * ld + (i - rr * c)];
+        }
+      }
+    }
+    cp_async_commit();
+  };
+  const int64_t G0 = gridDim.x;
+  issue(blockIdx.x, 0);
+  issue(blockIdx.x + G0, 1);
+
+  const int q = t / G, k = t - q * G, ngroups = T / G;
+  const int qw = (t & ~31) / G;  // the first group of this thread's warp
+  int bi = 0;
+  for (int64_t chunk = blockIdx.x; chunk < nchunks; chunk += G0, bi ^= 1) {
+    const int64_t r0 = chunk * R;
+    const int nr = int(rows - r0 < R ? rows - r0 : R), n = nr * c;
+    const int64_t g0 = r0 * ld;
+    const int ai = packed ? int(g0 % VI) : 0, ao = packed ? int(g0 % VO) : 0;
+    const Ti* const sx = reinterpret_cast<const Ti*>(smem_raw + bi * xbytes) + ai;  // sx[i]: element i of the chunk
+    cp_async_wait_1();  // this thread's copies of this chunk landed (the next chunk's may still fly)
+    __syncthreads();    // ... and every thread's; the y span of the previous chunk is stored
+    if (c == 1) {
+      for (int i = t; i < n; i += T) {
+        const float a = scale * to_float(sx[i]);
+        sy[ao + i] = from_float<To>(1.0f + (a - a));
+      }
+    } else {
+      for (int lr0 = 0; lr0 + qw < nr; lr0 += ngroups) {
+        const int lr = lr0 + q;
+        const bool valid = lr < nr;
+        const Ti* rx = sx + lr * c;
+        float v[E];
+#pragma unroll
+        for (int j = 0; j < E; ++j) {
+          const int cc = k + j * G;
+          v[j] = valid && cc < c ? scale * to_float(rx[cc]) : -INFINITY;
+        }
+        float m = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < E; ++j) m = fmaxf(m, v[j]);
+        for (int o = G >> 1; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        // exp(v - m) as ex2(v log2e - m log2e) (one FFMA; m = -Inf or +Inf give NaN as exp_sub
+        // does), unless m log2e overflows (|m| > 2.3e38)
+        const float ml = m * kLog2e;
+        const bool fast = isfinite(ml) || !isfinite(m);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < E; ++j)
+          if (k + j * G < c) {
+            v[j] = fast ? ex2(fmaf(v[j], kLog2e, -ml)) : exp_sub(v[j], m);
+            sum += v[j];
+          }
+        for (int o = G >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const float inv = __fdividef(1.0f, sum);  // sum in [1, 1024] (or NaN) for a row of <= 1024 values
+        if (valid) {
+          To* ry = sy + ao + lr * c;
+#pragma unroll
+          for (int j = 0; j < E; ++j)
+            if (k + j * G < c) ry[k + j * G] = from_float<To>(v[j] * inv);
+        }
+      }
+    }
+    __syncthreads();  // the y span is complete; x buffer bi is free
+    issue(chunk + 2 * G0, bi);
+    if (packed) {
+      To* const ya = y + (g0 - ao);  // aligned to VO elements: ya[u] is virtual column u
+      const int end = n + ao, np = (end + VO - 1) / VO;
+      for (int p = t; p < np; p += T) {
+        const int u = p * VO;
+        if (u >= ao && u + VO <= end) {
+          *reinterpret_cast<Pack<To, VO>*>(ya + u) = *reinterpret_cast<const Pack<To, VO>*>(sy + u);
+        } else {
+#pragma unroll
+          for (int i = 0; i < VO; ++i)
+            if (u + i >= ao && u + i < end) ya[u + i] = sy[u + i];
+        }
+      }
+    } else {
+      for (int i = t; i < n; i += T) {
+        const int rr = i / c;
+        y[(r0 + rr) * ld + (i - rr * c)] = sy[i];
+      }
+    }
+  }
+}
+
+// ---- wide: few long rows, each cut into slices spread over the whole GPU ----------------------
+//
+// Slice sl of row r covers the virtual columns [sl S, sl S + S) (S = threads x E; nsl slices a
+// row, item i = r nsl + sl). The launch is cooperative and at most as wide as what is resident
+// (G CTAs); CTA b processes the items b, b + G, b + 2G, ... (K of them):
+//   pass 1 (k = 0 .. K-1)  the item's values: item 0 into registers v (kept), the others into a
+//                          scratch array; per warp m_w = max, s_w = sum exp(v - r_w) (r_w = m_w,
+//                          0 when -Inf); the CTA's pair (M_k, Z_k) = merge over warps, written to
+//                          part[i] and published with red.release.gpu on cnt[r]
+//   pass 2 (k = K-1 .. 0)  warp 0 waits (ld.acquire.gpu) until cnt[r] >= nsl, merges the row's
+//                          nsl pairs into (M, Z) and counts itself a reader (the last of the nsl
+//                          readers puts cnt[r] back to 0 for the next launch); y = exp(s x - M) /
+//                          Z: item 0 from v (e * W(m_w, M) / Z), the others re-read from x in
+//                          reverse order (the last read are the likeliest still in L2)
+// Every CTA publishes all its items before it waits, and all CTAs are resident (cooperative),
+// so the waits end. Special values as pipe: a NaN or +Inf makes its Z_k (so Z) NaN, an all -Inf
+// row gets M = -Inf and Z = 0 (y = NaN), -Inf entries of a finite row 0; an all -Inf (or empty)
+// slice of a finite row weighs 0. Workspace (wide_workspace: per device and stream, grown on
+// demand, counters zero between launches): rows counters, then rows x nsl pairs.
+constexpr int kWideMaxThreads = 512;
+
+__device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ float2 ld_relaxed_f2(const float2* p) {
+  float2 v;
+  asm volatile("ld.relaxed.gpu.global.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p) : "memory");
+  return v;
+}
+
+// v[0..E) = s x of the thread's packs of a row's slice (gx[u]: the slice's virtual column u;
+// -Inf outside the row): whole packs by 16-byte loads, the head and tail element-wise.
+template <class Ti, int E>
+__device__ __forceinline__ void wide_load(const Ti* gx, const VirtualSlice& vs, int t, int T, float scale, float* v) {
+  constexpr int VEC = int(16 / sizeof(Ti));
+#pragma unroll
+  for (int j = 0; j < E / VEC; ++j) {
+    const int u = (j * T + t) * VEC;
+    if (u >= vs.plo && u + VEC <= vs.phi) {
+      const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(gx + u);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) v[j * VEC + i] = scale * to_float(pk.v[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(gx[u + i]) : -INFINITY;
+    }
+  }
+}
+
+template <class Ti, class To, int E>
+__global__ void __launch_bounds__(kWideMaxThreads)
+    softmax_wide_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale,
+                        int nsl, float2* __restrict__ part, unsigned* __restrict__ cnt) {
+  constexpr int VEC = int(16 / sizeof(Ti));
+  constexpr int P = E / VEC;
+  static_assert(E % VEC == 0 && P >= 1, "wide softmax: whole 16-byte packs per thread");
+  __shared__ float2 wred[32];  // per warp (m_w, s_w)
+  __shared__ float2 stat;      // the row's (M, Z) in pass 2
+  const int t = int(threadIdx.x), T = int(blockDim.x), lane = t & 31, warp = t >> 5, nw = T >> 5;
+  const int S = T * E;
+  const int64_t G = gridDim.x, items = rows * nsl;
+  const int64_t K = items > int64_t(blockIdx.x) ? (items - int64_t(blockIdx.x) + G - 1) / G : 0;
+  float v[E];     // item 0: exponentials against the warp's max m0
+  float m0 = 0.0f;
+
+  // pass 1: item i's CTA pair from the warps' (m, sum), written and published
+  auto publish = [&](int64_t i, int64_t row, float m, float sum) {
+    if (lane == 0) wred[warp] = make_float2(m, sum);
+    __syncthreads();
+    if (warp == 0) {
+      const float2 q = lane < nw ? wred[lane] : make_float2(-INFINITY, 0.0f);
+      const float M = warp_max(q.x);
+      const float Z = warp_sum(q.y * weight(q.x, M));
+      if (lane == 0) {
+        part[i] = make_float2(M, Z);
+        red_release_add(cnt + row, 1u);
+      }
+    }
+    __syncthreads();  // wred is rewritten by the next item
+  };
+  if (K > 0) {  // item 0: its exponentials stay in v
+    const int64_t i = blockIdx.x, row = i / nsl, base = (i - row * nsl) * S, a = row * ld % VEC;
+    wide_load<Ti, E>(x + (row * ld - a + base), virtual_slice<VEC>(a, cols, base, S), t, T, scale, v);
+    float m = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
+    m0 = m = warp_max(m);
+    const float r = m == -INFINITY ? 0.0f : m;
+    float sum = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      v[e] = exp_sub(v[e], r);
+      sum += v[e];
+    }
+    publish(i, row, m, warp_sum(sum));
+  }
+  for (int64_t k = 1; k < K; ++k) {  // the other items: only their pairs
+    const int64_t i = int64_t(blockIdx.x) + k * G, row = i / nsl, base = (i - row * nsl) * S, a = row * ld % VEC;
+    float w[E];
+    wide_load<Ti, E>(x + (row * ld - a + base), virtual_slice<VEC>(a, cols, base, S), t, T, scale, w);
+    float m = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < E; ++e) m = fmaxf(m, w[e]);
+    m = warp_max(m);
+    const float r = m == -INFINITY ? 0.0f : m;
+    float sum = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) sum += exp_sub(w[e], r);
+    publish(i, row, m, warp_sum(sum));
+  }
+
+  // pass 2, last item first
+  for (int64_t k = K - 1; k >= 0; --k) {
+    const int64_t i = int64_t(blockIdx.x) + k * G, row = i / nsl, base = (i - row * nsl) * S, a = row * ld % VEC;
+    const VirtualSlice vs = virtual_slice<VEC>(a, cols, base, S);
+    if (warp == 0) {
+      const unsigned* c = cnt + row;
+      if (ld_acquire(c) < unsigned(nsl)) {
+        const uint64_t t0 = global_ns();
+        while (ld_acquire(c) < unsigned(nsl))
+          if (global_ns() - t0 > kPipeWaitTimeoutNs) __trap();
+      }
+      const float2* pr = part + row * nsl;
+      float M = -INFINITY;
+      for (int j = lane; j < nsl; j += 32) M = fmaxf(M, ld_relaxed_f2(pr + j).x);
+      M = warp_max(M);
+      float Z = 0.0f;
+      for (int j = lane; j < nsl; j += 32) {
+        const float2 q = ld_relaxed_f2(pr + j);
+        Z += q.y * weight(q.x, M);
+      }
+      Z = warp_sum(Z);
+      if (lane == 0) {
+        stat = make_float2(M, Z);
+        // nsl publishers and nsl readers: the last reader puts the counter back to 0.
+        if (atomicAdd(cnt + row, 1u) == unsigned(2 * nsl - 1)) atomicExch(cnt + row, 0u);
+      }
+    }
+    __syncthreads();
+    const float M = stat.x, Z = stat.y;
+    __syncthreads();  // stat is rewritten by the next item
+    float o[E];
+    if (k == 0) {
+      const float f = weight(m0, M) / Z;
+#pragma unroll
+      for (int e = 0; e < E; ++e) o[e] = v[e] * f;
+    } else {
+      wide_load<Ti, E>(x + (row * ld - a + base), vs, t, T, scale, o);
+      const float inv = 1.0f / Z;
+#pragma unroll
+      for (int e = 0; e < E; ++e) o[e] = exp_sub(o[e], M) * inv;
+    }
+    To* gy = y + (row * ld - a + base);  // gy[u]: the slice's virtual column u
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const int u = (j * T + t) * VEC;
+      if (u >= vs.plo && u + VEC <= vs.phi) {
+        store_streaming<To, VEC>(gy + u, o + j * VEC);
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          if (u + e >= vs.lo && u + e < vs.hi) gy[u + e] = from_float<To>(o[j * VEC + e]);
+      }
+    }
+  }
 }
 
 // ---- dispatch --------------------------------------------------------------------------------
@@ -732,7 +1134,7 @@ std::string set_attributes(const Plan& pl) {
   return why;
 }
 
-// The launch configuration of a plan (the cluster attribute in `attr[1]`, which must outlive it).
+// The launch configuration of a plan (its attributes in `attr[2]`, which must outlive it).
 cudaLaunchConfig_t launch_config(const Plan& pl, cudaLaunchAttribute* attr, cudaStream_t s) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(unsigned(pl.launch.grid));
@@ -746,6 +1148,11 @@ cudaLaunchConfig_t launch_config(const Plan& pl, cudaLaunchAttribute* attr, cuda
     attr[cfg.numAttrs].val.clusterDim.x = unsigned(pl.launch.cluster);
     attr[cfg.numAttrs].val.clusterDim.y = 1;
     attr[cfg.numAttrs].val.clusterDim.z = 1;
+    ++cfg.numAttrs;
+  }
+  if (pl.launch.cooperative) {
+    attr[cfg.numAttrs].id = cudaLaunchAttributeCooperative;
+    attr[cfg.numAttrs].val.cooperative = 1;
     ++cfg.numAttrs;
   }
   return cfg;
@@ -762,7 +1169,7 @@ std::string residency(const Plan& pl, int* clusters, int* blocks_per_sm, int* sm
     return cuda_failure(e, "cudaDeviceGetAttribute(MultiProcessorCount)");
   const NativeSoftmaxLaunch& l = pl.launch;
   if (l.cluster > 1) {
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     const cudaLaunchConfig_t cfg = launch_config(pl, attr, nullptr);
     if (cudaError_t e = cudaOccupancyMaxActiveClusters(clusters, pl.func, &cfg); e != cudaSuccess)
       return cuda_failure(e, "cudaOccupancyMaxActiveClusters (" + l.str() + ")");
@@ -804,6 +1211,63 @@ std::string clamp_persistent_grid(Plan& pl) {
   return {};
 }
 
+// ---- wide workspace: per (device, stream), grown on demand; its counters are zero between launches ----
+
+struct WideWorkspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+// The counters (rows, at the start) and pairs (rows x nsl) of a wide launch on stream s; "" or
+// why not. A new buffer is zeroed on s (before the launch that uses it); the kernel leaves its
+// counters at zero.
+std::string wide_workspace(int64_t rows, int64_t nsl, cudaStream_t s, unsigned** cnt, float2** part) {
+  int dev = 0;
+  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return cuda_failure(e, "cudaGetDevice");
+  const size_t cnt_bytes = (size_t(rows) * sizeof(unsigned) + 255) / 256 * 256;
+  const size_t need = cnt_bytes + size_t(rows) * size_t(nsl) * sizeof(float2);
+  static std::mutex mu;
+  static std::map<std::pair<int, cudaStream_t>, WideWorkspace> spaces;
+  std::lock_guard<std::mutex> lock(mu);
+  if (spaces.size() >= 16 && !spaces.count({dev, s})) {
+    // Streams come and go (tests make one per problem): past 16, drop this device's other buffers
+    // (cudaFree waits for the device, so none is in use).
+    for (auto it = spaces.begin(); it != spaces.end();)
+      if (it->first.first == dev) {
+        (void)cudaFree(it->second.ptr);
+        it = spaces.erase(it);
+      } else {
+        ++it;
+      }
+    (void)cudaGetLastError();
+  }
+  WideWorkspace& w = spaces[{dev, s}];
+  if (w.bytes < need) {
+    // cudaFree waits for the device: no launch still uses the old buffer.
+    if (w.ptr)
+      if (cudaError_t e = cudaFree(w.ptr); e != cudaSuccess) return w = {}, cuda_failure(e, "cudaFree (wide workspace)");
+    w = {};
+    const size_t bytes = std::max(need, size_t(1) << 16);
+    if (cudaError_t e = cudaMalloc(&w.ptr, bytes); e != cudaSuccess)
+      return w.ptr = nullptr, cuda_failure(e, "cudaMalloc (wide workspace, " + std::to_string(bytes) + " B)");
+    if (cudaError_t e = cudaMemsetAsync(w.ptr, 0, bytes, s); e != cudaSuccess) {
+      (void)cudaFree(w.ptr);
+      w = {};
+      return cuda_failure(e, "cudaMemsetAsync (wide workspace)");
+    }
+    w.bytes = bytes;
+  }
+  *cnt = static_cast<unsigned*>(w.ptr);
+  *part = reinterpret_cast<float2*>(static_cast<char*>(w.ptr) + cnt_bytes);
+  return {};
+}
+
+// Slices a row of p gets from a wide config (virtual columns: vec - 1 more when rows do not start on a pack).
+int64_t wide_slices(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
+  const int64_t span = p.cols + (p.row_stride() % c.vec ? c.vec - 1 : 0), S = int64_t(c.threads) * c.elems;
+  return (span + S - 1) / S;
+}
+
 // Launches `kernel` with the config's launch and `args` (pointers to the kernel's parameters,
 // in order and of their exact types), or records the plan when probing.
 void launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const void* kernel, void** args, cudaStream_t s) {
@@ -814,7 +1278,15 @@ void launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const void* k
   }
   if (std::string why = set_attributes(pl); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
   if (std::string why = clamp_persistent_grid(pl); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
-  cudaLaunchAttribute attr[1];
+  if (c.kind == SoftmaxKind::wide) {  // the workspace: the last two kernel parameters
+    unsigned* cnt = nullptr;
+    float2* part = nullptr;
+    if (std::string why = wide_workspace(p.rows, wide_slices(c, p), s, &cnt, &part); !why.empty())
+      GT_THROW("native softmax: " + c.name() + ": " + why);
+    *static_cast<float2**>(args[7]) = part;
+    *static_cast<unsigned**>(args[8]) = cnt;
+  }
+  cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = launch_config(pl, attr, s);
   if (cudaError_t e = cudaLaunchKernelExC(&cfg, kernel, args); e != cudaSuccess)
     GT_THROW("native softmax: " + c.name() + ": " + cuda_failure(e, "launch (" + pl.launch.str() + ")"));
@@ -870,6 +1342,58 @@ void launch_pipe(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
   with_elems<Ti, VEC>(c, "pipe", [&](auto e) { launch_pipe_e<Ti, To, decltype(e)::value>(c, p, x, y, s); });
 }
 
+template <class Ti, class To, int E>
+void launch_wide_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  int64_t rows = p.rows, cols = p.cols, ld = p.row_stride();
+  float scale = p.scale;
+  int nsl = int(wide_slices(c, p));
+  float2* part = nullptr;  // set by launch() (the workspace)
+  unsigned* cnt = nullptr;
+  void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &nsl, &part, &cnt};
+  launch(c, p, reinterpret_cast<const void*>(&softmax_wide_kernel<Ti, To, E>), args, s);
+}
+
+template <class Ti, class To, int VEC>
+void launch_wide(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  if constexpr (VEC * sizeof(Ti) == 16) {
+    switch (c.elems / VEC) {  // 2 or 4 packs, at most 32 values a thread (cannot_run)
+      case 2: return launch_wide_e<Ti, To, 2 * VEC>(c, p, x, y, s);
+      case 4:
+        if constexpr (4 * VEC <= 32) return launch_wide_e<Ti, To, 4 * VEC>(c, p, x, y, s);
+        [[fallthrough]];
+      default: GT_THROW("native softmax: " + c.name() + ": elems must be vec x 2 or 4 and at most 32 for the wide kind");
+    }
+  } else {
+    GT_THROW("native softmax: " + c.name() + ": the wide kind needs 16-byte vectors");
+  }
+}
+
+template <class Ti, class To, int E>
+void launch_tiny_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  int64_t rows = p.rows, cols = p.cols, ld = p.row_stride();
+  float scale = p.scale;
+  int group = c.group;
+  void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &group};
+  launch(c, p, reinterpret_cast<const void*>(&softmax_tiny_kernel<Ti, To, E>), args, s);
+}
+
+template <class Ti, class To, int VEC>
+void launch_tiny(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  if constexpr (VEC * sizeof(Ti) == 16) {
+    switch (c.elems) {
+      case 1: return launch_tiny_e<Ti, To, 1>(c, p, x, y, s);
+      case 2: return launch_tiny_e<Ti, To, 2>(c, p, x, y, s);
+      case 4: return launch_tiny_e<Ti, To, 4>(c, p, x, y, s);
+      case 8: return launch_tiny_e<Ti, To, 8>(c, p, x, y, s);
+      case 16: return launch_tiny_e<Ti, To, 16>(c, p, x, y, s);
+      case 32: return launch_tiny_e<Ti, To, 32>(c, p, x, y, s);
+      default: GT_THROW("native softmax: " + c.name() + ": elems must be 1, 2, 4, 8, 16 or 32 for the tiny kind");
+    }
+  } else {
+    GT_THROW("native softmax: " + c.name() + ": the tiny kind needs 16-byte vectors");
+  }
+}
+
 template <class Ti, class To, int E, int VEC>
 void launch_rows(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
   if constexpr (E % VEC == 0) {
@@ -901,6 +1425,8 @@ void launch_vec(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti*
   }
   if (c.kind == SoftmaxKind::smem) return launch_smem<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::pipe) return launch_pipe<Ti, To, VEC>(c, p, x, y, s);
+  if (c.kind == SoftmaxKind::wide) return launch_wide<Ti, To, VEC>(c, p, x, y, s);
+  if (c.kind == SoftmaxKind::tiny) return launch_tiny<Ti, To, VEC>(c, p, x, y, s);
   switch (c.elems) {
     case 1: return launch_rows<Ti, To, 1, VEC>(c, p, x, y, s);
     case 2: return launch_rows<Ti, To, 2, VEC>(c, p, x, y, s);
@@ -948,6 +1474,8 @@ int launch_bound(const NativeSoftmaxConfig& c) {
     case SoftmaxKind::block:
     case SoftmaxKind::cluster: return c.elems >= 32 ? split_max_threads<32>() : split_max_threads<16>();
     case SoftmaxKind::pipe: return c.elems > 32 ? pipe_max_threads<64>() : pipe_max_threads<32>();
+    case SoftmaxKind::tiny: return kTinyMaxThreads;
+    case SoftmaxKind::wide: return kWideMaxThreads;
     case SoftmaxKind::smem:
     case SoftmaxKind::online: return kMaxThreads;
   }
@@ -962,6 +1490,11 @@ constexpr int kOnlineThreads[] = {256, 512, 1024};
 constexpr int64_t kMinClusterSlice = 4096;  // columns per CTA below which clusters are not offered
 constexpr int kPipeThreads[] = {64, 128, 256, 512, 1024};
 constexpr int64_t kPipeMinClusterRowBytes = 16 * 1024;  // pipe: rows of x up to this size get one CTA each
+constexpr int64_t kTinyMaxCols = 1024;                  // tiny: the longest row (32 lanes x 32 elems)
+constexpr int kTinyOfferedThreads = 256;
+constexpr int64_t kWideMaxRows = 64;         // wide: offered for at most this many rows ...
+constexpr int64_t kWideMinCols = 8192;       // ... of at least this many columns
+constexpr int64_t kWideMaxSlices = 4096;     // slices a row (each CTA merges a row's pairs in one warp)
 
 bool pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -975,6 +1508,8 @@ const char* to_string(SoftmaxKind k) {
     case SoftmaxKind::smem: return "smem";
     case SoftmaxKind::pipe: return "pipe";
     case SoftmaxKind::online: return "online";
+    case SoftmaxKind::tiny: return "tiny";
+    case SoftmaxKind::wide: return "wide";
   }
   return "?";
 }
@@ -987,6 +1522,8 @@ int64_t NativeSoftmaxConfig::max_cols() const {
     case SoftmaxKind::smem: return -1;  // bounded by shared memory per CTA: see cannot_run
     case SoftmaxKind::pipe: return int64_t(threads / std::max(block_rows, 1)) * elems * cluster;
     case SoftmaxKind::online: return -1;
+    case SoftmaxKind::tiny: return std::min<int64_t>(int64_t(group) * elems, kTinyMaxCols);
+    case SoftmaxKind::wide: return -1;  // any: slices as many as the row needs
   }
   return 0;
 }
@@ -995,6 +1532,7 @@ std::string NativeSoftmaxConfig::name() const {
   std::string n = std::string(to_string(kind)) + "_v" + std::to_string(vec);
   if (kind != SoftmaxKind::online && kind != SoftmaxKind::smem) n += "_e" + std::to_string(elems);
   n += "_t" + std::to_string(threads);
+  if (kind == SoftmaxKind::tiny) n += "_g" + std::to_string(group);
   if (kind == SoftmaxKind::pipe) n += "_r" + std::to_string(block_rows);
   if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe)
     n += "_c" + std::to_string(cluster);
@@ -1006,7 +1544,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   auto bad = [&](const std::string& why) {
     GT_THROW("native softmax config '" + name + "': " + why +
              " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
-             "pipe_v8_e32_t1024_r1_c8_s3, online_v8_t1024)");
+             "pipe_v8_e32_t1024_r1_c8_s3, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512)");
   };
   NativeSoftmaxConfig c;
   size_t pos = name.find('_');
@@ -1017,6 +1555,8 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   else if (kind == "smem") c.kind = SoftmaxKind::smem;
   else if (kind == "pipe") c.kind = SoftmaxKind::pipe;
   else if (kind == "online") c.kind = SoftmaxKind::online;
+  else if (kind == "tiny") c.kind = SoftmaxKind::tiny;
+  else if (kind == "wide") c.kind = SoftmaxKind::wide;
   else bad("unknown kind '" + kind + "'");
   auto field = [&](char tag) -> int {
     if (pos == std::string::npos || pos + 2 > name.size() || name[pos + 1] != tag) bad(std::string("missing _") + tag);
@@ -1030,6 +1570,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   c.vec = field('v');
   c.elems = c.kind == SoftmaxKind::online || c.kind == SoftmaxKind::smem ? 0 : field('e');
   c.threads = field('t');
+  c.group = c.kind == SoftmaxKind::tiny ? field('g') : 0;
   c.block_rows = c.kind == SoftmaxKind::pipe ? field('r') : 1;
   c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ? field('c') : 1;
   c.stages = c.kind == SoftmaxKind::pipe ? field('s') : 0;
@@ -1056,7 +1597,7 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (elems % vec || !pow2(elems / vec) || elems / vec > 8) return "elems must be vec x 1, 2, 4 or 8";
     if (threads > launch_bound(*this)) return "at most " + std::to_string(launch_bound(*this)) + " threads for " +
                                                   std::to_string(elems) + " elems (registers)";
-    if (cluster < 1 || (cluster > 8 && cluster != kMaxCluster)) return "cluster must be 1 .. 8 or 16";
+    if (cluster < 1 || cluster > kMaxCluster) return "cluster must be 1 .. 16";
     if (block_rows < 1 || (threads / 32) % block_rows) return "block_rows must divide the warps of a block";
     if (block_rows > 1 && cluster > 1) return "block_rows > 1 needs cluster 1";
     if (stages < 2 || stages > kPipeMaxStages) return "stages must be 2 .. " + std::to_string(kPipeMaxStages);
@@ -1064,6 +1605,20 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (smem > kNativeSmemDynamicOptIn)
       return std::to_string(stages) + " stages of " + std::to_string(threads * elems) + " elements (" + std::to_string(smem) +
              " bytes) exceed the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
+  } else if (kind == SoftmaxKind::tiny) {
+    if (vec != vec16_of(p.in)) return "the tiny kind copies 16-byte packs (vec " + std::to_string(vec16_of(p.in)) + ")";
+    if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32 for the tiny kind";
+    if (!pow2(group) || group > 32) return "group must be 1, 2, 4, 8, 16 or 32 lanes a row";
+    if (threads > kTinyMaxThreads) return "at most " + std::to_string(kTinyMaxThreads) + " threads for the tiny kind";
+  } else if (kind == SoftmaxKind::wide) {
+    const int v16 = vec16_of(p.in);
+    if (vec != v16) return "the wide kind loads 16-byte packs (vec " + std::to_string(v16) + ")";
+    if (elems % vec || (elems / vec != 2 && elems / vec != 4) || elems > 32)
+      return "elems must be vec x 2 or 4 and at most 32";
+    if (threads > kWideMaxThreads) return "at most " + std::to_string(kWideMaxThreads) + " threads for the wide kind";
+    if (wide_slices(*this, p) > kWideMaxSlices)
+      return std::to_string(wide_slices(*this, p)) + " slices a row exceed " + std::to_string(kWideMaxSlices);
+    if (p.rows > int64_t(0x7fffffff) / wide_slices(*this, p)) return "too many slices for one grid (2^31 - 1 blocks)";
   } else if (kind != SoftmaxKind::online) {
     if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32";
     if (elems % vec) return "elems must be a multiple of vec";
@@ -1076,15 +1631,25 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     return "cluster must be 1 for this kind";
   if (kind != SoftmaxKind::pipe && stages != 0) return "stages must be 0 for this kind";
   if (kind != SoftmaxKind::pipe && block_rows != 1) return "block_rows must be 1 for this kind";
+  if (kind != SoftmaxKind::tiny && group != 0) return "group must be 0 for this kind";
   if (max_cols() >= 0 && p.cols > max_cols())
     return "holds rows of at most " + std::to_string(max_cols()) + " columns, not " + std::to_string(p.cols);
+  // Virtual columns (pipe): a row that does not start on a 16-byte pack needs vec - 1 more.
+  const bool aligned = p.row_stride() % vec == 0;
+  if (kind == SoftmaxKind::pipe && !aligned && p.cols + vec - 1 > max_cols())
+    return "holds rows of at most " + std::to_string(max_cols() - vec + 1) + " columns when ld % " + std::to_string(vec) +
+           " != 0, not " + std::to_string(p.cols);
   if (kind == SoftmaxKind::cluster && (cluster - 1) * int64_t(threads) * elems >= p.cols)
     return "the last CTA of the cluster would have no columns";
   if (kind == SoftmaxKind::pipe && (cluster - 1) * int64_t(threads / block_rows) * elems >= p.cols)
     return "the last CTA of the cluster would have no columns";
-  const int64_t blocks = (p.rows + rows_per_block() - 1) / rows_per_block() * cluster;
+  const int64_t per_block = kind == SoftmaxKind::tiny ? tiny_rows(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)))
+                                                      : rows_per_block();
+  const int64_t blocks = (p.rows + per_block - 1) / per_block * cluster;
   if (blocks > int64_t(0x7fffffff)) return "too many rows for one grid (2^31 - 1 blocks)";
-  if (vec > 1 && p.row_stride() % vec) return "ld = " + std::to_string(p.row_stride()) + " is not a multiple of vec";
+  const bool own_alignment = kind == SoftmaxKind::pipe || kind == SoftmaxKind::tiny || kind == SoftmaxKind::wide;
+  if (vec > 1 && !aligned && !own_alignment)
+    return "ld = " + std::to_string(p.row_stride()) + " is not a multiple of vec";
   return {};
 }
 
@@ -1136,13 +1701,16 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         if (cfg.cannot_run(p).empty()) out.push_back(cfg);
       }
     }
-  // pipe (16-byte packs): per (threads, elems) the fewest CTAs per row that hold it (1 .. 8, any
-  // count; 16 where 8 cannot and no CTA idles), one CTA's slice using at least half of its
+  // pipe (16-byte packs): per (threads, elems) the fewest CTAs per row that hold it (1 .. 16,
+  // any count: 9-16 are non-portable cluster sizes; 151936 bf16 columns get 10 CTAs of 16384
+  // two an SM, where 5 of 32768 left 22 of 132 SMs idle on the H200), one CTA's slice using at least half of its
   // columns; only clusters of at most twice the fewest any pair needs, clusters only for rows
   // past 16 KiB (short rows: one CTA per row, many CTAs per SM). Then several rows per CTA
   // (W = 1, 2, 4 warps a row: 128 or 256 threads for a warp a row, 256 otherwise; the fewest
-  // elems that hold the row, at least half used). 2 and 3 stages where they fit.
-  if (v == v16) {
+  // elems that hold the row, at least half used). 2 and 3 stages where they fit. Rows that do
+  // not start on a 16-byte pack (ld % v16 != 0) are laid out in virtual columns: v16 - 1 more.
+  {
+    const int64_t span = p.cols + (p.row_stride() % v16 ? v16 - 1 : 0);
     struct Shape {
       int t, e, c, r;
     };
@@ -1152,13 +1720,12 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       for (int mult : {1, 2, 4, 8}) {
         const int e = v16 * mult;
         const int64_t slice = int64_t(t) * e;
-        int64_t c = (p.cols + slice - 1) / slice;
-        if (c > 8) c = kMaxCluster;
-        if (slice * c < p.cols || (c - 1) * slice >= p.cols) continue;  // too long for 16 CTAs, or idle CTAs
-        if (c == 1 && slice >= 2 * p.cols) continue;                     // most of the slice idle
+        const int64_t c = (span + slice - 1) / slice;  // 9-16: non-portable cluster sizes
+        if (c > kMaxCluster || (c - 1) * slice >= p.cols) continue;  // too long for 16 CTAs, or idle CTAs
+        if (c == 1 && slice >= 2 * p.cols) continue;                   // most of the slice idle
         if (c > 1 && p.cols * int64_t(size_of(p.in)) <= kPipeMinClusterRowBytes) continue;
         if (2 * int64_t(size_of(p.in)) * slice > kNativeSmemDynamicOptIn) continue;  // not even 2 stages
-        NativeSoftmaxConfig cfg{SoftmaxKind::pipe, v, e, t, int(c), 2, 1};
+        NativeSoftmaxConfig cfg{SoftmaxKind::pipe, v16, e, t, int(c), 2, 1};
         if (!cfg.cannot_run(p).empty()) continue;
         shapes.push_back({t, e, int(c), 1});
         c_min = std::min(c_min, int(c));
@@ -1171,8 +1738,8 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         for (int mult : {1, 2, 4, 8}) {
           const int e = v16 * mult;
           const int64_t slice = int64_t(32) * w * e;
-          if (slice < p.cols) continue;
-          if (slice < 2 * p.cols && NativeSoftmaxConfig{SoftmaxKind::pipe, v, e, t, 1, 2, r}.cannot_run(p).empty())
+          if (slice < span) continue;
+          if (slice < 2 * p.cols && NativeSoftmaxConfig{SoftmaxKind::pipe, v16, e, t, 1, 2, r}.cannot_run(p).empty())
             shapes.push_back({t, e, 1, r});
           break;
         }
@@ -1180,13 +1747,35 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
     for (const Shape& sh : shapes) {
       if (sh.c > 2 * c_min) continue;
       for (int st : {2, 3}) {
-        NativeSoftmaxConfig cfg{SoftmaxKind::pipe, v, sh.e, sh.t, sh.c, st, sh.r};
+        NativeSoftmaxConfig cfg{SoftmaxKind::pipe, v16, sh.e, sh.t, sh.c, st, sh.r};
         if (cfg.cannot_run(p).empty()) out.push_back(cfg);
       }
     }
   }
-  // online: any row.
-  for (int t : kOnlineThreads) out.push_back({SoftmaxKind::online, v, 0, t, 1});
+  // tiny: rows of at most 1024 columns, `group` lanes a row with the fewest elems (a power of
+  // two, <= 8; <= 32 for a warp a row) that hold it, at least half of the group's slots used (a
+  // thread a row always). Narrower groups than a warp at more than 8 values a lane would read
+  // shared memory with bank conflicts (rows 16-32 values apart in one instruction).
+  if (p.cols <= kTinyMaxCols)
+    for (int g : {1, 2, 4, 8, 16, 32}) {
+      int e = 1;
+      while (int64_t(g) * e < p.cols) e *= 2;
+      if (e > (g == 32 ? 32 : 8) || (g > 1 && int64_t(g) * e >= 2 * p.cols)) continue;
+      NativeSoftmaxConfig cfg{SoftmaxKind::tiny, v16, e, kTinyOfferedThreads, 1};
+      cfg.group = g;
+      if (cfg.cannot_run(p).empty()) out.push_back(cfg);
+    }
+  // wide: few long rows, each spread over many CTAs (256 or 512 threads, 2 or 4 packs a thread).
+  if (p.rows <= kWideMaxRows && p.cols >= kWideMinCols)
+    for (int t : {256, 512})
+      for (int mult : {2, 4}) {
+        NativeSoftmaxConfig cfg{SoftmaxKind::wide, v16, v16 * mult, t, 1};
+        if (cfg.cannot_run(p).empty()) out.push_back(cfg);
+      }
+  // online: any row longer than tiny's (tiny holds every row of <= 1024 columns in one pass; the
+  // online kernel's block a row took 58 ms, 200x tiny's time, for 19M rows of 7 on the H200).
+  if (p.cols > kTinyMaxCols)
+    for (int t : kOnlineThreads) out.push_back({SoftmaxKind::online, v, 0, t, 1});
   return out;
 }
 
@@ -1195,18 +1784,22 @@ void run_native_softmax(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, c
   p.validate();
   if (std::string why = c.cannot_run(p); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
   if (c.vec > 1) {
+    // tiny moves y in 16-byte packs of its own dtype: 16 bytes for both.
     const auto misaligned = [&](const void* ptr, DType t) {
-      return reinterpret_cast<uintptr_t>(ptr) % (size_t(c.vec) * size_of(t)) != 0;
+      const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
+      return a % (size_t(c.vec) * size_of(t)) != 0 || (c.kind == SoftmaxKind::tiny && a % 16 != 0);
     };
     if (misaligned(in, p.in) || misaligned(out, p.out))
-      GT_THROW("native softmax: " + c.name() + ": x and y must be aligned to " + std::to_string(c.vec) + " elements");
+      GT_THROW("native softmax: " + c.name() + ": x and y must be aligned to " + std::to_string(c.vec) + " elements" +
+               (c.kind == SoftmaxKind::tiny ? " and 16 bytes" : ""));
   }
   dispatch(c, p, in, out, s);
 }
 
 std::string NativeSoftmaxLaunch::str() const {
   return "grid " + std::to_string(grid) + " x " + std::to_string(threads) + " threads, " + std::to_string(dynamic_smem) +
-         " B dynamic smem, cluster " + std::to_string(cluster) + (persistent ? ", persistent" : "");
+         " B dynamic smem, cluster " + std::to_string(cluster) + (persistent ? ", persistent" : "") +
+         (cooperative ? ", cooperative" : "");
 }
 
 NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
@@ -1226,6 +1819,18 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
     case SoftmaxKind::pipe:
       l.cluster = c.cluster;
       l.grid = (p.rows + c.block_rows - 1) / c.block_rows * c.cluster;
+      break;
+    case SoftmaxKind::tiny: {
+      const int64_t r = tiny_rows(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)));
+      l.grid = (p.rows + r - 1) / r;  // chunks: an upper bound (persistent)
+      l.dynamic_smem = tiny_smem_bytes(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)));
+      l.persistent = true;
+      break;
+    }
+    case SoftmaxKind::wide:
+      l.grid = p.rows * wide_slices(c, p);
+      l.persistent = true;
+      l.cooperative = true;
       break;
   }
   if (c.kind == SoftmaxKind::smem) l.dynamic_smem = smem_slice(c, p) * int64_t(size_of(p.in));
@@ -1337,6 +1942,8 @@ NativeSoftmaxKernelInfo native_softmax_kernel_info(const NativeSoftmaxConfig& c,
     case SoftmaxKind::smem: info.kernel = "softmax_smem_kernel"; break;
     case SoftmaxKind::pipe: info.kernel = "softmax_pipe_kernel"; break;
     case SoftmaxKind::online: info.kernel = "softmax_online_kernel"; break;
+    case SoftmaxKind::tiny: info.kernel = "softmax_tiny_kernel"; break;
+    case SoftmaxKind::wide: info.kernel = "softmax_wide_kernel"; break;
   }
   info.regs_per_thread = fa.numRegs;
   info.static_smem = int64_t(fa.sharedSizeBytes);

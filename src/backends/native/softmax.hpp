@@ -12,21 +12,36 @@
 //            memory with cp.async (16-byte packs): the whole slice is in flight at once and
 //            several CTAs share an SM; exp is computed twice (sum, then write). Reads x once.
 //   pipe     the long-row kernel (docs/softmax.md, "The pipe kernel"): persistent clusters of
-//            `cluster` CTAs (1 .. 8; 16 only where 8 cannot hold the row), each CTA owning a slice
+//            `cluster` CTAs (1 .. 16; 9-16 non-portable), each CTA owning a slice
 //            of threads / block_rows * elems columns of every row its cluster processes
 //            (block_rows > 1, short rows, no cluster: a CTA holds block_rows rows at once). The
 //            copy engine (cp.async.bulk, on an mbarrier) streams the slices of the next
 //            `stages` - 1 block-rows into shared memory while the current one is reduced in
 //            registers (exp once), the (max, sum) partials merged per warp, per row's warps,
 //            then across the cluster through distributed shared memory, and y written with
-//            streaming stores. Reads x once; needs 16-byte packs (ld % vec == 0); any cols up to
-//            threads / block_rows * elems * cluster.
+//            streaming stores. Reads x once; 16-byte packs (a row not starting on one gets a
+//            scalar head); any cols up to threads / block_rows * elems * cluster (less vec - 1
+//            when ld % vec != 0).
 //   online   one block per row, any cols: one pass keeps a running (max, sum) per thread,
 //            merged across the block; a second pass re-reads the row and writes y. Reads x
 //            twice (the fallback for rows no config above holds).
+//   tiny     short rows (1 .. 1024 columns): persistent CTAs stage chunks of R consecutive rows
+//            (~24 KiB of x and y) in shared memory, packed rows as one flat span with 16-byte
+//            cp.async copies (two x buffers: the next chunks stream in while one is reduced) and
+//            16-byte stores, and `group` lanes (1 .. 32) reduce each row from shared memory (a
+//            thread a row for the shortest). Reads x once; any ld.
+//   wide     few long rows: a row cut into slices of threads * elems columns spread over the
+//            whole GPU (one cooperative launch, every CTA resident); each CTA publishes its
+//            slices' (max, sum) to a global workspace, waits for its rows' other slices (an
+//            arrival counter per row), and writes y: its first slice from registers, the
+//            others re-read (from L2 while they fit). Reads x once when the grid holds every
+//            slice, else partly twice.
 // Every kind loads `vec` consecutive elements per access (16 bytes at most: one vector load
-// when vec > 1); vec > 1 needs ld % vec == 0 (configs only offer it then) and x, y aligned to
-// vec elements of their dtype (cudaMalloc's 256 bytes suffice; the launcher checks).
+// when vec > 1); x, y aligned to vec elements of their dtype (cudaMalloc's 256 bytes suffice;
+// the launcher checks). warp, block, cluster, smem and online need ld % vec == 0 (configs only
+// offer vec > 1 then); pipe, tiny and wide always use 16-byte packs and align them per row
+// themselves (a row starting inside a pack gets a scalar head, see "virtual columns" in
+// softmax.cu).
 // All compute in fp32 (exp as exp2 of (s x - M) * log2 e) with torch.softmax's special values
 // (see softmax.cu).
 #pragma once
@@ -42,9 +57,9 @@
 namespace gemmtune::native {
 
 // Bump when a kernel's code changes what it computes or how fast: keys the tuning cache.
-inline constexpr const char* kNativeSoftmaxVersion = "5";
+inline constexpr const char* kNativeSoftmaxVersion = "6";
 
-enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online };
+enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online, tiny, wide };
 const char* to_string(SoftmaxKind);
 
 struct NativeSoftmaxConfig {
@@ -52,9 +67,10 @@ struct NativeSoftmaxConfig {
   int vec = 1;        // elements per access: 1, or 16 bytes of the input dtype (4 fp32, 8 bf16/fp16)
   int elems = 0;      // elements per thread kept in registers (warp, block, cluster, pipe); 0 for smem, online
   int threads = 256;  // threads per block (warp: rows per block = threads / 32)
-  int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem, pipe: 1 to 16; else 1)
+  int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem: 1, 2, 4, 8, 16; pipe: 1 to 16; else 1)
   int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; else 0
   int block_rows = 1;  // pipe: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
+  int group = 0;       // tiny: lanes a row (1, 2, 4, 8, 16 or 32); else 0
 
   int rows_per_block() const {
     return kind == SoftmaxKind::warp ? threads / 32 : kind == SoftmaxKind::pipe ? block_rows : 1;
@@ -62,7 +78,8 @@ struct NativeSoftmaxConfig {
   // Longest row this config handles (-1: any).
   int64_t max_cols() const;
   // Stable name (also the candidate id), e.g. "warp_v8_e32_t256", "block_v8_e16_t512",
-  // "cluster_v8_e32_t512_c8", "smem_v8_t512_c4", "pipe_v8_e32_t1024_r1_c8_s3", "online_v4_t1024".
+  // "cluster_v8_e32_t512_c8", "smem_v8_t512_c4", "pipe_v8_e32_t1024_r1_c8_s3", "online_v4_t1024",
+  // "tiny_v8_e1_t256_g8", "wide_v8_e32_t512".
   std::string name() const;
   // The config named `name`; throws Error naming the bad part.
   static NativeSoftmaxConfig parse(const std::string& name);
@@ -72,7 +89,7 @@ struct NativeSoftmaxConfig {
 };
 
 // Every config worth timing for `p` (validated first), in a fixed order: warp, block, cluster,
-// smem, pipe, online. num_sms is unused (kept for the backend's call).
+// smem, pipe, tiny, wide, online. num_sms is unused (kept for the backend's call).
 std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p, int num_sms = 0);
 
 // y = softmax(p.scale * x) for device pointers x (p.in), y (p.out), both rows * ld elements;
@@ -102,10 +119,14 @@ struct NativeSoftmaxLaunch {
   int64_t dynamic_smem = 0;  // bytes of dynamic shared memory per block (smem and pipe kinds)
   int cluster = 1;           // CTAs per cluster (1: launched without a cluster attribute)
   int launch_bound = 0;      // the kernel's __launch_bounds__ (max threads per block it is compiled for)
-  // pipe: the kernel is persistent (its clusters loop over rows): `grid` (rows * cluster) is an
-  // upper bound, and the launcher launches min(grid, what is resident on the device at once).
+  // pipe, wide, tiny: the kernel is persistent (its clusters loop over rows / slices / chunks):
+  // `grid` (rows * cluster, rows * slices, chunks) is an upper bound, and the launcher launches
+  // min(grid, what is resident on the device at once).
   bool persistent = false;
-  std::string str() const;   // "grid 40 x 128 threads, 0 B dynamic smem, cluster 1" (+ ", persistent")
+  // wide: a cooperative launch (every CTA resident at once, or the launch fails): its CTAs wait
+  // for each other.
+  bool cooperative = false;
+  std::string str() const;   // "grid 40 x 128 threads, 0 B dynamic smem, cluster 1" (+ ", persistent", ", cooperative")
 };
 // The launch of `cfg` for `p`; throws Error when the config cannot run p (cannot_run).
 NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& cfg, const SoftmaxProblem& p);
