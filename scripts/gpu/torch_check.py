@@ -138,10 +138,12 @@ def ops_checks(gt):
             if with_bias:
                 ref, bound = ref + bias.double(), bound + bias.double().abs()
             close(f"scaled_mm e4m3 {mode} bias={with_bias}", out, ref, bound, torch.bfloat16)
-            tref = torch._scaled_mm(a, b, sa if mode == "rowwise" else sa.reshape(()),
-                                    sb if mode == "rowwise" else sb.reshape(()), bias=bias, out_dtype=torch.bfloat16)
-            d = (out.double() - tref.double()).abs().max().item()
-            log(f"     scaled_mm {mode} bias={with_bias}: max |gemmtune - torch._scaled_mm| = {d:.3e}")
+            try:  # information only: torch's own fp8 GEMM on the same operands
+                tref = torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16)
+                d = (out.double() - tref.double()).abs().max().item()
+                log(f"     scaled_mm {mode} bias={with_bias}: max |gemmtune - torch._scaled_mm| = {d:.3e}")
+            except Exception as e:
+                log(f"     torch._scaled_mm {mode} bias={with_bias}: {type(e).__name__}: {str(e)[:120]}")
 
     # refusals name the argument
     x, w = rnd(16, k), rnd(n, k)

@@ -165,14 +165,14 @@ def _guard(ent: _Entry):
 def _mm_impl(a: Tensor, b: Tensor) -> Tensor:
     key = ("mm", a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device)
     ent = _State.entries.get(key)
+    pa, pb = a.data_ptr(), b.data_ptr()
+    if (pa | pb) & 15:
+        _misaligned("mm", a=pa, b=pb)
     if ent is None:
         ent = _entry("mm", key, P.plan_mm(a, b), a)
     plan = ent.plan
     d = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=a.device)
-    pa, pb, pd = a.data_ptr(), b.data_ptr(), d.data_ptr()
-    if (pa | pb) & 15:
-        _misaligned("mm", a=pa, b=pb)
-    st = _State.run(ent.handle, pa, pb, None, pd, None, None, None, _stream(ent.device), 0)
+    st = _State.run(ent.handle, pa, pb, None, d.data_ptr(), None, None, None, _stream(ent.device), 0)
     if st:
         _raise_status("mm", st)
     return d
@@ -185,15 +185,15 @@ def _linear_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: 
     ent = _State.entries.get(key)
     k = x.shape[-1] if x.dim() else 0
     x2 = x if x.dim() == 2 else P.flatten_rows("linear", x, k)
+    pa, pb = x2.data_ptr(), weight.data_ptr()
+    pbias = bias.data_ptr() if bias is not None else None
+    if (pa | pb | (pbias or 0)) & 15:
+        _misaligned("linear", x=pa, weight=pb, bias=pbias)
     if ent is None:
         ent = _entry("linear", key, P.plan_linear(x2, weight, bias, activation), x)
     plan = ent.plan
     d = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=x.device)
-    pa, pb, pd = x2.data_ptr(), weight.data_ptr(), d.data_ptr()
-    pbias = bias.data_ptr() if bias is not None else None
-    if (pa | pb | (pbias or 0)) & 15:
-        _misaligned("linear", x=pa, weight=pb, bias=pbias)
-    st = _State.run(ent.handle, pa, pb, None, pd, pbias, None, None, _stream(ent.device), 0)
+    st = _State.run(ent.handle, pa, pb, None, d.data_ptr(), pbias, None, None, _stream(ent.device), 0)
     if st:
         _raise_status("linear", st)
     return d if x.dim() == 2 else d.view(*x.shape[:-1], plan.out_shape[1])
@@ -206,17 +206,18 @@ def _scaled_mm_impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_
            scale_a.shape, scale_a.stride(), scale_a.dtype, scale_a.device, scale_b.shape, scale_b.stride(),
            scale_b.dtype, scale_b.device, out_dtype, bkey)
     ent = _State.entries.get(key)
-    if ent is None:
-        ent = _entry("scaled_mm", key, P.plan_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias), a)
-    plan = ent.plan
-    d = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=a.device)
-    pa, pb, pd = a.data_ptr(), b.data_ptr(), d.data_ptr()
+    pa, pb = a.data_ptr(), b.data_ptr()
     psa, psb = scale_a.data_ptr(), scale_b.data_ptr()
     pbias = bias.data_ptr() if bias is not None else None
     if (pa | pb | (pbias or 0)) & 15:
         _misaligned("scaled_mm", a=pa, b=pb, bias=pbias)
     if (psa | psb) & 3:
         raise P.invalid("scaled_mm", "scale_a, scale_b: data pointers must be 4-byte aligned")
+    if ent is None:
+        ent = _entry("scaled_mm", key, P.plan_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias), a)
+    plan = ent.plan
+    d = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=a.device)
+    pd = d.data_ptr()
     # Whatever the scale mode (tensorwise, rowwise, or block once the problem has it), both
     # scale pointers go to the kernel as they are.
     st = _State.run(ent.handle, pa, pb, None, pd, pbias, psa, psb, _stream(ent.device), 0)
@@ -228,14 +229,14 @@ def _scaled_mm_impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_
 def _softmax_impl(x: Tensor, dim: int, scale: float) -> Tensor:
     key = ("softmax", x.shape, x.stride(), x.dtype, x.device, dim, scale)
     ent = _State.entries.get(key)
+    px = x.data_ptr()
+    if px & 15:
+        _misaligned("softmax", x=px)
     if ent is None:
         ent = _entry("softmax", key, P.plan_softmax(x, dim, scale), x)
     plan = ent.plan
     y = torch.empty_strided(plan.out_shape, plan.out_stride, dtype=plan.out_dtype, device=x.device)
-    px, py = x.data_ptr(), y.data_ptr()
-    if (px | py) & 15:
-        _misaligned("softmax", x=px, out=py)
-    st = _State.softmax_run(ent.handle, px, py, _stream(ent.device))
+    st = _State.softmax_run(ent.handle, px, y.data_ptr(), _stream(ent.device))
     if st:
         _raise_status("softmax", st)
     return y
