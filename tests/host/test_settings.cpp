@@ -26,7 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path repo_root() { return fs::path(__FILE__).parent_path().parent_path().parent_path(); }
+// The source tree (absolute: __FILE__ is relative under ccache's base_dir).
+fs::path repo_root() { return GEMMTUNE_TEST_SOURCE_DIR; }
 
 // Every variable resolve() reads: unset for each test, and put back as it was after it.
 const char* const kVars[] = {
