@@ -9,6 +9,7 @@
 #   scripts/gpu/torch.sh                 # the package from python/ and build/libgemmtune_c.so
 #   WHEEL=dist/gemmtune-*.whl scripts/gpu/torch.sh   # or an installed wheel (needs no build/)
 #   ARGS="--no-compile" scripts/gpu/torch.sh          # skip the torch.compile rows of the block
+#   ARGS="--no-compile --max-autotune" scripts/gpu/torch.sh   # a second call: torch max-autotune beside it
 #
 # Exit: 0 all checks pass, 1 a check failed, 77 no GPU.
 set -uo pipefail

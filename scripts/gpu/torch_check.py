@@ -296,7 +296,7 @@ def rel(a, b):
     return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
-def block_checks(gt, tokens, do_compile, budget_s):
+def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False):
     torch.manual_seed(0)
     plain = DecoderBlock().to("cuda", torch.bfloat16)
     with torch.no_grad():
@@ -349,6 +349,23 @@ def block_checks(gt, tokens, do_compile, budget_s):
         graph.replay()
         torch.cuda.synchronize()
         check("CUDA graph of the optimized block (T=16) replays == eager", torch.equal(y, opt(x)))
+    if max_autotune:
+        # Plain PyTorch under torch.compile(mode="max-autotune") (Inductor's own GEMM tuning):
+        # minutes of compiles, so a separate call (--max-autotune --no-compile).
+        for T in tokens:
+            x = torch.randn(1, T, 4096, device="cuda", dtype=torch.bfloat16)
+            with torch.no_grad():
+                torch._dynamo.reset()
+                cm = torch.compile(plain, mode="max-autotune", dynamic=False)
+                t = time.perf_counter()
+                cm(x)
+                torch.cuda.synchronize()
+                row = next(r for r in RESULTS["block"] if r["tokens"] == T)
+                row["max_autotune_compile_s"] = time.perf_counter() - t
+                row["max_autotune_plain_ms"] = time_ms(lambda: cm(x), 50 if T <= 16 else 20)
+                row["gemmtune_vs_max_autotune"] = row["max_autotune_plain_ms"] / row["eager_gemmtune_ms"]
+                log(f"block T={T}: torch max-autotune {row['max_autotune_plain_ms']:.3f} ms "
+                    f"(compiles {row['max_autotune_compile_s']:.0f} s); gemmtune eager {row['eager_gemmtune_ms']:.3f} ms")
     if not do_compile:
         return
     for T in tokens:
@@ -437,6 +454,9 @@ def write(out_dir):
                   "|---|---|---|---|---|---|---|---|"]
         for r in RESULTS["block"]:
             c = lambda k: f"{r[k]:.3f}" if k in r else "-"
+            if "max_autotune_plain_ms" in r:
+                lines.append(f"| {r['tokens']} (torch max-autotune) | | | | {c('max_autotune_plain_ms')} | | "
+                             f"{c('gemmtune_vs_max_autotune')} (gemmtune eager) | |")
             lines.append(f"| {r['tokens']} | {c('eager_plain_ms')} | {c('eager_gemmtune_ms')} | {c('eager_speedup')} | "
                          f"{c('compiled_plain_ms')} | {c('compiled_gemmtune_ms')} | {c('compiled_speedup')} | "
                          f"{r['rel_err_gemmtune']:.2e} / {r['rel_err_plain']:.2e} |")
@@ -456,6 +476,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--tokens", default="1,16,2048")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows of the block")
+    ap.add_argument("--max-autotune", action="store_true",
+                    help="also time plain PyTorch under torch.compile(mode='max-autotune') (minutes of compiles)")
     ap.add_argument("--budget-s", type=float, default=200, help="start no torch.compile row after this")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -481,7 +503,7 @@ def main():
                      ("graphs", lambda: graph_checks(gt)),
                      ("configure", lambda: configure(["cublaslt", "native", "triton"])),
                      ("overhead", lambda: overhead(gt)),
-                     ("block", lambda: block_checks(gt, tokens, not args.no_compile, args.budget_s))):
+                     ("block", lambda: block_checks(gt, tokens, not args.no_compile, args.budget_s, args.max_autotune))):
         t = time.perf_counter()
         try:
             fn()
