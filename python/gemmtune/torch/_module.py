@@ -154,8 +154,13 @@ def optimize(model: torch.nn.Module, example_inputs: Any, m_buckets: Optional[It
             eng = engine if engine is not None else _ops.engine(dev)
             if bar is not None:
                 bar.set_postfix_str(f"{p['m']}x{p['n']}x{p['k']} {p['dtype']}")
-            _, rep = eng.select(p, force=force)
+            kernel, rep = eng.select(p, force=force)
             s = _summary(rep)
+            # The selected kernel says what won even when the report has no results (a choice
+            # this engine made before).
+            info = kernel.describe() if kernel is not None else {}
+            if info:
+                s.update(backend=info["backend"], id=info["id"], kernel=info["name"])
             report.problems.append({"layers": entry["layers"], "m": p["m"], "n": p["n"], "k": p["k"],
                                     "dtype": p["dtype"], "bias": p.get("bias", False), **s})
             if s["backend"]:
