@@ -219,3 +219,45 @@ def test_linear_module_shares_parameters():
     assert list(g.state_dict()) == ["weight", "bias"]
     assert "activation='relu'" in repr(g)
     assert g(t(4, 64)).shape == (4, 32)
+
+
+class BucketEngine:
+    """load() answers for every bucket but the ones in `refuse` (as a decode kernel refuses m > 16)."""
+
+    def __init__(self, refuse=()):
+        self.loads = []
+        self.refuse = set(refuse)
+
+    def load(self, problem, backend, cid):
+        self.loads.append((problem["m"], backend, cid))
+        if cid in self.refuse:
+            raise gemmtune.GemmtuneError(gemmtune.GT_ERR_RUNTIME, f"{cid}: does not support m={problem['m']}")
+        return ("kernel", problem["m"], cid)
+
+    def select(self, problem, force=False):
+        raise AssertionError("an untuned m must never be tuned when the layer has buckets")
+
+
+def test_untuned_m_loads_the_nearest_valid_bucket_never_tunes(monkeypatch):
+    _ops.configure()
+    plan = P.plan_linear(t(5, 64), t(128, 64), None, None)
+    _ops._State.buckets[_ops._family(plan.key)] = [(1, "native", "n1"), (8, "native", "n8"), (64, "triton", "t64")]
+    eng = BucketEngine(refuse={"n8"})
+    monkeypatch.setattr(_ops, "engine", lambda device=0: eng)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    # m = 5: bucket 8 first (refused: not valid for m = 5 here), then 64; loaded for m = 5.
+    assert _ops._select("linear", plan, 0) == ("kernel", 5, "t64")
+    assert eng.loads == [(5, "native", "n8"), (5, "triton", "t64")]
+    # Nothing valid: an error naming the buckets tried, still no tune.
+    eng.refuse = {"n1", "n8", "t64"}
+    msg = str(pytest.raises(gemmtune.GemmtuneError, _ops._select, "linear", plan, 0).value)
+    assert "no tuned bucket's kernel runs m=5" in msg and "m=1 native/n1" in msg
+    _ops.configure()
+
+
+def test_first_call_under_capture_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    monkeypatch.setattr(_ops, "engine", lambda device=0: BucketEngine())
+    plan = P.plan_mm(t(16, 64), t(64, 32))
+    msg = str(pytest.raises(gemmtune.GemmtuneError, _ops._select, "mm", plan, 0).value)
+    assert "captured into a CUDA graph" in msg and "run the op once before capture" in msg
