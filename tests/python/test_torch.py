@@ -261,3 +261,46 @@ def test_first_call_under_capture_is_refused(monkeypatch):
     plan = P.plan_mm(t(16, 64), t(64, 32))
     msg = str(pytest.raises(gemmtune.GemmtuneError, _ops._select, "mm", plan, 0).value)
     assert "captured into a CUDA graph" in msg and "run the op once before capture" in msg
+
+
+class FakeKernel:
+    def __init__(self, problem):
+        self.problem = problem
+        self._h = object()
+
+    def describe(self):
+        return {"backend": "fake", "id": "f0", "name": "fake"}
+
+
+def test_hot_path_with_a_fake_kernel(monkeypatch):
+    """The eager implementation end to end on CPU tensors, the GPU parts faked: planned once per
+    signature, then the C call gets x's own data pointer for leading dims that flatten to a view
+    (a copy's when they do not), the output has x's leading dims, and a new signature is planned."""
+    import contextlib
+    _ops.configure()
+    calls, selects = [], []
+    monkeypatch.setattr(P, "_check_cuda", lambda op, name, t, device: None)
+    monkeypatch.setattr(_ops, "_select", lambda op, plan, device: selects.append(plan.problem) or FakeKernel(plan.problem))
+    monkeypatch.setattr(_ops, "_stream", lambda device: 1234)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(_ops._State, "run", lambda *args: calls.append(args) or 0)
+    w = torch.randn(48, 32, dtype=bf16)
+    b = torch.randn(48, dtype=bf16)
+    x = torch.randn(2, 5, 32, dtype=bf16)
+    for _ in range(3):
+        y = _ops._linear_impl(x, w, b, "silu")
+    assert y.shape == (2, 5, 48) and y.dtype == bf16
+    assert len(selects) == 1 and selects[0]["m"] == 10 and selects[0]["act"] == "silu" and selects[0]["bias"]
+    h, pa, pb, pc, pd, pbias, psa, psb, stream, flags = calls[-1]
+    assert (pa, pb, pc, pbias, psa, psb, stream, flags) == (x.data_ptr(), w.data_ptr(), None, b.data_ptr(), None, None, 1234, 0)
+    assert pd == y.data_ptr()
+    # Leading dims that do not flatten to a view: a new signature, its rows gathered by a copy.
+    xt = torch.randn(5, 2, 32, dtype=bf16).transpose(0, 1)
+    y2 = _ops._linear_impl(xt, w, None, None)
+    assert y2.shape == (2, 5, 48) and len(selects) == 2 and calls[-1][1] != xt.data_ptr() and calls[-1][5] is None
+    # A misaligned x is refused before anything is selected.
+    xm = torch.randn(2 * 32 + 1, dtype=bf16)[1:].view(2, 32)
+    raises(lambda: _ops._linear_impl(xm, w, None, None), "linear: x: data pointer")
+    assert len(selects) == 2
+    _ops.configure()

@@ -30,16 +30,17 @@ _Tensor = torch.Tensor
 class _Entry:
     """A selected kernel for one argument key: the C handle and what the hot path needs."""
 
-    __slots__ = ("kernel", "handle", "plan", "device", "backend", "name", "flatten")
+    __slots__ = ("kernel", "handle", "plan", "device", "backend", "name", "copy_rows", "out_shape")
 
-    def __init__(self, kernel, plan: P.Plan, device: int, flatten: bool = False):
+    def __init__(self, kernel, plan: P.Plan, device: int, copy_rows: bool = False, out_shape=None):
         self.kernel = kernel          # gemmtune.Kernel / SoftmaxKernel (owns the handle)
         self.handle = kernel._h       # ctypes.c_void_p
         self.plan = plan
         self.device = device
         info = kernel.describe()
         self.backend, self.name = info["backend"], info["name"]
-        self.flatten = flatten
+        self.copy_rows = copy_rows    # linear: x's rows must be gathered by a copy (not a view)
+        self.out_shape = plan.out_shape if out_shape is None else out_shape
 
 
 class _State:
@@ -143,7 +144,7 @@ def _select(op: str, plan: P.Plan, device: int):
                                         f"({'; '.join(errors)})")
 
 
-def _entry(op: str, key: tuple, plan: P.Plan, t: Tensor, flatten: bool = False) -> _Entry:
+def _entry(op: str, key: tuple, plan: P.Plan, t: Tensor, copy_rows: bool = False, out_shape=None) -> _Entry:
     with _State.lock:
         ent = _State.entries.get(key)
         if ent is None:
@@ -151,7 +152,7 @@ def _entry(op: str, key: tuple, plan: P.Plan, t: Tensor, flatten: bool = False) 
                 _bind()
             device = t.device.index if t.device.index is not None else torch.cuda.current_device()
             with torch.cuda.device(device):
-                ent = _Entry(_select(op, plan, device), plan, device, flatten)
+                ent = _Entry(_select(op, plan, device), plan, device, copy_rows, out_shape)
             _State.entries[key] = ent
         return ent
 
@@ -183,20 +184,36 @@ def _linear_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: 
     key = ("linear", x.shape, x.stride(), x.dtype, x.device, weight.shape, weight.stride(), weight.dtype,
            weight.device, bkey, activation)
     ent = _State.entries.get(key)
-    k = x.shape[-1] if x.dim() else 0
-    x2 = x if x.dim() == 2 else P.flatten_rows("linear", x, k)
-    pa, pb = x2.data_ptr(), weight.data_ptr()
+    if ent is None:
+        x2, copy_rows = _rows(x)
+        if (x2.data_ptr() | weight.data_ptr() | (bias.data_ptr() if bias is not None else 0)) & 15:
+            _misaligned("linear", x=x2.data_ptr(), weight=weight.data_ptr(), bias=bias.data_ptr() if bias is not None else 0)
+        plan = P.plan_linear(x2, weight, bias, activation)
+        ent = _entry("linear", key, plan, x, copy_rows, (*x.shape[:-1], plan.out_shape[1]))
+    if ent.copy_rows:
+        x = x.reshape(-1, x.shape[-1])  # leading dimensions that do not flatten to a view
+    pa, pb = x.data_ptr(), weight.data_ptr()
     pbias = bias.data_ptr() if bias is not None else None
     if (pa | pb | (pbias or 0)) & 15:
         _misaligned("linear", x=pa, weight=pb, bias=pbias)
-    if ent is None:
-        ent = _entry("linear", key, P.plan_linear(x2, weight, bias, activation), x)
-    plan = ent.plan
-    d = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=x.device)
+    d = torch.empty(ent.out_shape, dtype=ent.plan.out_dtype, device=x.device)
     st = _State.run(ent.handle, pa, pb, None, d.data_ptr(), pbias, None, None, _stream(ent.device), 0)
     if st:
         _raise_status("linear", st)
-    return d if x.dim() == 2 else d.view(*x.shape[:-1], plan.out_shape[1])
+    return d
+
+
+def _rows(x: Tensor) -> tuple:
+    """(x as [rows, k], whether that takes a copy): nn.Linear's flattening of the leading
+    dimensions. A view keeps x's data pointer, so the hot path then needs no reshape at all."""
+    if x.dim() == 2:
+        return x, False
+    if x.dim() < 1:
+        raise P.invalid("linear", "x: must have at least 1 dimension")
+    try:
+        return x.view(-1, x.shape[-1]), False
+    except RuntimeError:
+        return x.reshape(-1, x.shape[-1]), True
 
 
 def _scaled_mm_impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_dtype: Optional[torch.dtype],
