@@ -163,6 +163,17 @@ def ops_checks(gt):
             except Exception as e:
                 log(f"     torch._scaled_mm {mode} bias={with_bias}: {type(e).__name__}: {str(e)[:120]}")
 
+    # autograd (plain torch ops) through linear and softmax, against torch's own
+    def grads():
+        xg = rnd(4, 64, k, dtype=torch.float32).requires_grad_()
+        wg = rnd(n, k, dtype=torch.float32).requires_grad_()
+        gt.softmax(gt.linear(xg, wg), -1, 0.5).square().sum().backward()
+        ref_x, ref_w = xg.detach().clone().requires_grad_(), wg.detach().clone().requires_grad_()
+        torch.softmax(F.linear(ref_x, ref_w) * 0.5, -1).square().sum().backward()
+        d = max(rel(xg.grad, ref_x.grad), rel(wg.grad, ref_w.grad))
+        check("autograd linear + softmax (fp32) vs torch", d <= 1e-3, f"rel diff {d:.2e}")
+    guarded("autograd linear + softmax", grads)
+
     # refusals name the argument
     x, w = rnd(16, k), rnd(n, k)
     refused("refuse cpu weight", lambda: gt.linear(x, w.cpu()), "weight")

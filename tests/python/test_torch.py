@@ -304,3 +304,17 @@ def test_hot_path_with_a_fake_kernel(monkeypatch):
     raises(lambda: _ops._linear_impl(xm, w, None, None), "linear: x: data pointer")
     assert len(selects) == 2
     _ops.configure()
+
+
+def test_autograd_shapes_on_meta():
+    x = t(2, 3, 64).requires_grad_()
+    w = t(96, 64).requires_grad_()
+    b = t(96).requires_grad_()
+    y = gt.softmax(gt.linear(x, w, b), scale=0.5)
+    y.sum().backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape and b.grad.shape == b.shape
+    a, m = t(8, 64).requires_grad_(), t(64, 16).requires_grad_()
+    gt.mm(a, m).sum().backward()
+    assert a.grad.shape == a.shape and m.grad.shape == m.shape
+    with pytest.raises(gemmtune.GemmtuneError, match="activation: 'relu' has no backward"):
+        gt.linear(t(4, 64).requires_grad_(), w, None, "relu").sum().backward()

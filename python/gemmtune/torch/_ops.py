@@ -307,8 +307,8 @@ def _softmax_fake(x, dim, scale):
     return x.new_empty_strided(p.out_shape, p.out_stride, dtype=p.out_dtype)
 
 
-# Backward of mm and linear without an activation, in plain torch ops (gemmtune's kernels are
-# for the forward pass; training through them is allowed, not tuned).
+# Backward of mm, linear without an activation and softmax, in plain torch ops (gemmtune's
+# kernels are for the forward pass; training through them is allowed, not tuned).
 def _mm_setup(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
 
@@ -341,6 +341,22 @@ def _linear_backward(ctx, grad):
 
 
 _linear_op.register_autograd(_linear_backward, setup_context=_linear_setup)
+
+
+def _softmax_setup(ctx, inputs, output):
+    ctx.scale = inputs[2]
+    ctx.save_for_backward(output)
+
+
+def _softmax_backward(ctx, grad):
+    # d/dx softmax(s * x) = s * y * (g - sum(g * y)), in fp32.
+    (y,) = ctx.saved_tensors
+    yf, g = y.float(), grad.float()
+    gx = ctx.scale * yf * (g - (g * yf).sum(-1, keepdim=True))
+    return gx.to(y.dtype), None, None
+
+
+_softmax_op.register_autograd(_softmax_backward, setup_context=_softmax_setup)
 
 
 # ---- public functions: the eager fast path, else the op -------------------------------------------
