@@ -63,6 +63,8 @@ class TuningCache {
   // key here.
   std::string export_json() const;
   int import_json(const std::string& json);  // returns entries imported; Error on bad input
+  // An export document (as export_json) holding only key's entry; nullopt when key has none.
+  std::optional<std::string> export_entry(const std::string& key) const;
 
  private:
   // A prepared statement, finalized on destruction (deleter: sqlite3_finalize).

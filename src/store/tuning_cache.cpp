@@ -661,6 +661,22 @@ std::string TuningCache::export_json() const {
   return doc.dump(2);
 }
 
+std::optional<std::string> TuningCache::export_entry(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  const Sql sql{db_, path_};
+  Transaction tx(sql, Transaction::read);  // one snapshot: the choice and its results agree
+  Statement s = sql.prepare(std::string("SELECT ") + kChoiceColumns + " FROM choices WHERE key = ?1");
+  bind_all(sql, s.get(), key);
+  if (!step(sql, s.get(), "export '" + key + "'")) return std::nullopt;
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  entries.push_back(entry_json(choice_from_row(s.get()), read_results(sql, key)));
+  s.reset();
+  tx.commit();
+  const nlohmann::ordered_json doc = {
+      {"format", kFormat}, {"version", kFormatVersion}, {"entries", std::move(entries)}};
+  return doc.dump();
+}
+
 int TuningCache::import_json(const std::string& json_text) {
   const std::vector<Entry> entries = parse_export(json_text);  // all validated before any write
   std::lock_guard lock(mutex_);

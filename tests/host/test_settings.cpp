@@ -26,7 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The source tree (absolute: __FILE__ is relative under ccache's base_dir).
+// The source tree as CMake gives it (not __FILE__, which ccache with CCACHE_BASEDIR makes relative).
 fs::path repo_root() { return GEMMTUNE_TEST_SOURCE_DIR; }
 
 // Every variable resolve() reads: unset for each test, and put back as it was after it.

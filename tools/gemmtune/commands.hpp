@@ -29,6 +29,7 @@ int cmd_run(const RunArgs& args);
 int cmd_cache(const CacheArgs& args);
 int cmd_info(const InfoArgs& args);
 int cmd_precompile(const PrecompileArgs& args);
+int cmd_report(const ReportArgs& args);
 
 // ---- shared ----------------------------------------------------------------------------
 
