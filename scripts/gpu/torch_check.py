@@ -163,6 +163,21 @@ def ops_checks(gt):
             except Exception as e:
                 log(f"     torch._scaled_mm {mode} bias={with_bias}: {type(e).__name__}: {str(e)[:120]}")
 
+    # block scales (DeepSeek-V3 style): sa [m, kb] M-major, W's scales [nb, kb] with row stride round_up(kb, 4)
+    def block():
+        mb, nbk, kbk = 128, 384, 640
+        kb, nb = (kbk + 127) // 128, (nbk + 127) // 128
+        ab = rnd(mb, kbk, dtype=torch.float32).to(torch.float8_e4m3fn)
+        wb = rnd(nbk, kbk, dtype=torch.float32).to(torch.float8_e4m3fn)
+        sa = (torch.rand(kb, mb, device=dev, generator=g) + 0.5).t()
+        sb = (torch.rand(nb, (kb + 3) // 4 * 4, device=dev, generator=g) + 0.5)[:, :kb]
+        out = gt.scaled_mm(ab, wb.t(), sa, sb, out_dtype=torch.bfloat16)
+        sa_full = sa.double().repeat_interleave(128, 1)[:, :kbk]                       # [m, k]
+        sb_full = sb.double().repeat_interleave(128, 0)[:nbk].repeat_interleave(128, 1)[:, :kbk]  # [n, k]
+        deq_a, deq_w = ab.double() * sa_full, wb.double() * sb_full
+        close("scaled_mm e4m3 block", out, deq_a @ deq_w.t(), deq_a.abs() @ deq_w.abs().t(), torch.bfloat16)
+    guarded("scaled_mm e4m3 block", block)
+
     # autograd (plain torch ops) through linear and softmax, against torch's own
     def grads():
         xg = rnd(4, 64, k, dtype=torch.float32).requires_grad_()

@@ -76,7 +76,7 @@ def test_scaled_mm_modes():
     assert p.problem["scale"] == "tensorwise" and p.problem["layout"] == "rc" and p.problem["out_dtype"] == "bf16"
     p = P.plan_scaled_mm(a, b, t(32, 1, dtype=f32), t(1, 16, dtype=f32), torch.float32, t(16, dtype=f32))
     assert p.problem["scale"] == "rowwise" and p.problem["bias"] and p.out_dtype == torch.float32
-    raises(lambda: P.plan_scaled_mm(a, b, t(32, 2, dtype=f32), t(2, 16, dtype=f32), None, None), "scale_a, scale_b")
+    raises(lambda: P.plan_scaled_mm(a, b, t(32, 3, dtype=f32), t(3, 16, dtype=f32), None, None), "scale_a, scale_b")
     raises(lambda: P.plan_scaled_mm(a, b, t(1, dtype=bf16), t(1, dtype=f32), None, None), "scale_a: dtype")
     raises(lambda: P.plan_scaled_mm(a, b, t(1, dtype=f32), t(1, dtype=f32), torch.int8, None), "out_dtype")
     raises(lambda: P.plan_scaled_mm(t(32, 64), b, t(1, dtype=f32), t(1, dtype=f32), None, None), "a: dtype")
@@ -318,3 +318,19 @@ def test_autograd_shapes_on_meta():
     assert a.grad.shape == a.shape and m.grad.shape == m.shape
     with pytest.raises(gemmtune.GemmtuneError, match="activation: 'relu' has no backward"):
         gt.linear(t(4, 64).requires_grad_(), w, None, "relu").sum().backward()
+
+
+def test_scaled_mm_block_scales():
+    f8, f32 = torch.float8_e4m3fn, torch.float32
+    m, n, k = 64, 384, 640                      # kb = 5, nb = 3, sb's row stride round_up(5, 4) = 8
+    a = t(m, k, dtype=f8)
+    b = t(n, k, dtype=f8).t()
+    sa = t(5, m, dtype=f32).t()                 # [m, kb], M-major
+    sb = t(3, 8, dtype=f32)[:, :5]              # W's scales [nb, kb], row stride 8
+    p = P.plan_scaled_mm(a, b, sa, sb, torch.bfloat16, None)
+    assert p.problem["scale"] == "block"
+    assert P.plan_scaled_mm(a, b, sa, sb.t(), torch.bfloat16, None).problem["scale"] == "block"  # [kb, nb] view
+    raises(lambda: P.plan_scaled_mm(a, b, t(m, 5, dtype=f32), sb, None, None), "scale_a: block scales")
+    raises(lambda: P.plan_scaled_mm(a, b, sa, t(3, 5, dtype=f32), None, None), "scale_b: block scales", "= 8")
+    z = gt.scaled_mm(a, b, sa, sb)
+    assert z.shape == (m, n) and z.dtype == torch.bfloat16

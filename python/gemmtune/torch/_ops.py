@@ -235,8 +235,8 @@ def _scaled_mm_impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_
     plan = ent.plan
     d = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=a.device)
     pd = d.data_ptr()
-    # Whatever the scale mode (tensorwise, rowwise, or block once the problem has it), both
-    # scale pointers go to the kernel as they are.
+    # Whatever the scale mode (tensorwise, rowwise, block), both scale pointers go to the
+    # kernel as they are (_plan.scale_mode checked their layout).
     st = _State.run(ent.handle, pa, pb, None, pd, pbias, psa, psb, _stream(ent.device), 0)
     if st:
         _raise_status("scaled_mm", st)
@@ -401,8 +401,9 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation:
 def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_dtype: Optional[torch.dtype] = torch.bfloat16,
               bias: Optional[Tensor] = None) -> Tensor:
     """scale_a * scale_b * (a @ b) + bias as torch._scaled_mm: a [m, k] and b [k, n] fp8 (e4m3 /
-    e5m2, not both e5m2), float32 scales tensorwise ([] or [1] each) or rowwise (scale_a [m, 1],
-    scale_b [1, n]); output out_dtype (bfloat16, float16 or float32)."""
+    e5m2, not both e5m2), float32 scales tensorwise ([] or [1] each), rowwise (scale_a [m, 1],
+    scale_b [1, n]) or block (scale_a [m, k/128] M-major, scale_b one per 128x128 block of b^T:
+    _plan.scale_mode); output out_dtype (bfloat16, float16 or float32)."""
     if _plain(a, b, scale_a, scale_b, bias):
         return _scaled_mm_impl(a, b, scale_a, scale_b, out_dtype, bias)
     return _scaled_mm_op(a, b, scale_a, scale_b, out_dtype, bias)

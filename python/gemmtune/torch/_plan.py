@@ -163,19 +163,45 @@ def plan_linear(x2: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Ten
     return Plan(key, problem, (int(m), int(n)), (int(n), 1), x2.dtype)
 
 
+def _round_up4(v: int) -> int:
+    return (v + 3) // 4 * 4
+
+
 def scale_mode(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor) -> str:
-    """The problem's scale mode from the scales' shapes: 'tensorwise' (one value each) or
-    'rowwise' (scale_a [m, 1], scale_b [1, n]). The hook for block scales: a mode the problem
-    gains (e.g. 'block', scale_a [m, k/128], scale_b [k/128, n/128]) is recognised here and
-    passed on unchanged; scaled_mm's run passes both scale pointers whatever the mode."""
-    m, n = a.shape[0], b.shape[1]
+    """The problem's scale mode from the scales' shapes (include/gemmtune/problem.hpp), as
+    torch._scaled_mm takes them:
+      tensorwise: one value each ([] or [1]);
+      rowwise:    scale_a [m, 1], scale_b [1, n];
+      block:      scale_a [m, kb] stored M-major (strides (1, m): torch's BlockWise1x128),
+                  scale_b one per 128x128 block of W = b^T, [nb, kb] row-major with a row stride
+                  of round_up(kb, 4) (BlockWise128x128), or its transpose [kb, nb]
+                  (kb = ceil(k / 128), nb = ceil(n / 128)).
+    This is the one place that reads the scales' layout; the run passes both pointers as they are."""
+    m, k = a.shape
+    n = b.shape[1]
     if scale_a.numel() == 1 and scale_b.numel() == 1:
         return "tensorwise"
     if tuple(scale_a.shape) == (m, 1) and tuple(scale_b.shape) == (1, n):
         return "rowwise"
+    kb, nb = (k + 127) // 128, (n + 127) // 128
+    if tuple(scale_a.shape) == (m, kb) and tuple(scale_b.shape) in ((nb, kb), (kb, nb)):
+        op = "scaled_mm"
+        if m > 1 and scale_a.stride(0) != 1 or kb > 1 and scale_a.stride(1) != m:
+            raise invalid(op, f"scale_a: block scales [{m}, {kb}] must be stored M-major (strides (1, {m})), "
+                              f"got strides {tuple(scale_a.stride())}")
+        ld = _round_up4(kb)
+        # [nb, kb] with strides (ld, 1), or its transpose [kb, nb] with strides (1, ld): the same memory.
+        sb, st = tuple(scale_b.shape), tuple(scale_b.stride())
+        w_major = sb == (nb, kb) and (kb == 1 or st[1] == 1) and (nb == 1 or st[0] == ld)
+        transposed = sb == (kb, nb) and (kb == 1 or st[0] == 1) and (nb == 1 or st[1] == ld)
+        if not (w_major or transposed):
+            raise invalid(op, f"scale_b: block scales [{nb}, {kb}] (one per 128x128 block of b^T) must be row-major "
+                              f"with a row stride of round_up({kb}, 4) = {ld} (or that tensor transposed), got shape "
+                              f"{sb} strides {st}")
+        return "block"
     raise invalid("scaled_mm", f"scale_a, scale_b: shapes {tuple(scale_a.shape)}, {tuple(scale_b.shape)} are neither "
-                               f"tensorwise ([] or [1] each) nor rowwise ([{m}, 1] and [1, {n}]); block scales are "
-                               f"not supported by this version")
+                               f"tensorwise ([] or [1] each), rowwise ([{m}, 1] and [1, {n}]) nor block "
+                               f"([{m}, {kb}] and [{nb}, {kb}])")
 
 
 def plan_scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
