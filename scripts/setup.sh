@@ -121,6 +121,22 @@ if [ "${GEMMTUNE_SKIP_VENV:-0}" != 1 ] && [ "${GEMMTUNE_SKIP_CUTEDSL:-0}" != 1 ]
 fi
 # --- end of the CuTe DSL block ------------------------------------------------------------------
 
+# --- PyTorch (gemmtune.torch's host tests) into .venv, --no-deps ---------------------------------
+# Pinned in python/requirements-torch.txt (it says why --no-deps and which libraries). Only for
+# tests/python/test_torch.py, which skips without it; ~530 MB download, ~2-3 min to install the
+# first time. A failure is only a warning. GEMMTUNE_SKIP_TORCH=1 skips it.
+setup_torch() {
+  local venv=.venv req=python/requirements-torch.txt
+  [ -x "$venv/bin/python" ] || return 1
+  if pins_installed "$venv" "$req"; then return 0; fi
+  echo "setup: installing $req into $venv (--no-deps; ~550 MB download)" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$req" || return 1
+}
+if [ "${GEMMTUNE_SKIP_VENV:-0}" != 1 ] && [ "${GEMMTUNE_SKIP_TORCH:-0}" != 1 ]; then
+  setup_torch || echo "setup: WARNING: could not install python/requirements-torch.txt; gemmtune.torch's host tests will be skipped" >&2
+fi
+# --- end of the PyTorch block -------------------------------------------------------------------
+
 # --- the report (`gemmtune report`): matplotlib into .venv, and Debian's chromium -----------------
 # Pinned in python/requirements-report.txt. Chromium renders the report in its test (a screenshot,
 # checked not blank); without it that one test skips and says so. Failures are only warnings: the

@@ -65,12 +65,17 @@ struct CompileOptions {
   // machine but finds its record in the store is load-only by itself.
   std::vector<std::string> load_only;
   std::string python;                 // the workers' interpreter; empty: $GEMMTUNE_PYTHON, else <repo>/.venv/bin/python, else python3
-  std::filesystem::path python_dir;   // holds gemmtune/ (kernels, worker); empty: $GEMMTUNE_PYTHON_DIR, else <repo>/python
+  // Holds gemmtune/ (kernels, worker). Empty: $GEMMTUNE_PYTHON_DIR, else an installed copy's own
+  // package (found relative to the binary: docs/python.md), else <repo>/python for binaries
+  // that run from their build tree.
+  std::filesystem::path python_dir;
   std::filesystem::path nvcc;         // empty: $GEMMTUNE_NVCC, else $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc
   // CUTLASS's headers (a folder holding include/cutlass/version.h, or that include folder).
   // Empty: $GEMMTUNE_CUTLASS_DIR, else site-packages/cutlass_library/source of $VIRTUAL_ENV or <repo>/.venv.
   std::filesystem::path cutlass_dir;
-  std::filesystem::path cutlass_kernel_dir;  // sm90_gemm.cuh; empty: $GEMMTUNE_CUTLASS_KERNEL_DIR, else <repo>'s
+  // sm90_gemm.cuh; empty: $GEMMTUNE_CUTLASS_KERNEL_DIR, else the installed package's
+  // gemmtune/cutlass_kernel/, else <repo>'s (from the build tree).
+  std::filesystem::path cutlass_kernel_dir;
   bool keep_build = false;   // keep nvcc's build folders (debugging); also $GEMMTUNE_KEEP_BUILD=1
   bool fork_server = true;   // fork Triton workers from one warmed-up server; $GEMMTUNE_COMPILE_FORK_SERVER=0: off
 };

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import sys
 from typing import Any, Iterable, Optional
 
@@ -29,6 +30,7 @@ from ._capi import GemmtuneError, GT_ERR_ARGUMENT, GT_ERR_INVALID, GT_ERR_NO_DEV
 __all__ = [
     "Engine",
     "Kernel",
+    "SoftmaxKernel",
     "GemmtuneError",
     "version",
     "library_path",
@@ -38,6 +40,29 @@ __all__ = [
     "GT_ERR_RUNTIME",
     "GT_ERR_INTERNAL",
 ]
+
+
+def _installed_compile_defaults() -> dict:
+    """Compile options of an installed copy (a wheel: libgemmtune_c.so inside this package):
+    the workers run this interpreter on this installation's kernel sources, so nothing points
+    back into a source tree. $GEMMTUNE_PYTHON / $GEMMTUNE_PYTHON_DIR / $GEMMTUNE_CUTLASS_DIR
+    still win. Empty in a source checkout (the library's own defaults apply there)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if not os.path.exists(os.path.join(here, _capi.LIB_NAME)):
+        return {}
+    out: dict = {}
+    if not os.environ.get("GEMMTUNE_PYTHON_DIR"):
+        out["python_dir"] = os.path.dirname(here)
+    if not os.environ.get("GEMMTUNE_PYTHON"):
+        out["python"] = sys.executable
+    if not os.environ.get("GEMMTUNE_CUTLASS_DIR"):
+        import importlib.util
+        spec = importlib.util.find_spec("cutlass_library")
+        if spec and spec.submodule_search_locations:
+            src = os.path.join(list(spec.submodule_search_locations)[0], "source")
+            if os.path.exists(os.path.join(src, "include", "cutlass", "version.h")):
+                out["cutlass_dir"] = src
+    return out
 
 
 def version() -> str:
@@ -141,6 +166,30 @@ class Kernel(_Owned):
             return "<gemmtune.Kernel>"
 
 
+class SoftmaxKernel(_Owned):
+    """A selected softmax kernel: run(x_ptr, y_ptr, stream_ptr) enqueues y = softmax(scale * x)."""
+
+    _destroy = "gt_softmax_destroy"
+
+    def __init__(self, handle: ctypes.c_void_p, problem: Any):
+        self._h = handle
+        self.problem = problem
+        self._info: Optional[dict] = None
+
+    def describe(self) -> dict:
+        """{"backend", "id", "name", "problem", "cache_key"}."""
+        if self._info is None:
+            out = ctypes.c_void_p()
+            _capi.check(_capi.lib().gt_softmax_describe(self._h, ctypes.byref(out)))
+            self._info = json.loads(_capi.take_string(out))
+        return self._info
+
+    def run(self, x_ptr: int, y_ptr: int, stream_ptr: int = 0) -> None:
+        st = _capi.lib().gt_softmax_run(self._h, _ptr(x_ptr), _ptr(y_ptr), _ptr(stream_ptr))
+        if st:
+            _capi.check(st)
+
+
 class Engine(_Owned):
     """Selects, tunes and remembers kernels (one gemmtune::Engine).
 
@@ -172,8 +221,9 @@ class Engine(_Owned):
             opts["backends"] = [backends] if isinstance(backends, str) else list(backends)
         if tune:
             opts["tune"] = dict(tune)
-        if compile:
-            opts["compile"] = dict(compile)
+        compile_opts = {**_installed_compile_defaults(), **(compile or {})}
+        if compile_opts:
+            opts["compile"] = compile_opts
         if max_configs is not None:
             opts["max_configs"] = int(max_configs)
         if log_level is not None:
@@ -202,6 +252,15 @@ class Engine(_Owned):
         k = ctypes.c_void_p()
         _capi.check(_capi.lib().gt_load(self._h, _problem_text(problem), backend.encode(), id.encode(), ctypes.byref(k)))
         return Kernel(k, problem)
+
+    def select_softmax(self, problem: Any, force: bool = False) -> tuple["SoftmaxKernel", dict]:
+        """(kernel, report) for a softmax problem {"rows", "cols", "ld", "dtype", "out_dtype",
+        "scale"}: from the cache, or tuned now."""
+        k = ctypes.c_void_p()
+        rep = ctypes.c_void_p()
+        _capi.check(_capi.lib().gt_softmax_select(self._h, _problem_text(problem), 1 if force else 0,
+                                                  ctypes.byref(k), ctypes.byref(rep)))
+        return SoftmaxKernel(k, problem), json.loads(_capi.take_string(rep))
 
     def info(self) -> dict:
         """{"version", "device": {...}, "environment", "backends": [...], "cache_path"}."""

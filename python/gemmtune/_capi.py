@@ -102,6 +102,11 @@ def _declare(L: ctypes.CDLL) -> None:
     L.gt_kernel_run_ex.argtypes, L.gt_kernel_run_ex.restype = [vp] * 9 + [i], i
     L.gt_kernel_destroy.argtypes, L.gt_kernel_destroy.restype = [vp], i
     L.gt_kernel_describe.argtypes, L.gt_kernel_describe.restype = [vp, pvp], i
+    L.gt_softmax_select.argtypes, L.gt_softmax_select.restype = [vp, cp, i, pvp, pvp], i
+    # x, y, stream
+    L.gt_softmax_run.argtypes, L.gt_softmax_run.restype = [vp] * 4, i
+    L.gt_softmax_destroy.argtypes, L.gt_softmax_destroy.restype = [vp], i
+    L.gt_softmax_describe.argtypes, L.gt_softmax_describe.restype = [vp, pvp], i
 
 
 def last_error() -> str:

@@ -1,7 +1,9 @@
 // The one reader of the GEMMTUNE_* environment (settings.hpp).
 #include "core/settings.hpp"
 
+#include <dlfcn.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,9 @@
 #endif
 #ifndef GEMMTUNE_SOURCE_DIR
 #define GEMMTUNE_SOURCE_DIR ""
+#endif
+#ifndef GEMMTUNE_BUILD_DIR
+#define GEMMTUNE_BUILD_DIR ""
 #endif
 
 namespace gemmtune {
@@ -65,7 +70,80 @@ std::string home_dir() {
 
 int cores() { return int(std::max(1u, std::thread::hardware_concurrency())); }
 
+// The file this code is linked into: libgemmtune_c.so, or the executable (the CLI, a test).
+fs::path own_binary() {
+  std::error_code ec;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&own_binary), &info) && info.dli_fname &&
+      std::string_view(info.dli_fname).find('/') != std::string_view::npos) {
+    fs::path p = fs::canonical(info.dli_fname, ec);
+    if (!ec) return p;
+  }
+  fs::path exe = fs::canonical("/proc/self/exe", ec);  // the main program (dladdr gives argv[0])
+  return ec ? fs::path() : exe;
+}
+
+// Where this copy's own files are (computed once): an installed copy's Python package (with the
+// CUTLASS kernel headers inside it), or, only for a binary still inside the build tree it was
+// built in, the source tree's. D20: an installed binary never trusts build-tree paths.
+struct Home {
+  fs::path python_dir;          // holds gemmtune/worker.py
+  fs::path cutlass_kernel_dir;  // holds sm90_gemm.cuh
+  fs::path source_venv;         // <source>/.venv (build tree only)
+};
+
+Home locate_home() {
+  Home h;
+  const fs::path bin = own_binary();
+  if (const fs::path python = installed_python_dir(bin.parent_path()); !python.empty()) {
+    h.python_dir = python;
+    h.cutlass_kernel_dir = python / "gemmtune" / "cutlass_kernel";
+    return h;
+  }
+  if (runs_from_build_tree(bin, GEMMTUNE_BUILD_DIR)) {
+    h.python_dir = GEMMTUNE_PYTHON_DIR;
+    h.cutlass_kernel_dir = fs::path(GEMMTUNE_SOURCE_DIR) / "src" / "backends" / "cutlass" / "kernel";
+    h.source_venv = fs::path(GEMMTUNE_SOURCE_DIR) / ".venv";
+  }
+  return h;
+}
+
+const Home& home() {
+  static const Home h = locate_home();
+  return h;
+}
+
 }  // namespace
+
+bool writable_by_others(const fs::path& path) {
+  std::error_code ec;
+  for (fs::path p = fs::absolute(path, ec); !p.empty(); p = p.parent_path()) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) return true;
+    if (p == p.parent_path()) break;
+  }
+  return false;
+}
+
+fs::path installed_python_dir(const fs::path& binary_dir) {
+  if (binary_dir.empty()) return {};
+  std::error_code ec;
+  const fs::path candidates[] = {binary_dir / ".." / "share" / "gemmtune" / "python",  // cmake --install
+                                 binary_dir / "..",                                    // wheel: gemmtune/libgemmtune_c.so
+                                 binary_dir / ".." / ".."};                            // wheel: gemmtune/_bin/gemmtune
+  for (const fs::path& c : candidates)
+    if (fs::is_regular_file(c / "gemmtune" / "worker.py", ec) && !writable_by_others(c)) return fs::canonical(c, ec);
+  return {};
+}
+
+bool runs_from_build_tree(const fs::path& binary, const fs::path& build_dir) {
+  if (binary.empty() || build_dir.empty()) return false;
+  std::error_code ec;
+  const fs::path build = fs::canonical(build_dir, ec);
+  if (ec) return false;
+  const fs::path rel = binary.lexically_relative(build);
+  return !rel.empty() && *rel.begin() != "..";
+}
 
 fs::path user_cache_path(const char* override_var, const char* leaf) {
   if (std::string p = env(override_var); !p.empty()) return p;
@@ -96,7 +174,7 @@ CompileOptions resolve(CompileOptions o) {
   for (const std::string& t : env_list("GEMMTUNE_LOAD_ONLY"))
     if (std::find(o.load_only.begin(), o.load_only.end(), t) == o.load_only.end()) o.load_only.push_back(t);
   if (o.python_dir.empty()) o.python_dir = env("GEMMTUNE_PYTHON_DIR");
-  if (o.python_dir.empty()) o.python_dir = GEMMTUNE_PYTHON_DIR;
+  if (o.python_dir.empty()) o.python_dir = home().python_dir;
   if (o.python.empty()) o.python = env("GEMMTUNE_PYTHON");
   if (o.python.empty()) {
     std::error_code ec;
@@ -114,10 +192,10 @@ CompileOptions resolve(CompileOptions o) {
   }
   if (o.cutlass_dir.empty()) o.cutlass_dir = env("GEMMTUNE_CUTLASS_DIR");
   if (o.cutlass_dir.empty()) {
-    // site-packages/cutlass_library/source of $VIRTUAL_ENV or <repo>/.venv, where
-    // `pip install --no-deps nvidia-cutlass` puts the headers.
+    // site-packages/cutlass_library/source of $VIRTUAL_ENV or (from the build tree) <repo>/.venv,
+    // where `pip install --no-deps nvidia-cutlass` puts the headers.
     std::error_code ec;
-    for (const fs::path& venv : {fs::path(env("VIRTUAL_ENV")), fs::path(GEMMTUNE_SOURCE_DIR) / ".venv"}) {
+    for (const fs::path& venv : {fs::path(env("VIRTUAL_ENV")), home().source_venv}) {
       if (venv.empty() || !fs::is_directory(venv / "lib", ec)) continue;
       for (const auto& e : fs::directory_iterator(venv / "lib", ec)) {
         const fs::path src = e.path() / "site-packages" / "cutlass_library" / "source";
@@ -130,7 +208,7 @@ CompileOptions resolve(CompileOptions o) {
     }
   }
   if (o.cutlass_kernel_dir.empty()) o.cutlass_kernel_dir = env("GEMMTUNE_CUTLASS_KERNEL_DIR");
-  if (o.cutlass_kernel_dir.empty()) o.cutlass_kernel_dir = fs::path(GEMMTUNE_SOURCE_DIR) / "src" / "backends" / "cutlass" / "kernel";
+  if (o.cutlass_kernel_dir.empty()) o.cutlass_kernel_dir = home().cutlass_kernel_dir;
   o.keep_build = o.keep_build || env_flag("GEMMTUNE_KEEP_BUILD");
   o.fork_server = o.fork_server && env("GEMMTUNE_COMPILE_FORK_SERVER") != "0";
   return o;

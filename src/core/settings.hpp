@@ -27,6 +27,15 @@ std::string inherited_pythonpath();
 
 // The folders of $PATH, in order (where the tuning helper is looked for last).
 std::vector<std::filesystem::path> executable_path();
+// An installed copy's Python package folder (holding gemmtune/worker.py), relative to the folder
+// of the binary: <binary_dir>/../share/gemmtune/python (cmake --install), <binary_dir>/.. (a
+// wheel's gemmtune/libgemmtune_c.so), <binary_dir>/../.. (a wheel's gemmtune/_bin/gemmtune); a
+// folder that others may write to (a world-writable parent without the sticky bit) is never
+// taken. Empty when none holds it. The default of CompileOptions::python_dir, before the
+// source tree's (used only by binaries that run from their build tree: runs_from_build_tree).
+std::filesystem::path installed_python_dir(const std::filesystem::path& binary_dir);
+bool runs_from_build_tree(const std::filesystem::path& binary, const std::filesystem::path& build_dir);
+bool writable_by_others(const std::filesystem::path& path);
 
 // Whether tools should show an Error's source location ($GEMMTUNE_DEBUG set and not "0").
 bool debug_locations();

@@ -380,7 +380,7 @@ fs::path find_tuner(const fs::path& configured) {
   if (fs::path self = fs::read_symlink("/proc/self/exe", ec); !ec) dirs.push_back(self.parent_path());
   std::vector<fs::path> tried;
   for (const fs::path& d : dirs)
-    for (const fs::path& p : {d / "gemmtune", d.parent_path() / "bin" / "gemmtune"})
+    for (const fs::path& p : {d / "gemmtune", d / "_bin" / "gemmtune", d.parent_path() / "bin" / "gemmtune"})
       if (std::find(tried.begin(), tried.end(), p) == tried.end()) tried.push_back(p);
   if (std::string bindir = GEMMTUNE_INSTALL_BINDIR; !bindir.empty()) tried.push_back(fs::path(bindir) / "gemmtune");
   std::string looked;

@@ -16,4 +16,8 @@ if ! "$PY" -c "import triton, pytest" >/dev/null 2>&1; then
 fi
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
+# PyPI's torch wheel (python/requirements-torch.txt, installed --no-deps) loads cuBLAS, cuDNN and
+# friends at import: the CUDA toolkit's copies stand in for its nvidia-* dependencies.
+CUDA_LIB=${CUDA_HOME:-/usr/local/cuda}/lib64
+[ -d "$CUDA_LIB" ] && export LD_LIBRARY_PATH="$CUDA_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 exec "$PY" -m pytest -q -p no:cacheprovider tests/python "$@"

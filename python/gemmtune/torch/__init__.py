@@ -1,0 +1,21 @@
+"""gemmtune for PyTorch: tuned GEMM and softmax ops, a drop-in nn.Linear, whole-model tuning.
+
+    import gemmtune.torch as gt
+    report = gt.optimize(model, example_inputs)     # tunes every nn.Linear, swaps in gt.Linear
+
+Ops (torch.library custom ops `torch.ops.gemmtune.*`, traceable by torch.compile(fullgraph=True),
+capturable in CUDA graphs once warmed up): mm, linear, scaled_mm, softmax. They run on torch's
+current stream and allocate their outputs through torch. Arguments they cannot run raise
+gemmtune.GemmtuneError naming the argument ("gemmtune.torch.linear: weight: ...").
+"""
+
+try:
+    import torch  # noqa: F401
+except ImportError as e:  # pragma: no cover - exercised where torch is absent
+    raise ImportError("gemmtune.torch needs PyTorch (pip install torch); the rest of gemmtune does not") from e
+
+from ._ops import clear_kernels, configure, engine, linear, mm, scaled_mm, softmax
+from ._module import Linear, OptimizeReport, optimize
+
+__all__ = ["mm", "linear", "scaled_mm", "softmax", "Linear", "optimize", "OptimizeReport", "configure", "engine",
+           "clear_kernels"]

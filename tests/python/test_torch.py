@@ -1,0 +1,336 @@
+"""gemmtune.torch without a GPU: problem mapping, argument checks, fake implementations,
+torch.compile tracing (meta tensors) and optimize()'s recording and module swap (a fake engine).
+Skipped where torch is not installed (python/requirements-torch.txt)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gemmtune  # noqa: E402
+import gemmtune.torch as gt  # noqa: E402
+from gemmtune.torch import _ops, _plan as P  # noqa: E402
+
+META = "meta"
+bf16 = torch.bfloat16
+
+
+def t(*shape, dtype=bf16, device=META):
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def raises(fn, *needles):
+    with pytest.raises(gemmtune.GemmtuneError) as e:
+        fn()
+    for n in needles:
+        assert n in str(e.value), str(e.value)
+    assert e.value.status == gemmtune.GT_ERR_INVALID
+    return str(e.value)
+
+
+# ---- mapping ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("a_rows,b_rows,la,lb", [(True, True, "r", "r"), (False, True, "c", "r"),
+                                                  (True, False, "r", "c"), (False, False, "c", "c")])
+def test_mm_layouts(a_rows, b_rows, la, lb):
+    a = t(64, 32) if a_rows else t(32, 64).t()
+    b = t(32, 16) if b_rows else t(16, 32).t()
+    p = P.plan_mm(a, b)
+    assert p.problem["layout"] == la + lb
+    assert p.problem["lda"] == (32 if a_rows else 64)
+    assert p.problem["ldb"] == (16 if b_rows else 32)
+    assert (p.problem["m"], p.problem["n"], p.problem["k"]) == (64, 16, 32)
+    assert p.out_shape == (64, 16) and p.out_stride == (16, 1) and p.out_dtype == bf16
+
+
+def test_leading_dimension_of_a_slice():
+    a = t(64, 40)[:, :32]   # row-major, ld 40
+    p = P.plan_mm(a, t(32, 16))
+    assert p.problem["lda"] == 40 and p.problem["layout"] == "rr"
+    at = t(48, 64)[:32].t()  # [64, 32] column-major, ld 64
+    assert P.plan_mm(at, t(32, 16)).problem["lda"] == 64
+
+
+def test_size_one_dimensions_take_packed_strides():
+    # A [1, k] row from a column-major matrix and a [m, 1] column are valid whatever their strides.
+    assert P.matrix_layout("mm", "a", t(32, 64).t()[:1]) == ("c", 64)
+    assert P.matrix_layout("mm", "a", t(1, 32)) == ("r", 32)
+    assert P.matrix_layout("mm", "a", t(8, 3)[:, :1]) == ("r", 3)
+
+
+def test_linear_maps_weight_to_column_major_b_and_flattens():
+    x, w, b = t(2, 3, 64), t(128, 64), t(128)
+    x2 = P.flatten_rows("linear", x, 64)
+    p = P.plan_linear(x2, w, b, "silu")
+    assert p.problem == {"m": 6, "n": 128, "k": 64, "dtype": "bf16", "out_dtype": "bf16", "layout": "rc",
+                         "lda": 64, "ldb": 64, "bias": True, "act": "silu"}
+    assert P.plan_linear(x2, w, None, "gelu_tanh").problem["act"] == "gelu"
+    # A weight stored transposed (w = W^T.t()) is B row-major.
+    assert P.plan_linear(x2, t(64, 128).t(), None, None).problem["layout"] == "rr"
+
+
+def test_scaled_mm_modes():
+    a = t(32, 64, dtype=torch.float8_e4m3fn)
+    b = t(16, 64, dtype=torch.float8_e4m3fn).t()
+    f32 = torch.float32
+    p = P.plan_scaled_mm(a, b, t(dtype=f32), t(1, dtype=f32), torch.bfloat16, None)
+    assert p.problem["scale"] == "tensorwise" and p.problem["layout"] == "rc" and p.problem["out_dtype"] == "bf16"
+    p = P.plan_scaled_mm(a, b, t(32, 1, dtype=f32), t(1, 16, dtype=f32), torch.float32, t(16, dtype=f32))
+    assert p.problem["scale"] == "rowwise" and p.problem["bias"] and p.out_dtype == torch.float32
+    raises(lambda: P.plan_scaled_mm(a, b, t(32, 3, dtype=f32), t(3, 16, dtype=f32), None, None), "scale_a, scale_b")
+    raises(lambda: P.plan_scaled_mm(a, b, t(1, dtype=bf16), t(1, dtype=f32), None, None), "scale_a: dtype")
+    raises(lambda: P.plan_scaled_mm(a, b, t(1, dtype=f32), t(1, dtype=f32), torch.int8, None), "out_dtype")
+    raises(lambda: P.plan_scaled_mm(t(32, 64), b, t(1, dtype=f32), t(1, dtype=f32), None, None), "a: dtype")
+
+
+def test_softmax_plan():
+    p = P.plan_softmax(t(4, 8, 100), -1, 0.5)
+    assert p.problem == {"rows": 32, "cols": 100, "ld": 100, "dtype": "bf16", "out_dtype": "bf16", "scale": 0.5}
+    assert p.out_stride == (800, 100, 1)
+    p = P.plan_softmax(t(10, 128)[:, :100], 1, 1.0)
+    assert p.problem["ld"] == 128 and p.out_stride == (128, 1)
+
+
+# ---- refusals name the argument ---------------------------------------------------------------------
+
+def test_refusals_name_the_argument():
+    w = t(128, 64)
+    raises(lambda: P.plan_linear(t(8, 64, device="cpu"), w, None, None), "linear: x: is on cpu")
+    raises(lambda: P.plan_linear(t(8, 64), t(128, 64, device="cpu"), None, None), "weight: is on cpu")
+    raises(lambda: P.plan_linear(t(8, 64), t(128, 64, dtype=torch.float16), None, None), "weight: dtype")
+    raises(lambda: P.plan_linear(t(8, 64), t(128, 32), None, None), "weight: shape")
+    raises(lambda: P.plan_linear(t(8, 64), w, t(127), None), "bias: shape")
+    raises(lambda: P.plan_linear(t(8, 64), w, t(128, dtype=torch.float16), None), "bias: dtype")
+    raises(lambda: P.plan_linear(t(8, 64), w, None, "tanh"), "activation: 'tanh'")
+    raises(lambda: P.plan_linear(t(8, 64, dtype=torch.int8), t(128, 64, dtype=torch.int8), None, None), "x: dtype")
+    raises(lambda: P.plan_mm(t(8, 128)[:, ::2], t(64, 16)), "a: strides")
+    raises(lambda: P.plan_mm(t(8, 1).expand(8, 64), t(64, 16)), "a: strides")
+    raises(lambda: P.plan_mm(t(8, 64), t(32, 16)), "b: shape")
+    raises(lambda: P.plan_mm(t(8, 64), t(64, 16, dtype=torch.float16)), "b: dtype")
+    raises(lambda: P.plan_mm(t(0, 64), t(64, 16)), "m: empty")
+    raises(lambda: P.plan_softmax(t(8, 64), 0, 1.0), "dim: 0")
+    raises(lambda: P.plan_softmax(t(8, 64), -1, float("nan")), "scale")
+    raises(lambda: P.plan_softmax(t(8, 4, 64).transpose(0, 1), -1, 1.0), "x: strides")
+    raises(lambda: P.plan_softmax(t(8, 128)[:, ::2], -1, 1.0), "x: inner stride")
+
+
+def test_cpu_tensors_refused_through_the_op():
+    # No GPU needed: the op's implementation plans (and refuses) before touching the library.
+    raises(lambda: gt.mm(t(8, 64, device="cpu"), t(64, 16, device="cpu")), "gemmtune.torch.mm: a: is on cpu")
+    raises(lambda: gt.softmax(t(8, 64, device="cpu")), "softmax: x: is on cpu")
+
+
+# ---- fake implementations and torch.compile ------------------------------------------------------------
+
+def test_fake_impls_on_meta():
+    assert gt.mm(t(64, 32), t(32, 16)).shape == (64, 16)
+    y = gt.linear(t(2, 5, 64), t(96, 64), t(96), "relu")
+    assert y.shape == (2, 5, 96) and y.dtype == bf16
+    f8 = torch.float8_e4m3fn
+    z = gt.scaled_mm(t(32, 64, dtype=f8), t(16, 64, dtype=f8).t(), t(32, 1, dtype=torch.float32),
+                     t(1, 16, dtype=torch.float32), out_dtype=torch.float16)
+    assert z.shape == (32, 16) and z.dtype == torch.float16
+    s = gt.softmax(t(10, 128)[:, :100], scale=0.5)
+    assert s.shape == (10, 100) and s.stride() == (128, 1)
+    # The registered ops are what torch.compile sees.
+    assert torch.ops.gemmtune.linear.default is not None
+    torch.library.opcheck(torch.ops.gemmtune.mm.default, (t(64, 32), t(32, 16)),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def test_compile_fullgraph_traces_every_op():
+    torch._dynamo.reset()
+    f8 = torch.float8_e4m3fn
+
+    def fn(x, w, b, a8, b8, sa, sb):
+        h = gt.linear(x, w, b, "silu")
+        h = gt.softmax(h, -1, 0.125)
+        h = gt.mm(h.reshape(-1, h.shape[-1]), w)
+        return h, gt.scaled_mm(a8, b8, sa, sb, out_dtype=torch.bfloat16)
+
+    args = (t(2, 8, 64), t(64, 64), t(64), t(32, 64, dtype=f8), t(16, 64, dtype=f8).t(),
+            t(dtype=torch.float32), t(dtype=torch.float32))
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    h, z = compiled(*args)
+    assert h.shape == (16, 64) and z.shape == (32, 16)
+    explain = torch._dynamo.explain(fn)(*args)
+    assert explain.graph_break_count == 0 and explain.graph_count == 1
+
+
+# ---- optimize() with a fake engine --------------------------------------------------------------------
+
+class FakeEngine:
+    """Records select() calls; answers like the C API's report (winner and cuBLASLt default)."""
+
+    def __init__(self):
+        self.selected = []
+
+    def select(self, problem, force=False):
+        self.selected.append(dict(problem))
+        return None, {"from_cache": False, "seconds": 0.01, "results": [
+            {"backend": "triton", "id": "t1", "name": "tile", "winner": True, "is_default": False, "median_us": 8.0},
+            {"backend": "cublaslt", "id": "c0", "name": "lt", "winner": False, "is_default": True, "median_us": 10.0}]}
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(64, 128, device=META, dtype=bf16)
+        self.inner = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(128, 64, bias=False, device=META, dtype=bf16))
+        self.unused = torch.nn.Linear(64, 64, device=META, dtype=bf16)
+
+    def forward(self, x):
+        return self.inner(self.up(x))
+
+
+def test_optimize_records_tunes_buckets_and_swaps():
+    _ops.configure()
+    net = Net()
+    before = {k: v for k, v in net.state_dict().items()}
+    fake = FakeEngine()
+    rep = gt.optimize(net, (t(2, 8, 64),), m_buckets=[1, 16], engine=fake, progress=False)
+    # Two used layers x (observed m = 16, buckets 1 and 16) = 4 problems; unused layer untouched.
+    assert sorted((p["n"], p["k"], p["m"]) for p in fake.selected) == [(64, 128, 1), (64, 128, 16), (128, 64, 1),
+                                                                       (128, 64, 16)]
+    assert sorted(rep.replaced) == ["inner.1", "up"]
+    assert type(net.up) is gt.Linear and type(net.inner[1]) is gt.Linear and type(net.unused) is torch.nn.Linear
+    assert list(net.state_dict()) == list(before) and all(net.state_dict()[k] is not None for k in before)
+    assert net.up.weight is not None and net.up.bias is not None and net.inner[1].bias is None
+    assert all(p["backend"] == "triton" and p["speedup"] == pytest.approx(1.25) for p in rep.problems)
+    assert "2 Linear layers replaced" in str(rep)
+    # The buckets each layer family dispatches to (never tuned on the hot path).
+    fams = list(_ops._State.buckets.values())
+    assert sorted(len(v) for v in fams) == [2, 2] and all(v[0][0] == 1 and v[1][0] == 16 for v in fams)
+    # The optimized model still traces (meta: through the fake implementation).
+    y = net(t(3, 64))
+    assert y.shape == (3, 64)
+    _ops.configure()
+
+
+def test_bucket_order_prefers_the_smallest_bucket_above():
+    assert _ops._bucket_order(5, [1, 4, 8, 16]) == [8, 16, 4, 1]
+    assert _ops._bucket_order(16, [1, 4, 8, 16]) == [16, 8, 4, 1]
+    assert _ops._bucket_order(100, [1, 16]) == [16, 1]
+
+
+def test_linear_module_shares_parameters():
+    lin = torch.nn.Linear(64, 32, device=META, dtype=bf16)
+    g = gt.Linear.from_linear(lin, activation="relu")
+    assert g.weight is lin.weight and g.bias is lin.bias
+    assert list(g.state_dict()) == ["weight", "bias"]
+    assert "activation='relu'" in repr(g)
+    assert g(t(4, 64)).shape == (4, 32)
+
+
+class BucketEngine:
+    """load() answers for every bucket but the ones in `refuse` (as a decode kernel refuses m > 16)."""
+
+    def __init__(self, refuse=()):
+        self.loads = []
+        self.refuse = set(refuse)
+
+    def load(self, problem, backend, cid):
+        self.loads.append((problem["m"], backend, cid))
+        if cid in self.refuse:
+            raise gemmtune.GemmtuneError(gemmtune.GT_ERR_RUNTIME, f"{cid}: does not support m={problem['m']}")
+        return ("kernel", problem["m"], cid)
+
+    def select(self, problem, force=False):
+        raise AssertionError("an untuned m must never be tuned when the layer has buckets")
+
+
+def test_untuned_m_loads_the_nearest_valid_bucket_never_tunes(monkeypatch):
+    _ops.configure()
+    plan = P.plan_linear(t(5, 64), t(128, 64), None, None)
+    _ops._State.buckets[_ops._family(plan.key)] = [(1, "native", "n1"), (8, "native", "n8"), (64, "triton", "t64")]
+    eng = BucketEngine(refuse={"n8"})
+    monkeypatch.setattr(_ops, "engine", lambda device=0: eng)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    # m = 5: bucket 8 first (refused: not valid for m = 5 here), then 64; loaded for m = 5.
+    assert _ops._select("linear", plan, 0) == ("kernel", 5, "t64")
+    assert eng.loads == [(5, "native", "n8"), (5, "triton", "t64")]
+    # Nothing valid: an error naming the buckets tried, still no tune.
+    eng.refuse = {"n1", "n8", "t64"}
+    msg = str(pytest.raises(gemmtune.GemmtuneError, _ops._select, "linear", plan, 0).value)
+    assert "no tuned bucket's kernel runs m=5" in msg and "m=1 native/n1" in msg
+    _ops.configure()
+
+
+def test_first_call_under_capture_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    monkeypatch.setattr(_ops, "engine", lambda device=0: BucketEngine())
+    plan = P.plan_mm(t(16, 64), t(64, 32))
+    msg = str(pytest.raises(gemmtune.GemmtuneError, _ops._select, "mm", plan, 0).value)
+    assert "captured into a CUDA graph" in msg and "run the op once before capture" in msg
+
+
+class FakeKernel:
+    def __init__(self, problem):
+        self.problem = problem
+        self._h = object()
+
+    def describe(self):
+        return {"backend": "fake", "id": "f0", "name": "fake"}
+
+
+def test_hot_path_with_a_fake_kernel(monkeypatch):
+    """The eager implementation end to end on CPU tensors, the GPU parts faked: planned once per
+    signature, then the C call gets x's own data pointer for leading dims that flatten to a view
+    (a copy's when they do not), the output has x's leading dims, and a new signature is planned."""
+    import contextlib
+    _ops.configure()
+    calls, selects = [], []
+    monkeypatch.setattr(P, "_check_cuda", lambda op, name, t, device: None)
+    monkeypatch.setattr(_ops, "_select", lambda op, plan, device: selects.append(plan.problem) or FakeKernel(plan.problem))
+    monkeypatch.setattr(_ops, "_stream", lambda device: 1234)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(_ops._State, "run", lambda *args: calls.append(args) or 0)
+    w = torch.randn(48, 32, dtype=bf16)
+    b = torch.randn(48, dtype=bf16)
+    x = torch.randn(2, 5, 32, dtype=bf16)
+    for _ in range(3):
+        y = _ops._linear_impl(x, w, b, "silu")
+    assert y.shape == (2, 5, 48) and y.dtype == bf16
+    assert len(selects) == 1 and selects[0]["m"] == 10 and selects[0]["act"] == "silu" and selects[0]["bias"]
+    h, pa, pb, pc, pd, pbias, psa, psb, stream, flags = calls[-1]
+    assert (pa, pb, pc, pbias, psa, psb, stream, flags) == (x.data_ptr(), w.data_ptr(), None, b.data_ptr(), None, None, 1234, 0)
+    assert pd == y.data_ptr()
+    # Leading dims that do not flatten to a view: a new signature, its rows gathered by a copy.
+    xt = torch.randn(5, 2, 32, dtype=bf16).transpose(0, 1)
+    y2 = _ops._linear_impl(xt, w, None, None)
+    assert y2.shape == (2, 5, 48) and len(selects) == 2 and calls[-1][1] != xt.data_ptr() and calls[-1][5] is None
+    # A misaligned x is refused before anything is selected.
+    xm = torch.randn(2 * 32 + 1, dtype=bf16)[1:].view(2, 32)
+    raises(lambda: _ops._linear_impl(xm, w, None, None), "linear: x: data pointer")
+    assert len(selects) == 2
+    _ops.configure()
+
+
+def test_autograd_shapes_on_meta():
+    x = t(2, 3, 64).requires_grad_()
+    w = t(96, 64).requires_grad_()
+    b = t(96).requires_grad_()
+    y = gt.softmax(gt.linear(x, w, b), scale=0.5)
+    y.sum().backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape and b.grad.shape == b.shape
+    a, m = t(8, 64).requires_grad_(), t(64, 16).requires_grad_()
+    gt.mm(a, m).sum().backward()
+    assert a.grad.shape == a.shape and m.grad.shape == m.shape
+    with pytest.raises(gemmtune.GemmtuneError, match="activation: 'relu' has no backward"):
+        gt.linear(t(4, 64).requires_grad_(), w, None, "relu").sum().backward()
+
+
+def test_scaled_mm_block_scales():
+    f8, f32 = torch.float8_e4m3fn, torch.float32
+    m, n, k = 64, 384, 640                      # kb = 5, nb = 3, sb's row stride round_up(5, 4) = 8
+    a = t(m, k, dtype=f8)
+    b = t(n, k, dtype=f8).t()
+    sa = t(5, m, dtype=f32).t()                 # [m, kb], M-major
+    sb = t(3, 8, dtype=f32)[:, :5]              # W's scales [nb, kb], row stride 8
+    p = P.plan_scaled_mm(a, b, sa, sb, torch.bfloat16, None)
+    assert p.problem["scale"] == "block"
+    assert P.plan_scaled_mm(a, b, sa, sb.t(), torch.bfloat16, None).problem["scale"] == "block"  # [kb, nb] view
+    raises(lambda: P.plan_scaled_mm(a, b, t(m, 5, dtype=f32), sb, None, None), "scale_a: block scales")
+    raises(lambda: P.plan_scaled_mm(a, b, sa, t(3, 5, dtype=f32), None, None), "scale_b: block scales", "= 8")
+    z = gt.scaled_mm(a, b, sa, sb)
+    assert z.shape == (m, n) and z.dtype == torch.bfloat16
