@@ -367,7 +367,8 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text, const s
                                                 std::vector<size_t>* lines) {
   std::vector<std::vector<std::string>> rows;
   if (lines) lines->clear();
-  size_t i = 0, line = 1;
+  // A leading UTF-8 byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
+  size_t i = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0, line = 1;
   while (i < text.size()) {
     // One record.
     const size_t record_line = line;

@@ -162,8 +162,8 @@ struct SuiteEntry {
 };
 
 // Minimal RFC 4180 CSV: commas, double-quoted fields with "" escapes, \n or \r\n line ends;
-// blank lines and lines starting with '#' skipped. Errors name `name` and the line; `lines`
-// (optional) receives each record's 1-based line number.
+// blank lines and lines starting with '#' skipped, a leading UTF-8 BOM ignored. Errors name `name`
+// and the line; `lines` (optional) receives each record's 1-based line number.
 std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& name,
                                                 std::vector<size_t>* lines = nullptr);
 // `shapes`: header with m,n,k (model, layer optional) or model,layer,n,k (then `m_values`,
