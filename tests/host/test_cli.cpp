@@ -408,7 +408,7 @@ TEST(CliExec, UsageErrorsSuggestTheNearestName) {
   host_test::TempDir dir("gemmtune_cli_");
   Exec e = run_cli(dir.root, "tuen 64x64x64");
   EXPECT_EQ(e.code, 2) << e.err;
-  EXPECT_NE(e.err.find("unknown command 'tuen' (known: tune, suite, run, cache, info, precompile); did you mean 'tune'?"),
+  EXPECT_NE(e.err.find("unknown command 'tuen' (known: tune, suite, run, cache, store, info, precompile); did you mean 'tune'?"),
             std::string::npos)
       << e.err;
   e = run_cli(dir.root, "tune 64x64x64 --backends cublas");
