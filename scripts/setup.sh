@@ -6,15 +6,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages (pinned by the distribution release).
-PKGS=(cmake g++ make libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3)
-missing=()
+# Debian packages (pinned by the distribution release). libhiredis-dev: the remote tuning cache's
+# Redis client, linked statically.
+PKGS=(cmake g++ make libsqlite3-dev nlohmann-json3-dev libcli11-dev libgtest-dev python3 libhiredis-dev)
+# For the tests only, without their recommends: redis-server (the remote-cache tests start one on
+# a loopback port) and clang 16 with its runtimes and lld (the libFuzzer harnesses, scripts/fuzz.sh; clang
+# 14 lacks std::source_location). A failure here is only a warning: those tests then skip.
+TEST_PKGS=(redis-server clang-16 libclang-rt-16-dev lld-16)
+missing=() missing_test=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}" >&2
+for p in "${TEST_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing_test+=("$p"); done
+if [ ${#missing[@]} -gt 0 ] || [ ${#missing_test[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  if [ ${#missing_test[@]} -gt 0 ]; then
+    echo "setup: installing ${missing_test[*]} (tests)" >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing_test[@]}" >/dev/null ||
+      echo "setup: WARNING: could not install ${missing_test[*]}; the remote-cache and fuzz tests will skip" >&2
+  fi
 fi
 
 # pins_installed VENV REQ: quick check (no network) whether every `name==version` pin of the
@@ -107,6 +120,32 @@ if [ "${GEMMTUNE_SKIP_VENV:-0}" != 1 ] && [ "${GEMMTUNE_SKIP_CUTEDSL:-0}" != 1 ]
   setup_cutedsl || echo "setup: WARNING: could not install the CuTe DSL (python/requirements-cutedsl.txt); the cutedsl backend will be unavailable" >&2
 fi
 # --- end of the CuTe DSL block ------------------------------------------------------------------
+
+# --- the report (`gemmtune report`): matplotlib into .venv, and Debian's chromium -----------------
+# Pinned in python/requirements-report.txt. Chromium renders the report in its test (a screenshot,
+# checked not blank); without it that one test skips and says so. Failures are only warnings: the
+# report (or its screenshot test) is then unavailable. GEMMTUNE_SKIP_REPORT=1 skips this block.
+setup_report() {
+  local venv=.venv req=python/requirements-report.txt
+  [ -x "$venv/bin/python" ] || return 1
+  if pins_installed "$venv" "$req"; then return 0; fi
+  echo "setup: installing $req into $venv" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" || return 1
+  "$venv/bin/python" -c "import matplotlib" || return 1
+}
+setup_chromium() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  echo "setup: installing chromium (the report's screenshot test)" >&2
+  local SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+}
+if [ "${GEMMTUNE_SKIP_VENV:-0}" != 1 ] && [ "${GEMMTUNE_SKIP_REPORT:-0}" != 1 ]; then
+  setup_report || echo "setup: WARNING: could not install python/requirements-report.txt; gemmtune report will be unavailable" >&2
+fi
+if [ "${GEMMTUNE_SKIP_REPORT:-0}" != 1 ]; then
+  setup_chromium || echo "setup: WARNING: could not install chromium; the report's screenshot test will skip" >&2
+fi
+# --- end of the report block ----------------------------------------------------------------------
 
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then

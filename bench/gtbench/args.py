@@ -29,7 +29,9 @@ def gemm_args(argv=None):
                "  python3 bench/h200.py --merge OUT/shard-*/*.json --out OUT                    # the run's report\n")
     ap.add_argument("--part", default=",".join(PARTS), help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     ap.add_argument("--dtypes", default="bf16,fp8", help="comma-separated: bf16, fp8 (e4m3, tensorwise scales, bf16 out), "
-                    "fp8-rowwise (rowwise scales; kept only where gemmtune has a correct candidate). Default bf16,fp8")
+                    "fp8-rowwise (rowwise scales; kept only where gemmtune has a correct candidate), fp8-block (1x128 / "
+                    "128x128 block scales; the tensorwise pick of each shape and a block-scaled baseline timed "
+                    "alongside). Default bf16,fp8")
     ap.add_argument("--layers", default=str(REPO / "bench/suites/llm_layers.csv"), help="comma-separated CSVs: model,layer,n,k (crossed with the m values) or m,n,k")
     ap.add_argument("--m-file", default=str(REPO / "bench/suites/m_values.csv"), help="CSV phase,m")
     ap.add_argument("--m-values", default="", help="comma-separated m values to keep (default: all of --m-file)")

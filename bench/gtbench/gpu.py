@@ -27,6 +27,11 @@ from .stats import quantile, summarize
 SOFTMAX_BOUNDS = {"bf16": (2.0 ** -7, 2.0 ** -30), "fp16": (2.0 ** -10, 2.0 ** -24), "fp32": (2e-5, 1e-30)}
 SOFTMAX_FROB_TOL = {"bf16": 1e-2, "fp16": 2e-3, "fp32": 1e-5}
 
+# The block-scaled baseline's name when torch takes block scales, by the call's form (else
+# block_triton.NAME).
+BLOCK_TORCH = {"v1": "torch._scaled_mm (BlockWise1x128 x BlockWise128x128)",
+               "v2": "torch.nn.functional.scaled_mm (BlockWise1x128 x BlockWise128x128)"}
+
 # The ceilings TorchGpu.ceilings() can measure, as the result's "what" describes them.
 CEILING_WHAT = {"copy": "copy: 1 GiB device-to-device, bytes read+written", "bf16": "bf16: torch.mm 8192^3",
                 "fp8": "fp8: torch._scaled_mm e4m3 8192^3 tensorwise, bf16 out"}
@@ -164,6 +169,9 @@ class TorchGpu:
         self.sms = props.multi_processor_count
         self.stream_x = self.stream_out = self.stream_run = None  # stream_setup()
         self.capture_stream = None  # capture()'s side stream, made on first use
+        self._block_baseline = None  # block_baseline(), probed on first use
+        self.block_form = None       # "v1" or "v2" when torch takes block scales
+        self.block_baseline_note = ""
 
     def versions(self):
         t = self.torch
@@ -321,6 +329,9 @@ class TorchGpu:
             if p.scale == "tensorwise":
                 x["sa"] = (t.rand((), device=self.dev, generator=g) + 0.5).float()
                 x["sb"] = (t.rand((), device=self.dev, generator=g) + 0.5).float()
+            elif p.scale == "block":
+                x["sa"], x["sb"] = self.block_scales(p.m, p.n, p.k, g)
+                p.baseline = self.block_baseline()
             else:  # rowwise: sa[m] (as [m,1]) and sb[n] (as [1,n]), contiguous
                 x["sa"] = (t.rand(p.m, 1, device=self.dev, generator=g) + 0.5).float()
                 x["sb"] = (t.rand(1, p.n, device=self.dev, generator=g) + 0.5).float()
@@ -334,8 +345,79 @@ class TorchGpu:
         a, wt, sa, sb = x["a"], x["w"].t(), x["sa"], x["sb"]
         if p.dtype == "bf16":
             return lambda: t.mm(a, wt)
+        if p.scale == "block":
+            self.block_baseline()
+            if self.block_form is not None:
+                return self.torch_block_call(self.block_form, a, x["w"], sa, sb)
+            from .block_triton import block_fp8_gemm
+            w, out = x["w"], t.empty(p.m, p.n, device=self.dev, dtype=t.bfloat16)
+            return lambda: block_fp8_gemm(a, w, sa, sb, out)
         return lambda: t._scaled_mm(a, wt, scale_a=sa, scale_b=sb, out_dtype=t.bfloat16)
 
+    def block_scales(self, m, n, k, g):
+        """(sa, sb) of a block-scaled problem in gemmtune's layouts (include/gemmtune/problem.hpp),
+        random in [0.5, 2): sa [kb, m] contiguous (torch's [m, kb] with strides (1, m) is sa.t()), sb
+        [nb, round_up(kb, 4)] contiguous (torch's scale_b is sb[:, :kb].t())."""
+        t = self.torch
+        kb, nb = -(-k // 128), -(-n // 128)
+        sa = (t.rand(kb, m, device=self.dev, generator=g) * 1.5 + 0.5).float()
+        sb = (t.rand(nb, -(-kb // 4) * 4, device=self.dev, generator=g) * 1.5 + 0.5).float()
+        return sa, sb
+
+    def torch_block_call(self, form, a, w, sa, sb):
+        """fn() -> D: torch's block-scaled call in `form` on A [m, k], W [n, k] (fp8) and gemmtune's
+        scale layouts. "v1": torch._scaled_mm(a, w.t(), scale_a=[m, kb] strides (1, m), scale_b=
+        sb[:, :kb].t()); "v2": torch.nn.functional.scaled_mm with the ScalingType recipes
+        (BlockWise 1x128 for A, 128x128 for W; scale_b = sb.t(): [round_up(kb, 4), nb] strides (1,
+        round_up(kb, 4)), as its _scaled_block1x128_block128x128 wants)."""
+        t = self.torch
+        wt, sat = w.t(), sa.t()
+        if form == "v1":
+            sbt = sb[:, :sa.shape[0]].t()
+            return lambda: t._scaled_mm(a, wt, scale_a=sat, scale_b=sbt, out_dtype=t.bfloat16)
+        F = t.nn.functional
+        ST = F.ScalingType
+        one = next(getattr(ST, n) for n in ("Blockwise_1x128", "BlockWise1x128") if hasattr(ST, n))
+        blk = next(getattr(ST, n) for n in ("Blockwise_128x128", "BlockWise128x128") if hasattr(ST, n))
+        sbt = sb.t()
+        return lambda: F.scaled_mm(a, wt, sat, one, sbt, blk, output_dtype=t.bfloat16)
+
+    def block_baseline(self):
+        """The block-scaled baseline's name: BLOCK_TORCH[form] when this torch takes block scales
+        (BlockWise1x128 for A, BlockWise128x128 for W) on this GPU through torch._scaled_mm ("v1")
+        or torch.nn.functional.scaled_mm ("v2", tried second) and is right on a probe (256 x 384 x
+        1024: a partial n block), else the bench's own Triton kernel (block_triton.NAME). Probed
+        once; the form used, or why torch was not, is in block_baseline_note."""
+        if self._block_baseline is None:
+            from .block_triton import NAME
+            t = self.torch
+            self._block_baseline = NAME
+            why = []
+
+            class P:  # the probe's problem, for reference()
+                m, n, k, scale = 256, 384, 1024, "block"
+            g = t.Generator(device=self.dev)
+            g.manual_seed(1)
+            x = {"a": t.randn(P.m, P.k, device=self.dev, generator=g).to(t.float8_e4m3fn),
+                 "w": t.randn(P.n, P.k, device=self.dev, generator=g).to(t.float8_e4m3fn)}
+            x["sa"], x["sb"] = self.block_scales(P.m, P.n, P.k, g)
+            ref = self.reference(P, x)
+            for form in ("v1", "v2"):
+                try:
+                    out = self.torch_block_call(form, x["a"], x["w"], x["sa"], x["sb"])()
+                    rel, finite = self.check(out, ref)
+                except Exception as e:  # noqa: BLE001 (any refusal of torch's means: not offered)
+                    msg = " ".join(str(e).split())
+                    got = msg.find("Got ")  # torch's message ends with what it was given
+                    why.append(f"{form}: {type(e).__name__}: {msg[:160]}{' ... ' + msg[got:got + 300] if got > 160 else ''}")
+                    continue
+                if finite and rel <= 1e-2:
+                    self._block_baseline, self.block_form = BLOCK_TORCH[form], form
+                    why.append(f"{form}: takes block scales (probe rel err {rel:.2g})")
+                    break
+                why.append(f"{form}: wrong here (probe rel err {rel:.3g}, finite {finite})")
+            self.block_baseline_note = "; ".join(why)
+        return self._block_baseline
     def gemmtune_fn(self, kernel, p, x):
         """(fn, D): one call of the kernel on set x, into the set's D, on the current stream."""
         call, sp = self.gemmtune_call(kernel, p, x), self.stream_ptr
@@ -364,9 +446,15 @@ class TorchGpu:
 
     def reference(self, p, x):
         a32, w32 = x["a"].float(), x["w"].float()
+        if p.scale == "block":  # the inputs times their block scales (exact in fp32 math up to rounding)
+            kb = x["sa"].shape[0]
+            a32.mul_(x["sa"].t().repeat_interleave(128, dim=1)[:, :p.k])
+            sbw = x["sb"][:, :kb].repeat_interleave(128, dim=0)[:p.n]
+            w32.mul_(sbw.repeat_interleave(128, dim=1)[:, :p.k])
+            del sbw
         ref = a32 @ w32.t()
         del a32, w32
-        if x["sa"] is not None:
+        if x["sa"] is not None and p.scale != "block":
             ref.mul_(x["sa"]).mul_(x["sb"])
         return ref
 

@@ -15,6 +15,9 @@ DTYPES = {
     "bf16": ("bf16", "none", "torch.mm"),
     "fp8": ("e4m3", "tensorwise", "torch._scaled_mm"),
     "fp8-rowwise": ("e4m3", "rowwise", "torch._scaled_mm"),
+    # block: DeepSeek-V3's 1x128 / 128x128 scales; the baseline is torch._scaled_mm where it takes
+    # them, else the bench's own Triton kernel (gpu.TorchGpu.block_baseline names the one used).
+    "fp8-block": ("e4m3", "block", "torch._scaled_mm"),
 }
 DEFAULT_INDUCTOR_SUBSET = ("16:llama3-70b:qkv,128:llama3-70b:down,2048:llama3-70b:gate_up,"
                            "8192:llama3-70b:o,8192:llama3-70b:down")

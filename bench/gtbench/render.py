@@ -144,6 +144,7 @@ def render_markdown(doc):
               fnum(e["gemmtune_tune_s"], 2)] for e in s["inductor"]]), ""]
         if doc["environment"].get("inductor_init_s") is not None:
             L += [f"(Inductor's one-time start-up, excluded above: {fnum(doc['environment']['inductor_init_s'], 1)} s.)", ""]
+    L += render_block_markdown(doc)
     L += render_memory_bound_markdown(doc)
     L += render_decoder_markdown(doc)
     L += render_triton_markdown(doc)
@@ -214,6 +215,36 @@ def render_markdown(doc):
     L += ["JSON: rows[] (one per problem and candidate/baseline; `timing` = tune | coldtune | side_by_side | decoder_graph | stability_h2h) "
           "and summary{} as documented in bench/README.md.", ""]
     return "\n".join(L)
+
+
+def render_block_markdown(doc):
+    """Block-scaled FP8 (--dtypes fp8-block): the pick against the block-scaled baseline (torch's
+    _scaled_mm where it takes block scales, else the bench's Triton kernel: named per row) and
+    against the tensorwise pick of the same shape, timed in the same rounds."""
+    ps = [p for p in doc["summary"]["problems"] if p.get("scale") == "block" and p.get("pick")]
+    if not ps:
+        return []
+    L = ["## Block-scaled FP8 (1x128 scales of A, 128x128 of W)", "",
+         "Each problem's block-scaled pick, cuBLASLt's and Triton's best, the block-scaled baseline and gemmtune's "
+         "tensorwise pick of the same shape, side by side in the same rounds. pick vs baseline: baseline median / "
+         "pick median (> 1: the pick is faster); block / tensorwise: the block pick's median over the tensorwise "
+         "pick's (<= 1.10: within 10%).", ""]
+    rows = []
+    for p in sorted(ps, key=lambda p: (p["m"], p["model"], p["layer"])):
+        g = lambda k: p.get(k) or {}  # noqa: E731
+        rows.append([p["label"], p["m"], p["n"], p["k"], p.get("pick_backend", ""), fnum(g("pick").get("tflops"), 1),
+                     fnum(g("cublaslt_best").get("tflops") or g("default").get("tflops"), 1),
+                     fnum(g("triton_best").get("tflops"), 1), fnum(g("torch").get("tflops"), 1),
+                     g("torch").get("backend", "-"), fratio(p.get("speedup_vs_torch")),
+                     fnum(g("tensorwise_pick").get("tflops"), 1), fratio(p.get("block_over_tensorwise")),
+                     "yes" if all(g(k).get("correct") is not False for k in ("pick", "torch", "tensorwise_pick")) else "NO"])
+    L += [md_table(["problem", "m", "n", "k", "pick backend", "pick TFLOP/s", "cuBLASLt TFLOP/s", "Triton best TFLOP/s",
+                    "baseline TFLOP/s", "baseline", "pick vs baseline", "tensorwise pick TFLOP/s", "block / tensorwise",
+                    "checks"], rows), ""]
+    L.append(f"Geomean over {len(ps)} problems: pick vs baseline {fratio(geomean([p.get('speedup_vs_torch') for p in ps]))}, "
+             f"block / tensorwise {fratio(geomean([p.get('block_over_tensorwise') for p in ps]))}.")
+    L.append("")
+    return L
 
 
 def render_stream_markdown(doc):

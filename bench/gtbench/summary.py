@@ -77,6 +77,9 @@ def problem_ratios(s):
     s["speedup_vs_torch"] = sp("torch")
     s["speedup_vs_inductor"] = sp("inductor")
     s["speedup_vs_triton_best"] = sp("triton_best")
+    # Block scales: the pick's time over the tensorwise pick's on the same shape (issue 15: <= 1.10).
+    twm = (s.get("tensorwise_pick") or {}).get("median_us")
+    s["block_over_tensorwise"] = pm / twm if (pm and twm) else None
     s["speedup_vs_inductor_triton"] = sp("inductor_triton")
     # Triton's best against the others (other's median / Triton best's median: > 1 = Triton faster).
     tb = (s.get("triton_best") or {}).get("median_us")

@@ -8,7 +8,8 @@
 //   GEMMTUNE_COMPILE_TIMEOUT, GEMMTUNE_LOAD_ONLY (toolchain names, comma-separated),
 //   GEMMTUNE_PYTHON, GEMMTUNE_PYTHON_DIR, GEMMTUNE_NVCC, GEMMTUNE_CUTLASS_DIR,
 //   GEMMTUNE_CUTLASS_KERNEL_DIR, GEMMTUNE_KEEP_BUILD=1, GEMMTUNE_COMPILE_FORK_SERVER=0,
-//   GEMMTUNE_MAX_CONFIGS, GEMMTUNE_LOG (quiet, warning, info, debug).
+//   GEMMTUNE_MAX_CONFIGS, GEMMTUNE_LOG (quiet, warning, info, debug),
+//   GEMMTUNE_REMOTE_CACHE (redis://host:port/db), GEMMTUNE_REMOTE_TIMEOUT_MS.
 //
 // Nothing else in the library reads the environment; the CLI sets these fields from its flags.
 #pragma once
@@ -85,6 +86,13 @@ struct EngineOptions {
   // else ~/.cache/gemmtune/tuning.sqlite.
   std::filesystem::path cache_path;
   bool use_cache = true;             // false: never read or write the cache
+  // A tuning cache shared by machines, in front of the local one (docs/remote-cache.md):
+  // "redis://host[:port][/db]". A local miss asks it (a hit is written locally), a tune stores
+  // its entry there. Unreachable, slow or holding garbage: one warning, then local only. Empty:
+  // $GEMMTUNE_REMOTE_CACHE, else none. Needs use_cache.
+  std::string remote_cache;
+  // Bound on each remote operation (connect, read, write), ms; 0: $GEMMTUNE_REMOTE_TIMEOUT_MS, else 50.
+  double remote_timeout_ms = 0;
   // Backend names (any op's: cublaslt, triton, cutlass, cutedsl, native); empty: every available one.
   std::vector<std::string> backends;
   // Candidates per backend and problem at most (the backend's ranked best); 0:

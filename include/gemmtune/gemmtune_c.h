@@ -95,7 +95,9 @@ GT_API int gt_load(gt_engine* engine, const char* problem_json, const char* back
 
 /* Enqueues D = act(alpha * sa * sb * (A @ B) + beta * C + bias) on `stream` (a cudaStream_t;
  * NULL = the legacy default stream). Device pointers, 16-byte aligned; c only when beta != 0,
- * bias only with bias, scale_a/scale_b only for fp8 with scales. Asynchronous: launch errors
+ * bias only with bias, scale_a/scale_b only for fp8 with scales ("scale": "block": scale_a
+ * [ceil(k/128), m] M-major, scale_b [ceil(n/128), round_up(ceil(k/128), 4)] row-major, as
+ * gemmtune/problem.hpp and docs/fp8.md describe). Asynchronous: launch errors
  * are reported, kernel faults surface at the next synchronization. */
 GT_API int gt_kernel_run(gt_kernel* kernel, const void* a, const void* b, const void* c, void* d,
                          const void* bias, const float* scale_a, const float* scale_b, void* stream);

@@ -21,8 +21,9 @@ struct GemmArgs {
   const void* c = nullptr;        // [m, n], needed when problem.beta != 0
   void* d = nullptr;              // [m, n]
   const void* bias = nullptr;     // [n], needed when problem.bias
-  const float* scale_a = nullptr; // fp8 with scales: [1] tensorwise or [m] rowwise
-  const float* scale_b = nullptr; // fp8 with scales: [1] tensorwise or [n] rowwise
+  const float* scale_a = nullptr; // fp8 with scales: [1] tensorwise, [m] rowwise, [kb, m] block
+  const float* scale_b = nullptr; // fp8 with scales: [1] tensorwise, [n] rowwise, [nb, round_up(kb, 4)]
+                                  // block (layouts: gemmtune/problem.hpp; scale_a/b_elems())
 };
 
 // How one run is launched.

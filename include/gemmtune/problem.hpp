@@ -6,7 +6,16 @@
 // dimension (elements between consecutive rows of a row-major matrix, or consecutive columns
 // of a column-major one; 0 means packed). A PyTorch nn.Linear weight W[n, k] (row-major) is
 // B = W^T, i.e. B column-major with ld = k: that is GemmProblem::linear().
-// FP8 scales sa, sb are float32 device arrays: tensorwise one value each, rowwise sa[m], sb[n].
+// FP8 scales sa, sb are float32 device arrays: tensorwise one value each, rowwise sa[m], sb[n],
+// block (DeepSeek-V3's fine-grained scaling, applied to the partial sums of each 128-deep k block):
+//   sa: one scale per 1x128 slice of A's rows, logical [m, kb] with kb = ceil(k / 128), stored
+//       M-major: the scale of A[i, 128 j .. 128 j + 127] is sa[j * m + i] (torch._scaled_mm's
+//       BlockWise1x128 tensor of shape [m, kb] and strides [1, m]);
+//   sb: one scale per 128x128 block of B, logical [nb, kb] with nb = ceil(n / 128), stored
+//       row-major with a leading dimension of round_up(kb, 4) (16 bytes): the scale of
+//       B[128 j .., 128 c ..] is sb[c * round_up(kb, 4) + j] (torch's BlockWise128x128 layout of
+//       W's scales); the padding entries are never read.
+//   Every block past m, n or k is partial: the last k block covers k - 128 (kb - 1) columns.
 // bias has D's dtype. C is read only when beta != 0, and then has D's dtype.
 #pragma once
 
@@ -19,7 +28,10 @@ namespace gemmtune {
 enum class DType : uint8_t { bf16, fp16, fp32, e4m3, e5m2 };
 enum class Layout : uint8_t { row, col };
 enum class Activation : uint8_t { none, relu, gelu_tanh, silu };
-enum class ScaleMode : uint8_t { none, tensorwise, rowwise };
+enum class ScaleMode : uint8_t { none, tensorwise, rowwise, block };
+
+// Block scaling: one scale per kScaleBlock elements of k (and of n, for B).
+constexpr int64_t kScaleBlock = 128;
 
 const char* to_string(DType);
 const char* to_string(Layout);
@@ -69,8 +81,13 @@ struct GemmProblem {
   int64_t elems_b() const;
   int64_t elems_c() const;
   int64_t elems_d() const;
-  int64_t scale_a_elems() const;  // 0, 1 or m
-  int64_t scale_b_elems() const;  // 0, 1 or n
+  int64_t scale_a_elems() const;  // 0, 1, m, or (block) m * kb
+  int64_t scale_b_elems() const;  // 0, 1, n, or (block) nb * round_up(kb, 4)
+  // Block scaling's grid: kb = ceil(k / 128) k blocks, nb = ceil(n / 128) n blocks, and the
+  // leading dimension of sb (round_up(kb, 4)); see the layouts above.
+  int64_t scale_k_blocks() const;
+  int64_t scale_n_blocks() const;
+  int64_t scale_b_ld() const;
 
   double flops() const { return 2.0 * double(m) * double(n) * double(k); }
   // Fewest bytes a kernel must move: A, B (and C, bias) read once, D written once.

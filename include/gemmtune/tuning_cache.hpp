@@ -76,6 +76,8 @@ class TuningCache {
   std::string export_json(size_t* entries = nullptr) const;
   static std::string empty_export();  // the export of a cache with no entries
   int import_json(const std::string& json);  // returns entries imported; Error on bad input
+  // An export document (as export_json) holding only key's entry; nullopt when key has none.
+  std::optional<std::string> export_entry(const std::string& key) const;
 
  private:
   // A prepared statement, finalized on destruction (deleter: sqlite3_finalize).

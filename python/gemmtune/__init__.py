@@ -149,7 +149,9 @@ class Engine(_Owned):
     tune: dict of TuneOptions (warmup_ms, min_rounds, max_rounds, round_budget_ms, prune_ratio,
     tie_tolerance, tie_rounds, prefer_margin, duel_rounds, duel_window, duels, seed); log_to_stderr prints progress lines;
     compile: dict of CompileOptions (artifacts, workers, nvcc_jobs, timeout_s, load_only, python, python_dir);
-    max_configs: candidates per backend and problem at most; log_level: quiet, warning, info or debug.
+    max_configs: candidates per backend and problem at most; log_level: quiet, warning, info or debug;
+    remote_cache: a tuning cache shared by machines, "redis://host:port/db", in front of the local one
+    (docs/remote-cache.md), remote_timeout_ms the bound on each of its operations.
     Options left out take the library's defaults ($GEMMTUNE_* where set; include/gemmtune/engine_options.hpp).
     """
 
@@ -158,7 +160,8 @@ class Engine(_Owned):
     def __init__(self, cache_path: Optional[str] = None, backends: Optional[Iterable[str]] = None,
                  device: int = 0, use_cache: bool = True, log_to_stderr: bool = False,
                  tune: Optional[dict] = None, compile: Optional[dict] = None, max_configs: Optional[int] = None,
-                 log_level: Optional[str] = None):
+                 log_level: Optional[str] = None, remote_cache: Optional[str] = None,
+                 remote_timeout_ms: Optional[float] = None):
         opts: dict = {"device": int(device), "use_cache": bool(use_cache), "log_to_stderr": bool(log_to_stderr)}
         if cache_path is not None:
             opts["cache_path"] = str(cache_path)
@@ -172,6 +175,10 @@ class Engine(_Owned):
             opts["max_configs"] = int(max_configs)
         if log_level is not None:
             opts["log_level"] = str(log_level)
+        if remote_cache is not None:
+            opts["remote_cache"] = str(remote_cache)
+        if remote_timeout_ms is not None:
+            opts["remote_timeout_ms"] = float(remote_timeout_ms)
         self.options = opts
         self._h = ctypes.c_void_p()
         _capi.check(_capi.lib().gt_engine_create(json.dumps(opts).encode(), ctypes.byref(self._h)))

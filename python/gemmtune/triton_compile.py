@@ -36,7 +36,7 @@ IN_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "e4m3": "fp8e4nv", 
 OUT_DTYPES = IN_DTYPES
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "e4m3": 1, "e5m2": 1}
 ACTS = ("none", "relu", "gelu_tanh", "silu")
-SCALES = ("none", "tensorwise", "rowwise")
+SCALES = ("none", "tensorwise", "rowwise", "block")
 REDUCE_BLOCK = 1024
 
 # name: (type, default; None = required). "kernel" may also come from the request.
@@ -165,6 +165,10 @@ def normalize_params(params: Any, kernel: Optional[str] = None) -> dict:
     for key in ("block_m", "block_n", "block_k", "group_m"):
         if out[key] < 1 or out[key] > 4096:
             raise _bad(f"params.{key}: {out[key]} not in [1, 4096]")
+    if out["scale"] != "none" and not (a_fp8 and b_fp8):
+        raise _bad(f"params.scale: {out['scale']} scales apply to fp8 inputs only")
+    if out["scale"] == "block" and 128 % out["block_k"] != 0:
+        raise _bad(f"params.block_k: {out['block_k']} does not divide 128 (block scales change every 128 of k)")
     if name == "gemm_persistent":
         if out["split_k"] != 1:
             raise _bad("params.split_k: gemm_persistent has no split-k (use gemm_tiled)")

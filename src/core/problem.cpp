@@ -33,7 +33,8 @@ constexpr std::pair<const char*, Activation> kActs[] = {
     {"none", Activation::none}, {"relu", Activation::relu}, {"gelu_tanh", Activation::gelu_tanh},
     {"gelu", Activation::gelu_tanh}, {"silu", Activation::silu}};
 constexpr std::pair<const char*, ScaleMode> kScales[] = {
-    {"none", ScaleMode::none}, {"tensorwise", ScaleMode::tensorwise}, {"rowwise", ScaleMode::rowwise}};
+    {"none", ScaleMode::none}, {"tensorwise", ScaleMode::tensorwise}, {"rowwise", ScaleMode::rowwise},
+    {"block", ScaleMode::block}};
 
 // Outer extent of a [rows, cols] matrix in its layout, and the minimum leading dimension.
 int64_t outer(Layout l, int64_t rows, int64_t cols) { return l == Layout::row ? rows : cols; }
@@ -85,6 +86,7 @@ const char* to_string(ScaleMode s) {
     case ScaleMode::none: return "none";
     case ScaleMode::tensorwise: return "tensorwise";
     case ScaleMode::rowwise: return "rowwise";
+    case ScaleMode::block: return "block";
   }
   return "?";
 }
@@ -127,11 +129,26 @@ int64_t GemmProblem::elems_b() const { return ldb() * outer(b.layout, k, n); }
 int64_t GemmProblem::elems_c() const { return uses_c() ? ldc() * outer(c.layout, m, n) : 0; }
 int64_t GemmProblem::elems_d() const { return ldd() * outer(d.layout, m, n); }
 int64_t GemmProblem::scale_a_elems() const {
-  return scale == ScaleMode::none ? 0 : scale == ScaleMode::tensorwise ? 1 : m;
+  switch (scale) {
+    case ScaleMode::none: return 0;
+    case ScaleMode::tensorwise: return 1;
+    case ScaleMode::rowwise: return m;
+    case ScaleMode::block: return m * scale_k_blocks();
+  }
+  return 0;
 }
 int64_t GemmProblem::scale_b_elems() const {
-  return scale == ScaleMode::none ? 0 : scale == ScaleMode::tensorwise ? 1 : n;
+  switch (scale) {
+    case ScaleMode::none: return 0;
+    case ScaleMode::tensorwise: return 1;
+    case ScaleMode::rowwise: return n;
+    case ScaleMode::block: return scale_n_blocks() * scale_b_ld();
+  }
+  return 0;
 }
+int64_t GemmProblem::scale_k_blocks() const { return (k + kScaleBlock - 1) / kScaleBlock; }
+int64_t GemmProblem::scale_n_blocks() const { return (n + kScaleBlock - 1) / kScaleBlock; }
+int64_t GemmProblem::scale_b_ld() const { return (scale_k_blocks() + 3) / 4 * 4; }
 
 double GemmProblem::min_bytes() const {
   double bytes = double(m) * k * size_of(a.dtype) + double(k) * n * size_of(b.dtype) +

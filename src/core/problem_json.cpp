@@ -347,6 +347,10 @@ EngineOptions engine_options_from_json(const std::string& text) {
   const int64_t max_configs = f.integer("max_configs", 0);
   if (max_configs < 0 || max_configs > 4096) GT_INVALID(f.name("max_configs") + ": must be in [0, 4096]");
   o.max_configs = int(max_configs);
+  o.remote_cache = f.string("remote_cache", "");  // the URL is checked when the engine starts
+  o.remote_timeout_ms = f.number("remote_timeout_ms", 0);
+  if (!(o.remote_timeout_ms >= 0 && o.remote_timeout_ms <= 60000))
+    GT_INVALID(f.name("remote_timeout_ms") + ": must be in [0, 60000] ms");
   if (const std::string level = f.string("log_level", ""); !level.empty()) {
     if (level == "quiet") o.log_level = LogLevel::quiet;
     else if (level == "warning") o.log_level = LogLevel::warning;

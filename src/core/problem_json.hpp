@@ -12,13 +12,14 @@
 //    "lda": 0, "ldb": 0, "ldc": 0, "ldd": 0,   leading dimensions, 0 = packed
 //    "alpha": 1.0, "beta": 0.0, "bias": false,
 //    "act": "none",            none, relu, gelu (tanh), gelu_tanh, silu
-//    "scale": "tensorwise",    fp8 scales: none, tensorwise, rowwise; default tensorwise for fp8
+//    "scale": "tensorwise",    fp8 scales: none, tensorwise, rowwise, block; default tensorwise for fp8
 //    "tf32": false}            fp32 inputs only
 // Errors are gemmtune::Error naming the field ("problem.layout: ...").
 //
 // Engine options JSON (every field optional):
 //   {"cache_path": "...", "use_cache": true, "backends": ["cublaslt"], "device": 0,
 //    "log_to_stderr": false, "log_level": "info", "max_configs": 0,
+//    "remote_cache": "redis://host:port/db", "remote_timeout_ms": 50,
 //    "tune": {"warmup_ms", "min_rounds", "max_rounds", "round_budget_ms", "prune_ratio",
 //             "tie_tolerance", "tie_rounds", "prefer_margin", "duel_rounds", "duel_window", "duels", "seed",
 //             "spin_us", "input_sets"},

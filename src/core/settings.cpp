@@ -152,6 +152,10 @@ EngineOptions resolve(EngineOptions o) {
     else if (v == "debug") o.log_level = LogLevel::debug;
     else GT_CHECK_INVALID(v.empty() || v == "info", "$GEMMTUNE_LOG: '" + v + "' is not one of quiet, warning, info, debug");
   }
+  if (o.remote_cache.empty()) o.remote_cache = env("GEMMTUNE_REMOTE_CACHE");
+  if (o.remote_timeout_ms <= 0) o.remote_timeout_ms = env_number("GEMMTUNE_REMOTE_TIMEOUT_MS", 50);
+  GT_CHECK_INVALID(o.remote_timeout_ms <= 60'000,
+                   "remote_timeout_ms: " + std::to_string(o.remote_timeout_ms) + " is above 60000 ms");
   o.compile = resolve(std::move(o.compile));
   return o;
 }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -27,6 +28,7 @@
 #include "engine/registry.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
+#include "store/remote_cache.hpp"
 #include "tune/gpu_bench.hpp"
 #include "tune/ops.hpp"
 #include "tune/timing.hpp"
@@ -78,6 +80,7 @@ struct Engine::Impl {
   DeviceInfo dev;
   Log log;
   std::unique_ptr<TuningCache> cache;
+  std::unique_ptr<RemoteTuningCache> remote;  // in front of `cache`, when configured
   std::unique_ptr<compile::ArtifactCache> artifacts;  // outlives the backends below
   OpState<GemmOp> gemm;
   OpState<SoftmaxOp> softmax;
@@ -149,6 +152,14 @@ Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>()) {
     } catch (const Error& e) {  // a read-only directory, another program's file: tune, do not fail
       I.log.warn(e.message() + "; working without a tuning cache");
     }
+  }
+  if (!I.opt.remote_cache.empty()) {
+    const RedisAddress address = parse_redis_url(I.opt.remote_cache, "remote_cache");
+    if (I.cache)
+      I.remote = std::make_unique<RemoteTuningCache>(
+          make_redis_store(address, std::chrono::milliseconds(std::max(1L, std::lround(I.opt.remote_timeout_ms)))), I.log);
+    else
+      I.log.warn("remote tuning cache " + address.url() + " not used: it needs the local cache (use_cache is off)");
   }
 }
 
@@ -237,6 +248,7 @@ std::optional<KernelFor<Op>> Engine::Impl::from_cache(const typename Op::Problem
   if (!cache) return std::nullopt;
   auto& st = state<Op>();
   auto hit = cache->lookup(key);
+  const bool remote_hit = !hit && remote && (hit = remote->fetch(*cache, key, st.env, p.canonical()));
   if (!hit || hit->environment != st.env || hit->problem != p.canonical()) return std::nullopt;
   BackendFor<Op>* b = st.backend(hit->backend);
   if (!b) return std::nullopt;
@@ -258,6 +270,7 @@ std::optional<KernelFor<Op>> Engine::Impl::from_cache(const typename Op::Problem
       OpTraits<Op>::set_problem(*report, p);
       report->key = key, report->from_cache = true;
       report->results = cache->results(key);
+      if (remote_hit) report->notes.push_back("from the remote tuning cache " + remote->describe());
     }
     return k;
   } catch (const Error& e) {
@@ -496,6 +509,7 @@ KernelFor<Op> Engine::Impl::tune(const typename Op::Problem& p, const std::strin
   }
   log("  winner: " + win->result.backend + " " + win->result.name + " " + std::to_string(win->result.median_us) + " us");
   if (cache) cache->store(key, state<Op>().env, r);
+  if (cache && remote) remote->publish(*cache, key, state<Op>().env);
   KernelFor<Op> k(p, win->cand);
   state<Op>().memo[key + OpTraits<Op>::memo_suffix(p)] = win->cand;
   if (out) *out = std::move(r);

@@ -553,9 +553,9 @@ Entry entry_from_json(const json& j, const std::string& where, int version) {
   check_text(f, "candidate_id", e.choice.candidate_id);
   check_text(f, "candidate_name", e.choice.candidate_name);
   if (!(e.choice.median_us > 0 && std::isfinite(e.choice.median_us))) f.fail("median_us", "must be > 0 and finite");
-  // Unix seconds up to the year 9999.
-  if (!(e.choice.tuned_at >= 0 && e.choice.tuned_at <= 253402300799.0))
-    f.fail("tuned_at", "must be unix seconds between 1970 and 9999");
+  // Unix seconds up to the year 9999, or null: not recorded (an export rebuilt from bench rows).
+  if (!std::isnan(e.choice.tuned_at) && !(e.choice.tuned_at >= 0 && e.choice.tuned_at <= 253402300799.0))
+    f.fail("tuned_at", "must be unix seconds between 1970 and 9999, or null");
   const json& results = f.array("results");
   if (results.empty()) f.fail("results", "must not be empty (the winner is one of them)");
   std::set<std::pair<std::string, std::string>> seen;
@@ -908,6 +908,25 @@ std::string TuningCache::export_json(size_t* count) const {
   const nlohmann::ordered_json doc = {
       {"format", kFormat}, {"version", kFormatVersion}, {"entries", std::move(entries)}};
   return doc.dump(2);
+}
+
+std::optional<std::string> TuningCache::export_entry(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  if (empty_) return std::nullopt;
+  return recovering("export", [&]() -> std::optional<std::string> {
+    const Sql sql{db_, path_};
+    Transaction tx(sql, Transaction::read);  // one snapshot: the choice and its results agree
+    Statement s = sql.prepare(std::string("SELECT ") + kChoiceColumns + " FROM choices WHERE key = ?1");
+    bind_all(sql, s.get(), key);
+    if (!step(sql, s.get(), "export '" + key + "'")) return std::nullopt;
+    nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+    entries.push_back(entry_json(choice_from_row(s.get()), read_results(sql, key)));
+    s.reset();
+    tx.commit();
+    const nlohmann::ordered_json doc = {
+        {"format", kFormat}, {"version", kFormatVersion}, {"entries", std::move(entries)}};
+    return doc.dump();
+  });
 }
 
 int TuningCache::import_json(const std::string& json_text) {

@@ -60,6 +60,7 @@ struct RefParams {
   const void* c; DType c_dt; bool c_row; int64_t ldc;  // c null: no beta * C term
   const void* bias; DType bias_dt;                     // null: no bias
   const float* sa; const float* sb; ScaleMode scale;
+  int64_t ldsb;                                        // block scales: sb's leading dimension
   float alpha, beta;
   Activation act;
   float* ref;  // [m, n] packed row-major
@@ -89,14 +90,22 @@ __global__ void __launch_bounds__(kRefThreads) reference_kernel(RefParams q, int
         const int r = q.a_row ? idx / BK : idx % BM;
         const int kk = q.a_row ? idx % BK : idx / BM;
         const int64_t gr = m0 + r, gk = k0 + kk;
-        As[kk][r] = (gr < q.m && gk < q.k) ? load_as_float(q.a, q.a_dt, offset(q.a_row, q.lda, gr, gk)) : 0.0f;
+        float v = (gr < q.m && gk < q.k) ? load_as_float(q.a, q.a_dt, offset(q.a_row, q.lda, gr, gk)) : 0.0f;
+        // Block scales multiply the inputs here (exact math: sum_k sa a sb b over each k block
+        // equals sa sb times its partial sum; fp32 rounding of the product is far below the
+        // tolerance). sa is M-major: sa[kb * m + row].
+        if (q.scale == ScaleMode::block && v != 0.0f) v *= q.sa[(gk / kScaleBlock) * q.m + gr];
+        As[kk][r] = v;
       }
       // B tile [BK x BN].
       for (int idx = tid; idx < BK * BN; idx += kRefThreads) {
         const int c = q.b_row ? idx % BN : idx / BK;
         const int kk = q.b_row ? idx / BN : idx % BK;
         const int64_t gk = k0 + kk, gc = n0 + c;
-        Bs[kk][c] = (gk < q.k && gc < q.n) ? load_as_float(q.b, q.b_dt, offset(q.b_row, q.ldb, gk, gc)) : 0.0f;
+        float v = (gk < q.k && gc < q.n) ? load_as_float(q.b, q.b_dt, offset(q.b_row, q.ldb, gk, gc)) : 0.0f;
+        // sb is [nb, ldsb] row-major: sb[(col / 128) * ldsb + kb].
+        if (q.scale == ScaleMode::block && v != 0.0f) v *= q.sb[(gc / kScaleBlock) * q.ldsb + gk / kScaleBlock];
+        Bs[kk][c] = v;
       }
       __syncthreads();
 #pragma unroll
@@ -119,12 +128,14 @@ __global__ void __launch_bounds__(kRefThreads) reference_kernel(RefParams q, int
     for (int i = 0; i < TM; ++i) {
       const int64_t r = m0 + ty + 16 * i;
       if (r >= q.m) continue;
-      const float sa = q.scale == ScaleMode::none ? 1.0f : q.sa[q.scale == ScaleMode::rowwise ? r : 0];
+      // Tensorwise and rowwise scales apply here; block scales were applied to the inputs.
+      const bool epi_scale = q.scale == ScaleMode::tensorwise || q.scale == ScaleMode::rowwise;
+      const float sa = epi_scale ? q.sa[q.scale == ScaleMode::rowwise ? r : 0] : 1.0f;
 #pragma unroll
       for (int j = 0; j < TN; ++j) {
         const int64_t c = n0 + tx + 16 * j;
         if (c >= q.n) continue;
-        const float sb = q.scale == ScaleMode::none ? 1.0f : q.sb[q.scale == ScaleMode::rowwise ? c : 0];
+        const float sb = epi_scale ? q.sb[q.scale == ScaleMode::rowwise ? c : 0] : 1.0f;
         float v = q.alpha * sa * sb * acc[i][j];
         if (q.c) v = fmaf(q.beta, load_as_float(q.c, q.c_dt, offset(q.c_row, q.ldc, r, c)), v);
         if (q.bias) v += load_as_float(q.bias, q.bias_dt, c);
@@ -321,7 +332,7 @@ void reference_gemm(const GemmProblem& p, const GemmArgs& args, float* ref, cuda
     q.c = args.c; q.c_dt = p.d.dtype; q.c_row = p.c.layout == Layout::row; q.ldc = p.ldc();
   }
   if (p.bias) { q.bias = args.bias; q.bias_dt = p.d.dtype; }
-  q.sa = args.scale_a; q.sb = args.scale_b; q.scale = p.scale;
+  q.sa = args.scale_a; q.sb = args.scale_b; q.scale = p.scale; q.ldsb = p.scale_b_ld();
   q.alpha = p.alpha; q.beta = p.beta; q.act = p.act;
   q.ref = ref;
   const int64_t tiles_n = (p.n + BN - 1) / BN, tiles = ((p.m + BM - 1) / BM) * tiles_n;

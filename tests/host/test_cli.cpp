@@ -79,6 +79,8 @@ TEST(CliProblem, DtypesAndFp8Defaults) {
   EXPECT_EQ(p.a.dtype, DType::e4m3);
   EXPECT_EQ(p.b.dtype, DType::e5m2);
   EXPECT_EQ(p.scale, ScaleMode::rowwise);
+  p = problem_from_tune_args({"64x128x256", "--dtype", "e4m3", "--scale", "block"});
+  EXPECT_EQ(p.scale, ScaleMode::block);
   p = problem_from_tune_args({"64x128x256", "--dtype", "fp16"});
   EXPECT_EQ(p.d.dtype, DType::fp16);
   EXPECT_EQ(p.scale, ScaleMode::none);
@@ -321,6 +323,23 @@ TEST(CliExec, RunChecksShapesBeforeTheGpu) {
   EXPECT_NE(e.err.find("w.npy: dimension 1 (k)"), std::string::npos) << e.err;
 }
 
+TEST(CliExec, RunChecksBlockScaleShapesBeforeTheGpu) {
+  // A[2, 300] and W[3, 300]: block scales are scale_a [2, 3] and scale_b [1, 3]; [1, 2] is wrong.
+  host_test::TempDir dir("gemmtune_cli_");
+  const std::vector<float> x(900, 0.5f);
+  npy::write(dir.root / "a.npy", x.data(), npy::Elem::f4, {2, 300});
+  npy::write(dir.root / "w.npy", x.data(), npy::Elem::f4, {3, 300});
+  npy::write(dir.root / "sa.npy", x.data(), npy::Elem::f4, {2, 3});
+  npy::write(dir.root / "sb.npy", x.data(), npy::Elem::f4, {1, 2});
+  auto path = [&](const char* f) { return "'" + (dir.root / f).string() + "'"; };
+  const Exec e = run_cli(dir.root, "run --dtype e4m3 --a " + path("a.npy") + " --b " + path("w.npy") +
+                                       " --weight --scale-a " + path("sa.npy") + " --scale-b " + path("sb.npy") +
+                                       " --out " + path("d.npy"));
+  EXPECT_EQ(e.code, 1) << e.err;
+  EXPECT_NE(e.err.find("sb.npy: dimension 1 (k) of scale_b[ceil(n/128),ceil(k/128)] is 2"), std::string::npos)
+      << e.err;
+}
+
 TEST(CliExec, CacheListOnEmptyCache) {
   host_test::TempDir dir("gemmtune_cli_");
   const std::string cache = (dir.root / "c.sqlite").string();
@@ -408,7 +427,7 @@ TEST(CliExec, UsageErrorsSuggestTheNearestName) {
   host_test::TempDir dir("gemmtune_cli_");
   Exec e = run_cli(dir.root, "tuen 64x64x64");
   EXPECT_EQ(e.code, 2) << e.err;
-  EXPECT_NE(e.err.find("unknown command 'tuen' (known: tune, suite, run, cache, store, info, precompile); did you mean 'tune'?"),
+  EXPECT_NE(e.err.find("unknown command 'tuen' (known: tune, suite, run, cache, store, info, precompile, report); did you mean 'tune'?"),
             std::string::npos)
       << e.err;
   e = run_cli(dir.root, "tune 64x64x64 --backends cublas");

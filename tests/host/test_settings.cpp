@@ -26,7 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path repo_root() { return fs::path(__FILE__).parent_path().parent_path().parent_path(); }
+// The source tree as CMake gives it (not __FILE__, which ccache with CCACHE_BASEDIR makes relative).
+fs::path repo_root() { return GEMMTUNE_TEST_SOURCE_DIR; }
 
 // Every variable resolve() reads: unset for each test, and put back as it was after it.
 const char* const kVars[] = {

@@ -850,6 +850,8 @@ TEST_F(TuningCacheTest, ImportChecksEveryEntry) {
   // A reason may span lines; the entry as exported imports.
   EXPECT_EQ(cache.import_json(with([](nlohmann::json& e) { e["results"][1]["reason"] = "line 1\n\tline 2"; })), 1);
   EXPECT_TRUE(cache.lookup("imported").has_value());
+  // tuned_at null: not recorded (an export rebuilt from bench rows) imports.
+  EXPECT_EQ(cache.import_json(with([](nlohmann::json& e) { e["tuned_at"] = nullptr; })), 1);
 }
 
 }  // namespace

@@ -94,6 +94,13 @@ CASES = [
     _case("e4m3_splitk_rowwise", "gemm_tiled", "e4m3", 32, 512, 8192, scale="rowwise", split_k=8,
           tile=(32, 64, 128), beta=1.0, out="fp16"),
     _case("bf16_out_fp32", "gemm_tiled", "bf16", 128, 128, 128, out="fp32", beta=1.0, act="silu"),
+    # Block scales (1x128 of A, 128x128 of B): m, n past a block, k with a partial last block.
+    _case("e4m3_block_tiled_odd", "gemm_tiled", "e4m3", 200, 328, 1000, scale="block", tile=(64, 128, 128),
+          warps=8, has_bias=True, act="gelu_tanh"),
+    _case("e4m3_block_persistent", "gemm_persistent", "e4m3", 256, 384, 1024, scale="block", tile=(128, 128, 128),
+          warps=8, beta=0.5),
+    _case("e4m3_block_splitk_bk64", "gemm_tiled", "e4m3", 32, 512, 4096, scale="block", split_k=4,
+          tile=(32, 64, 64), out="fp16"),
 ]
 
 # For Triton's interpreter (CPU, numpy): fp16 / fp32 only, small shapes.
@@ -160,6 +167,16 @@ def reference(env, case, a, b, c, bias, sa, sb):
     elif p["scale"] == "rowwise":
         s = f64(sa)[:, None] * f64(sb)[None, :]
         v, mag = v * s, mag * s.abs()
+    elif p["scale"] == "block":  # the inputs times their block's scales (layouts: gemmtune/problem.hpp)
+        M, K = A.shape
+        N = B.shape[1]
+        kb = -(-K // 128)
+        SA = f64(sa).reshape(kb, M).t().repeat_interleave(128, dim=1)[:, :K]
+        SB = f64(sb).reshape(-(-N // 128), -1)[:, :kb].t().repeat_interleave(128, dim=0)[:K]
+        SB = SB.repeat_interleave(128, dim=1)[:, :N]
+        A, B = A * SA, B * SB
+        v = (A @ B) * mult
+        mag = (A.abs() @ B.abs()) * abs(mult)
     if p["has_c"]:
         C = f64(c)
         v = v + case["beta"] * C
@@ -210,6 +227,9 @@ def run_case(env, case, mode, verbose=False):
     bias = (torch.randn(N, generator=env.gen) * 0.5).to(out_t).to(env.device)
     n_sa = M if p["scale"] == "rowwise" else 1
     n_sb = N if p["scale"] == "rowwise" else 1
+    if p["scale"] == "block":  # sa [kb, M]; sb [nb, round_up(kb, 4)]
+        n_sa = cdiv(K, 128) * M
+        n_sb = cdiv(N, 128) * cdiv(cdiv(K, 128), 4) * 4
     sa = (torch.rand(n_sa, generator=env.gen) + 0.5).to(env.device)
     sb = (torch.rand(n_sb, generator=env.gen) * 0.05 + 0.01).to(env.device)
     if p["scale"] == "none":

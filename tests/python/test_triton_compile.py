@@ -26,6 +26,7 @@ DTYPES = {
     "tf32": ("fp32", "fp32", "fp32", True, "none", dict(block_m=128, block_n=128, block_k=32)),
     "e4m3_tensorwise": ("e4m3", "e4m3", "bf16", False, "tensorwise", dict(block_m=128, block_n=128, block_k=128)),
     "e4m3_rowwise": ("e4m3", "e4m3", "bf16", False, "rowwise", dict(block_m=128, block_n=128, block_k=128)),
+    "e4m3_block": ("e4m3", "e4m3", "bf16", False, "block", dict(block_m=128, block_n=64, block_k=128)),
 }
 # epilogue case -> (has_c, has_bias, act)
 EPILOGUES = {
@@ -267,6 +268,8 @@ def test_cuobjdump_says_sm_90a(out_dir):
     (dict(kernel="gemm_persistent", split_k=2), "params.split_k"),
     (dict(kernel="gemm_persistent", ld_div16={"a": False, "b": True}), "ld_div16"),
     (dict(kernel="gemm_persistent", num_sms=0), "params.num_sms"),
+    (dict(scale="block"), "params.scale"),  # bf16 inputs take no scales
+    (dict(a_dtype="e4m3", b_dtype="e4m3", scale="block", block_k=256), "params.block_k"),
 ])
 def test_bad_requests(change, message, out_dir):
     with pytest.raises(CompileFailure) as err:

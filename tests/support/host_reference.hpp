@@ -180,10 +180,18 @@ inline double activate(Activation act, double x) {
 inline std::vector<double> host_gemm(const GemmProblem& p, const Operands& o) {
   const int64_t lda = p.lda(), ldb = p.ldb();
   std::vector<double> A(size_t(p.m * p.k)), B(size_t(p.k * p.n));  // decoded, packed row-major
+  // Block scales (problem.hpp's layouts) multiply the decoded inputs: exact in float64 for
+  // fp8 values times fp32 scales, and the same as scaling each k block's partial sums.
+  const bool block = p.scale == ScaleMode::block;
+  const int64_t bs = kScaleBlock, ldsb = p.scale_b_ld();
   for (int64_t r = 0; r < p.m; ++r)
-    for (int64_t kk = 0; kk < p.k; ++kk) A[size_t(r * p.k + kk)] = load(p.a.dtype, o.a.data(), offset(p.a.layout, lda, r, kk));
+    for (int64_t kk = 0; kk < p.k; ++kk)
+      A[size_t(r * p.k + kk)] = load(p.a.dtype, o.a.data(), offset(p.a.layout, lda, r, kk)) *
+                                (block ? double(o.sa.at(size_t((kk / bs) * p.m + r))) : 1.0);
   for (int64_t kk = 0; kk < p.k; ++kk)
-    for (int64_t c = 0; c < p.n; ++c) B[size_t(kk * p.n + c)] = load(p.b.dtype, o.b.data(), offset(p.b.layout, ldb, kk, c));
+    for (int64_t c = 0; c < p.n; ++c)
+      B[size_t(kk * p.n + c)] = load(p.b.dtype, o.b.data(), offset(p.b.layout, ldb, kk, c)) *
+                                (block ? double(o.sb.at(size_t((c / bs) * ldsb + kk / bs))) : 1.0);
   std::vector<double> D(size_t(p.m * p.n), 0.0);
   for (int64_t r = 0; r < p.m; ++r) {
     double* row = &D[size_t(r * p.n)];

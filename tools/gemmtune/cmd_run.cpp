@@ -130,13 +130,38 @@ int cmd_run(const RunArgs& args) {
   if (!args.scale_a.empty()) {
     const npy::Array a = npy::read(args.scale_a), b = npy::read(args.scale_b);
     const bool tensorwise = a.size() == 1 && b.size() == 1;
+    const bool vectors = a.shape.size() <= 1 || b.shape.size() <= 1 || (a.size() == m && b.size() == n);
+    if (!tensorwise && !vectors) {
+      // Block: sa [m, kb] and sb [nb, kb] as the files hold them (logical, either order),
+      // rearranged into problem.hpp's layouts (sa M-major, sb with a 4-aligned leading dim).
+      p.scale = ScaleMode::block;
+      const int64_t kb = p.scale_k_blocks(), nb = p.scale_n_blocks(), ldsb = p.scale_b_ld();
+      const std::string why = "block, ceil(k / 128) = " + std::to_string(kb);
+      expect_2d(a, args.scale_a, "scale_a[m,ceil(k/128)]");
+      expect_dim(a, args.scale_a, "scale_a[m,ceil(k/128)]", 0, "mk", m, why);
+      expect_dim(a, args.scale_a, "scale_a[m,ceil(k/128)]", 1, "mk", kb, why);
+      expect_2d(b, args.scale_b, "scale_b[ceil(n/128),ceil(k/128)]");
+      expect_dim(b, args.scale_b, "scale_b[ceil(n/128),ceil(k/128)]", 0, "nk", nb, why);
+      expect_dim(b, args.scale_b, "scale_b[ceil(n/128),ceil(k/128)]", 1, "nk", kb, why);
+      const std::vector<float> va = a.to_float(), vb = b.to_float();
+      sa.assign(size_t(p.scale_a_elems()), 0.0f);
+      sb.assign(size_t(p.scale_b_elems()), 0.0f);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < kb; ++j) sa[size_t(j * m + i)] = va[size_t(a.fortran_order ? j * m + i : i * kb + j)];
+      for (int64_t c = 0; c < nb; ++c)
+        for (int64_t j = 0; j < kb; ++j) sb[size_t(c * ldsb + j)] = vb[size_t(b.fortran_order ? j * nb + c : c * kb + j)];
+    }
+  }
+  if (!args.scale_a.empty() && p.scale != ScaleMode::block) {
+    const npy::Array a = npy::read(args.scale_a), b = npy::read(args.scale_b);
+    const bool tensorwise = a.size() == 1 && b.size() == 1;
     p.scale = tensorwise ? ScaleMode::tensorwise : ScaleMode::rowwise;
     const char* mode = tensorwise ? "tensorwise" : "rowwise";
     expect_vector(a, args.scale_a, "scale_a", tensorwise ? 1 : m, std::string(mode) + ", m = " + std::to_string(m));
     expect_vector(b, args.scale_b, "scale_b", tensorwise ? 1 : n, std::string(mode) + ", n = " + std::to_string(n));
     sa = a.to_float();
     sb = b.to_float();
-  } else {
+  } else if (args.scale_a.empty()) {
     p.scale = ScaleMode::none;  // sa = sb = 1
   }
   try {  // what the flags and the files' shapes make: a usage error, as in `tune` (exit 2)

@@ -36,6 +36,7 @@ int run_cli(int argc, char** argv) {
       case Command::store: return cmd_store(cli.store);
       case Command::info: return cmd_info(cli.info);
       case Command::precompile: return cmd_precompile(cli.precompile);
+      case Command::report: return cmd_report(cli.report);
       case Command::none: break;
     }
     std::cerr << cli.app.help();
@@ -111,7 +112,8 @@ template std::vector<CandidateResult> report_results(Engine&, const TuneReport&,
 
 std::string cached_at(Engine& engine, const TuneReport& report) {
   if (report.from_cache && engine.cache())
-    if (auto choice = engine.cache()->lookup(report.key)) return format_time(choice->tuned_at);
+    if (auto choice = engine.cache()->lookup(report.key); choice && choice->tuned_at > 0)
+      return format_time(choice->tuned_at);
   return {};
 }
 

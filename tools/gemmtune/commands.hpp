@@ -30,6 +30,7 @@ int cmd_cache(const CacheArgs& args);
 int cmd_store(const StoreArgs& args);
 int cmd_info(const InfoArgs& args);
 int cmd_precompile(const PrecompileArgs& args);
+int cmd_report(const ReportArgs& args);
 
 // ---- shared ----------------------------------------------------------------------------
 

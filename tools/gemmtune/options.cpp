@@ -17,6 +17,7 @@
 #include "gemmtune/error.hpp"
 #include "core/text.hpp"
 #include "gemmtune/tuning_cache.hpp"
+#include "store/remote_cache.hpp"
 
 namespace gemmtune::cli {
 
@@ -57,7 +58,7 @@ void add_problem_flags(CLI::App* cmd, ProblemFlags& f, bool with_ld) {
   cmd->add_option("--act", f.act, "activation: none|relu|gelu|silu (gelu = tanh approximation)")
       ->capture_default_str();
   cmd->add_option("--scale", f.scale,
-                  "fp8 scales: none|tensorwise|rowwise (default: tensorwise for fp8 inputs); softmax: the\n"
+                  "fp8 scales: none|tensorwise|rowwise|block (default: tensorwise for fp8 inputs); softmax: the\n"
                   "factor S applied before the softmax (default 1)");
   cmd->add_flag("--tf32", f.tf32, "fp32 inputs: allow TF32 tensor cores");
 }
@@ -131,7 +132,22 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
       ->delimiter(',')
       ->check(backend_name_check());
   auto* cache = cmd->add_option("--cache", f.cache, "tuning-cache file (default: see gemmtune --help)");
-  cmd->add_flag("--no-cache", f.no_cache, "neither read nor write the tuning cache")->excludes(cache);
+  auto* no_cache = cmd->add_flag("--no-cache", f.no_cache, "neither read nor write the tuning cache")->excludes(cache);
+  cmd->add_option("--remote", f.remote, "shared tuning cache redis://host[:port][/db] in front of the local one\n"
+                                         "(default: $GEMMTUNE_REMOTE_CACHE; docs/remote-cache.md)")
+      ->excludes(no_cache)
+      ->check(CLI::Validator(
+          [](std::string& url) {
+            try {
+              parse_redis_url(url, "--remote");
+              return std::string();
+            } catch (const Error& e) {
+              return e.message();
+            }
+          },
+          "URL"));
+  cmd->add_option("--remote-timeout", f.remote_timeout_ms, "ms per remote operation (default: $GEMMTUNE_REMOTE_TIMEOUT_MS, else 50)")
+      ->check(CLI::Range(1.0, 60000.0));
   add_compile_flags(cmd, f);
 }
 
@@ -207,8 +223,12 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   run_->add_option("--b", run.b, "B[k,n] (or W[n,k] with --weight)")->required();
   run_->add_option("--c", run.c, "C[m,n], read when --beta is not 0");
   run_->add_option("--bias", run.bias, "bias[n]");
-  run_->add_option("--scale-a", run.scale_a, "fp8: float32 scale of A, [1] (tensorwise) or [m] (rowwise)");
-  run_->add_option("--scale-b", run.scale_b, "fp8: float32 scale of B, [1] (tensorwise) or [n] (rowwise)");
+  run_->add_option("--scale-a", run.scale_a,
+                   "fp8: float32 scale of A, [1] (tensorwise), [m] (rowwise) or [m, ceil(k/128)] (block: one per\n"
+                   "1x128 slice of a row)");
+  run_->add_option("--scale-b", run.scale_b,
+                   "fp8: float32 scale of B, [1] (tensorwise), [n] (rowwise) or [ceil(n/128), ceil(k/128)] (block:\n"
+                   "one per 128x128 block of W)");
   run_->add_option("--out", run.out, "D[m,n] (float32 .npy; float16 when D is fp16)")->required();
   run_->add_option("--dtype", run.dtype, "compute dtype A and B are converted to: bf16|fp16|fp32|e4m3|e5m2")
       ->capture_default_str();
@@ -271,6 +291,15 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
       ->delimiter(',');
   precompile_->add_option("--json", precompile.json, "one JSON line per artifact to FILE (- = stdout)");
   precompile_->footer("Copy the artifact directory to the GPU machine as a kernel pack: docs/kernel-packs.md.");
+
+  report_ = app.add_subcommand("report",
+                               "An HTML report (roofline, speed-ups, backend scorecard, correctness) from bench or\n"
+                               "suite results and the tuning cache; `gemmtune report --help` for its options");
+  // Everything after `report`, --help included, goes to the Python module as it was typed.
+  report_->prefix_command();
+  report_->set_help_flag();
+  report_->allow_extras();
+  report_->callback([this] { report.args = report_->remaining(); });
 }
 
 void Cli::parse(int argc, const char* const* argv) {
@@ -300,6 +329,7 @@ Command Cli::command() const {
   if (store_->parsed()) return Command::store;
   if (info_->parsed()) return Command::info;
   if (precompile_->parsed()) return Command::precompile;
+  if (report_->parsed()) return Command::report;
   return Command::none;
 }
 
@@ -384,6 +414,8 @@ EngineOptions engine_options(const EngineFlags& f, std::function<void(const std:
   o.compile.timeout_s = f.compile_timeout;
   o.compile.load_only = f.load_only;
   o.max_configs = f.max_configs;
+  o.remote_cache = f.remote;
+  o.remote_timeout_ms = f.remote_timeout_ms;
   if (f.log_level == "quiet") o.log_level = LogLevel::quiet;
   else if (f.log_level == "warning") o.log_level = LogLevel::warning;
   else if (f.log_level == "debug") o.log_level = LogLevel::debug;
@@ -563,9 +595,9 @@ std::string epilogue_str(const GemmProblem& p) {
 }
 
 std::string format_time(double unix_seconds) {
-  // Unix seconds from 1970 to 9999 (a cache import checks that); anything else, NaN included, is
-  // shown as unknown rather than cast (out-of-range double -> time_t is undefined).
-  if (!(unix_seconds >= 0 && unix_seconds <= 253402300799.0)) return "unknown";
+  if (!std::isfinite(unix_seconds) || unix_seconds <= 0) return "-";  // not recorded (e.g. an imported entry)
+  // Up to the year 9999 (a cache import checks that): beyond, a cast to time_t is undefined.
+  if (unix_seconds > 253402300799.0) return "unknown";
   std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   localtime_r(&t, &tm);

@@ -49,6 +49,8 @@ struct EngineFlags {
   std::vector<std::string> load_only; // --load-only cutlass,cutedsl,...
   int max_configs = 0;                // --max-configs
   std::string log_level;              // --log-level quiet|warning|info|debug
+  std::string remote;                 // --remote redis://host:port/db
+  double remote_timeout_ms = 0;       // --remote-timeout
 };
 
 struct TuneArgs {
@@ -110,7 +112,12 @@ struct PrecompileArgs {
   std::string json;       // one JSON line per artifact to FILE (- = stdout)
 };
 
-enum class Command { none, tune, suite, run, cache, store, info, precompile };
+// `report`: every argument after the command, passed to `python -m gemmtune.report` (cmd_report.cpp).
+struct ReportArgs {
+  std::vector<std::string> args;
+};
+
+enum class Command { none, tune, suite, run, cache, store, info, precompile, report };
 
 // The whole grammar, bound to `args`. Not movable (CLI11 binds member addresses).
 class Cli {
@@ -136,10 +143,12 @@ class Cli {
   StoreArgs store;
   InfoArgs info;
   PrecompileArgs precompile;
+  ReportArgs report;
   CLI::App app;
 
  private:
-  CLI::App *tune_ = nullptr, *suite_ = nullptr, *run_ = nullptr, *cache_ = nullptr, *store_ = nullptr, *info_ = nullptr, *precompile_ = nullptr;
+  CLI::App *tune_ = nullptr, *suite_ = nullptr, *run_ = nullptr, *cache_ = nullptr, *store_ = nullptr, *info_ = nullptr,
+           *precompile_ = nullptr, *report_ = nullptr;
 };
 
 // Nominal H200 ceilings (copy TB/s, bf16 and fp8 TFLOP/s) measured with cuBLASLt on random

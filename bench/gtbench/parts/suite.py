@@ -11,6 +11,7 @@ import traceback
 from .. import T_START, log, warn
 from ..console import print_problem
 from ..gpu import Rotation, first_fn, input_sets
+from ..problems import Problem
 from ..rows import result_row, tune_rows
 from ..stats import estimate, summarize
 from ..summary import backend_stats, problem_ratios
@@ -85,7 +86,7 @@ def suite_problem(run, eng, p):
          "inductor_subset": p.inductor, "inductor_triton_subset": p.inductor_triton,
          "status": "ok", "errors": [], "notes": []}
     s["stream_us"] = stream_us(run.stream, p.min_bytes) if s["memory_bound"] else None
-    kernel = dkernel = tkernel = None
+    kernel = dkernel = tkernel = twkernel = None
     bests = {}  # backend -> (its best result, its kernel): CUTLASS's and cuBLASLt's best when CUTLASS raced
     x = xs = ref = None
     try:
@@ -131,7 +132,8 @@ def suite_problem(run, eng, p):
             s["errors"].append("Triton has candidates but none is correct and timed")
         # When CUTLASS raced: its best and cuBLASLt's best, timed side by side like the rest (issue 4
         # compares the two); likewise CuTe DSL's best when it raced (issue 5: vs CUTLASS's best).
-        if any(r.get("backend") in ("cutlass", "cutedsl") for r in results):
+        # Block scales (issue 15): cuBLASLt's best too, beside Triton's best.
+        if any(r.get("backend") in ("cutlass", "cutedsl") for r in results) or p.scale == "block":
             for b in ("cutlass", "cublaslt", "cutedsl"):
                 if not any(r.get("backend") == b for r in results):
                     continue
@@ -167,6 +169,21 @@ def suite_problem(run, eng, p):
         fns["torch"] = Rotation([gpu.baseline_fn(p, xj) for xj in xs])
         meta["torch"] = {"backend": p.baseline, "candidate": p.baseline, "candidate_id": "", "role": "baseline",
                          "winner": False, "default": False, "out": None, "compile_s": None}
+        tw = None  # block scales: the tensorwise problem of the same shape, its pick timed alongside
+        if p.scale == "block":
+            try:
+                tw = Problem(p.model, p.layer, p.phase, p.m, p.n, p.k, "fp8")
+                twkernel, twrep = eng.select(tw.gt())
+                twin = next(r for r in twrep.get("results", []) if r.get("winner"))
+                tw.xs = input_sets(gpu, tw, a.seed + 7919 * p.index + 17, a.input_sets)
+                pairs = [gpu.gemmtune_fn(twkernel, tw, xj) for xj in tw.xs]
+                fns["tensorwise_pick"] = Rotation([f for f, _ in pairs])
+                meta["tensorwise_pick"] = contender(twin, "tensorwise_pick", pairs[0][1])
+                if gpu_note := getattr(gpu, "block_baseline_note", ""):
+                    s["notes"].append(f"block baseline: {p.baseline} ({gpu_note})")
+            except Exception as e:
+                s["errors"].append(f"tensorwise pick: {type(e).__name__}: {str(e)[:300]}")
+                tw = None
         if p.inductor or p.inductor_triton:
             ind.reset()  # the previous problem's compiled functions and graph pools
         if p.inductor:
@@ -215,8 +232,12 @@ def suite_problem(run, eng, p):
                 if m["out"] is not None:
                     gpu.poison(m["out"])
                 out = torch_out if nm == "torch" else first_fn(fns[nm])()
-                rel, finite = gpu.check(out, ref)
-                vs = gpu.rel_diff(out, torch_out) if (torch_out is not None and nm != "torch") else None
+                if nm == "tensorwise_pick":  # another problem: its own reference, no torch output
+                    rel, finite = gpu.check(out, gpu.reference(tw, tw.xs[0]))
+                    vs = None
+                else:
+                    rel, finite = gpu.check(out, ref)
+                    vs = gpu.rel_diff(out, torch_out) if (torch_out is not None and nm != "torch") else None
                 del out
             except Exception as e:
                 s["errors"].append(f"{nm}: {type(e).__name__}: {str(e)[:300]}")
@@ -234,7 +255,8 @@ def suite_problem(run, eng, p):
 
         # Inductor's Python wrapper (guards, launcher) costs more host time per call than a
         # ctypes launch: a longer spin keeps it outside the timed region (same for everyone).
-        spin_scale = 3 if ("inductor" in fns or "inductor_triton" in fns) else 1
+        # Likewise a Python-launched Triton baseline (fp8-block without torch's block scales).
+        spin_scale = 3 if ("inductor" in fns or "inductor_triton" in fns or p.scale == "block") else 1
         samples = gpu.time_interleaved(fns, a.rounds, a.warmup_ms, spin_scale=spin_scale)
         host_us, spin_us = dict(getattr(gpu, "last_host_us", {})), getattr(gpu, "last_spin_us", None)
         s["spin_us"] = spin_us
@@ -287,11 +309,11 @@ def suite_problem(run, eng, p):
         if not isinstance(e, run.GemmtuneError):
             traceback.print_exc()
     finally:
-        for k in (kernel, dkernel, tkernel, *(bk for _, bk in bests.values())):
+        for k in (kernel, dkernel, tkernel, twkernel, *(bk for _, bk in bests.values())):
             if k is not None:
                 try:
                     k.close()
                 except Exception:
                     pass
-        x = xs = ref = None
+        x = xs = ref = tw = None
     return s

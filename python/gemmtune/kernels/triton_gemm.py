@@ -22,7 +22,11 @@ launched from C++; they are also ordinary @triton.jit kernels (tests/python/gpu_
 launches them directly with torch tensors).
 
 Constexpr codes: ACT 0 none, 1 relu, 2 gelu_tanh, 3 silu; SCALE 0 none, 1 tensorwise (one
-float each), 2 rowwise (sa[m], sb[n]). DOT_PRECISION is tl.dot's input_precision ("ieee", or
+float each), 2 rowwise (sa[m], sb[n]), 3 block (DeepSeek-V3's fine-grained scaling: sa[kb, m]
+M-major, one per 1x128 slice of A's rows; sb[nb, round_up(kb, 4)] row-major, one per 128x128
+block of B; layouts in include/gemmtune/problem.hpp). With block scales each BLOCK_K slice's
+MMA result is multiplied by its scales before it is added to the fp32 accumulator (BLOCK_K must
+divide 128, so a slice never straddles two scale blocks), and the epilogue applies none. DOT_PRECISION is tl.dot's input_precision ("ieee", or
 "tf32" for fp32 inputs with tf32 allowed). MAX_IMPRECISE is tl.dot's max_num_imprecise_acc:
 None (Triton's default: for fp8 on sm_90 that is "fast accumulation", never promoted) or, for
 fp8 with precise accumulation, BLOCK_K (the MMA's partial sums are added into the fp32
@@ -43,7 +47,8 @@ REDUCE_RUNTIME_ARGS = (
 )
 
 ACT_CODES = {"none": 0, "relu": 1, "gelu_tanh": 2, "silu": 3}
-SCALE_CODES = {"none": 0, "tensorwise": 1, "rowwise": 2}
+SCALE_CODES = {"none": 0, "tensorwise": 1, "rowwise": 2, "block": 3}
+SCALE_BLOCK = 128  # block scaling's k (and n) block
 
 # gemm_persistent reads A and B with TMA. Supported: every layout for 16-bit inputs (the MMA
 # reads transposed 16-bit tiles from shared memory); for fp8 and fp32 inputs only K-major
@@ -78,7 +83,8 @@ def _epilogue(acc, om, on, M, N, c, d, bias, scale_a, scale_b, ldc, ldd, alpha, 
               C_ROW: tl.constexpr, D_ROW: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
               ACT: tl.constexpr, SCALE: tl.constexpr):
     """acc: fp32 sums of A @ B at rows om, columns on (broadcastable index tensors: [BM, 1] and
-    [1, BN] in the GEMM kernels, equal-shaped vectors in splitk_reduce). Stores D."""
+    [1, BN] in the GEMM kernels, equal-shaped vectors in splitk_reduce). Stores D. SCALE 3
+    (block): acc is already scaled."""
     in_m = om < M
     in_n = on < N
     mask = in_m & in_n
@@ -110,6 +116,24 @@ def _epilogue(acc, om, on, M, N, c, d, bias, scale_a, scale_b, ldc, ldd, alpha, 
     else:
         d_ptrs = d + om + on.to(tl.int64) * ldd
     tl.store(d_ptrs, v.to(d.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _block_scaled(part, k0, rows, cols, M, N, K, scale_a, scale_b, MASKED: tl.constexpr):
+    """part * sa[kb, rows][:, None] * sb[cols // 128, kb][None, :]: one BLOCK_K slice's MMA
+    result (starting at k index k0) with its block scales. rows / cols: [BM] / [BN] indices,
+    in range unless MASKED (then rows >= M, cols >= N read 0)."""
+    kb = k0 // 128
+    ld_sb = ((K + 127) // 128 + 3) // 4 * 4  # sb's leading dimension: round_up(ceil(K / 128), 4)
+    sa_ptrs = scale_a + kb.to(tl.int64) * M + rows
+    sb_ptrs = scale_b + (cols // 128).to(tl.int64) * ld_sb + kb
+    if MASKED:
+        sa = tl.load(sa_ptrs, mask=rows < M, other=0.0)
+        sb = tl.load(sb_ptrs, mask=cols < N, other=0.0)
+    else:
+        sa = tl.load(sa_ptrs)
+        sb = tl.load(sb_ptrs)
+    return part * sa[:, None] * sb[None, :]
 
 
 @triton.jit
@@ -182,8 +206,15 @@ def gemm_tiled(a, b, c, d, bias, scale_a, scale_b, workspace,
                 b_t = tl.load(b_ptrs, mask=rk[:, None] < K - k0, other=0.0)
             else:
                 b_t = tl.load(b_ptrs, mask=(k0 + rk)[:, None] < K, other=0.0)
-        acc = tl.dot(a_t, b_t, acc, input_precision=DOT_PRECISION, max_num_imprecise_acc=MAX_IMPRECISE,
-                     out_dtype=tl.float32)
+        if SCALE == 3:
+            # Block scales: the slice's sums alone, scaled, then accumulated (rows ra / columns rb
+            # are in range: the scale loads need no masks).
+            part = tl.dot(a_t, b_t, input_precision=DOT_PRECISION, max_num_imprecise_acc=MAX_IMPRECISE,
+                          out_dtype=tl.float32)
+            acc += _block_scaled(part, k0, ra, rb, M, N, K, scale_a, scale_b, False)
+        else:
+            acc = tl.dot(a_t, b_t, acc, input_precision=DOT_PRECISION, max_num_imprecise_acc=MAX_IMPRECISE,
+                         out_dtype=tl.float32)
 
     if SPLIT_K == 1:
         _epilogue(acc, rm[:, None], rn[None, :], M, N, c, d, bias, scale_a, scale_b, ldc, ldd, alpha, beta,
@@ -230,8 +261,14 @@ def gemm_persistent(a, b, c, d, bias, scale_a, scale_b, workspace,
                 b_t = b_desc.load([off_k, off_n])
             else:
                 b_t = b_desc.load([off_n, off_k]).T
-            acc = tl.dot(a_t, b_t, acc, input_precision=DOT_PRECISION, max_num_imprecise_acc=MAX_IMPRECISE,
-                         out_dtype=tl.float32)
+            if SCALE == 3:
+                part = tl.dot(a_t, b_t, input_precision=DOT_PRECISION, max_num_imprecise_acc=MAX_IMPRECISE,
+                              out_dtype=tl.float32)
+                acc += _block_scaled(part, off_k, off_m + tl.arange(0, BLOCK_M), off_n + tl.arange(0, BLOCK_N),
+                                     M, N, K, scale_a, scale_b, True)
+            else:
+                acc = tl.dot(a_t, b_t, acc, input_precision=DOT_PRECISION, max_num_imprecise_acc=MAX_IMPRECISE,
+                             out_dtype=tl.float32)
         rm = off_m + tl.arange(0, BLOCK_M)
         rn = off_n + tl.arange(0, BLOCK_N)
         _epilogue(acc, rm[:, None], rn[None, :], M, N, c, d, bias, scale_a, scale_b, ldc, ldd, alpha, beta,

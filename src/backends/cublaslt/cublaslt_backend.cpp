@@ -189,6 +189,70 @@ class LtCandidate final : public detail::Candidate {
 
 Choice plain(const cublasLtMatmulAlgo_t& algo) { return Choice{algo, algo, false}; }
 
+// Block-scaled FP8: cuBLASLt's heuristic offers a single algorithm (H200, cuBLAS 13.1: one on
+// each llama3-70b shape, m = 2048 and 8192), so the configuration variants of what it offers
+// (every tile with the heuristic's custom option and CTA swizzling; the heuristic's tile with
+// every custom option and swizzling) that cublasLtMatmulAlgoCheck accepts within 32 MiB of
+// workspace are candidates too, at most kMaxBlockVariants, in that order.
+constexpr size_t kMaxBlockVariants = 24;
+
+template <class T>
+T algo_config(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  T v{};
+  size_t written = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof v, &written);
+  return v;
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> block_variants(const lt::Handle& h, const lt::Plan& plan,
+                                                            const std::vector<cublasLtMatmulAlgo_t>& seeds) {
+  std::vector<cublasLtMatmulHeuristicResult_t> out;
+  auto known = [&](const cublasLtMatmulAlgo_t& a) {
+    for (auto& s : seeds) if (lt::same_algo(s, a)) return true;
+    for (auto& r : out) if (lt::same_algo(r.algo, a)) return true;
+    return false;
+  };
+  auto try_one = [&](const cublasLtMatmulAlgo_t& seed, uint32_t tile, uint32_t custom, uint32_t swizzle) {
+    if (out.size() >= kMaxBlockVariants) return;
+    cublasLtMatmulAlgo_t a = seed;
+    if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile) ||
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof custom) ||
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof swizzle))
+      return;
+    if (known(a)) return;
+    cublasLtMatmulHeuristicResult_t r{};
+    if (cublasLtMatmulAlgoCheck(h.get(), plan.desc.get(), plan.a->get(), plan.b->get(), plan.c->get(), plan.d->get(),
+                                &a, &r) != CUBLAS_STATUS_SUCCESS ||
+        r.workspaceSize > lt::kMaxWorkspace)
+      return;
+    r.algo = a;
+    out.push_back(r);
+  };
+  for (const auto& seed : seeds) {
+    size_t bytes = 0;
+    std::vector<uint32_t> tiles;
+    if (cublasLtMatmulAlgoCapGetAttribute(&seed, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0, &bytes) == CUBLAS_STATUS_SUCCESS &&
+        bytes >= sizeof(uint32_t)) {
+      tiles.resize(bytes / sizeof(uint32_t));
+      if (cublasLtMatmulAlgoCapGetAttribute(&seed, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), bytes, &bytes))
+        tiles.clear();
+    }
+    int32_t custom_max = 0;
+    uint32_t swizzle_ok = 0;
+    cublasLtMatmulAlgoCapGetAttribute(&seed, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max, sizeof custom_max, &bytes);
+    cublasLtMatmulAlgoCapGetAttribute(&seed, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle_ok, sizeof swizzle_ok,
+                                      &bytes);
+    const uint32_t tile0 = algo_config<uint32_t>(seed, CUBLASLT_ALGO_CONFIG_TILE_ID);
+    const uint32_t custom0 = algo_config<uint32_t>(seed, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION);
+    const uint32_t swizzle0 = algo_config<uint32_t>(seed, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING);
+    for (uint32_t tile : tiles)
+      if (tile != CUBLASLT_MATMUL_TILE_UNDEFINED && tile != tile0) try_one(seed, tile, custom0, swizzle0);
+    for (int32_t c = 0; c <= std::min(custom_max, 64); ++c)
+      for (uint32_t s = 0; s <= (swizzle_ok ? 1u : 0u); ++s) try_one(seed, tile0, uint32_t(c), s);
+  }
+  return out;
+}
+
 class CublasLtBackend final : public Backend {
  public:
   explicit CublasLtBackend(const BackendContext& ctx) : dev_(ctx.device) {
@@ -253,6 +317,14 @@ class CublasLtBackend final : public Backend {
 
     std::vector<cublasLtMatmulAlgo_t> algos;
     for (const auto& r : h.results) algos.push_back(r.algo);
+    if (p.scale == ScaleMode::block) {
+      std::vector<cublasLtMatmulAlgo_t> seeds = algos;
+      if (base) seeds.push_back(base->algo);
+      for (const auto& r : block_variants(*handle_, plan, seeds)) {
+        h.results.push_back(r);
+        algos.push_back(r.algo);
+      }
+    }
     std::vector<std::unique_ptr<detail::Candidate>> out;
     if (base) out.push_back(std::make_unique<LtCandidate>(handle_, p, *base, base_ws, true));
     for (size_t i : lt::plain_candidates(algos, base ? &base->algo : nullptr))

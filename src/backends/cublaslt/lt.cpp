@@ -231,6 +231,14 @@ void Plan::configure(const GemmProblem& p, cublasOperation_t op_a, cublasOperati
     desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode);
     desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode);
   }
+  if (p.scale == ScaleMode::block) {
+    // Our A's scales are one fp32 per 128 of k (VEC128_32F), our B's one per 128x128 block
+    // (BLK128x128_32F); the layouts of problem.hpp are torch._scaled_mm's, which hands them to
+    // cuBLASLt as they are. swap_: cuBLAS's A is our B.
+    const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, swap_ ? blk : vec);
+    desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, swap_ ? vec : blk);
+  }
   desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, bound_sa_);
   desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, bound_sb_);
 }
@@ -400,6 +408,18 @@ Verdict fp8_verdict(const GemmProblem& p, const DeviceInfo& dev) {
   if (p.scale == ScaleMode::rowwise && dev.cc_major != 9)
     return Verdict::no("rowwise FP8 scales (cuBLASLt's OUTER_VEC_32F mode) are supported only on sm_90; this device is "
                        "sm_" + std::to_string(dev.cc_major) + std::to_string(dev.cc_minor));
+  // Block scales = VEC128_32F for A and BLK128x128_32F for B (cuBLAS >= 12.9, sm_90 only, as
+  // above). Used only in torch._scaled_mm's configuration (row-major D: cuBLAS computes D^T)
+  // and for whole k blocks: the configurations gemmtune verified on the H200.
+  if (p.scale == ScaleMode::block) {
+    if (dev.cc_major != 9)
+      return Verdict::no("block FP8 scales (cuBLASLt's VEC128_32F / BLK128x128_32F modes) are supported only on "
+                         "sm_90; this device is sm_" + std::to_string(dev.cc_major) + std::to_string(dev.cc_minor));
+    if (p.k % kScaleBlock != 0)
+      return Verdict::no("block FP8 scales are used with k a multiple of 128 only (k = " + std::to_string(p.k) + ")");
+    if (p.d.layout != Layout::row)
+      return Verdict::no("block FP8 scales are used with a row-major D only (torch._scaled_mm's configuration)");
+  }
   return Verdict::yes();
 }
 

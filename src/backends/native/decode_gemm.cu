@@ -398,6 +398,8 @@ std::string decode_unsupported(const GemmProblem& p) {
   if (p.a.dtype != p.b.dtype || !(p.a.dtype == DType::bf16 || p.a.dtype == DType::fp16 || p.a.dtype == DType::e4m3))
     return std::string("needs A and B both bf16, both fp16 or both e4m3 (got ") + to_string(p.a.dtype) + " x " +
            to_string(p.b.dtype) + ")";
+  if (p.scale == ScaleMode::block)
+    return "block FP8 scales are not implemented in the decode kernels (tensorwise and rowwise only)";
   if (!(p.d.dtype == DType::bf16 || p.d.dtype == DType::fp16 || p.d.dtype == DType::fp32))
     return std::string("needs D bf16, fp16 or fp32 (got ") + to_string(p.d.dtype) + ")";
   if (p.m > kDecodeMaxM) return "m = " + std::to_string(p.m) + " > " + std::to_string(kDecodeMaxM) + " (the decode kernels' largest)";

@@ -250,6 +250,9 @@ int64_t shared_estimate(const Config& c, const GemmProblem& p) {
 
 Verdict check(const Config& c, const GemmProblem& p, int num_sms) {
   if (Verdict v = problem_verdict(p); !v) return v;
+  // Block scales change every 128 of k: a k slice must not straddle two scale blocks.
+  if (p.scale == ScaleMode::block && kScaleBlock % c.block_k != 0)
+    return Verdict::no(c.name() + ": block scales need BLOCK_K to divide 128");
   if (int64_t(c.block_m) * c.block_n > 65536)
     return Verdict::no(c.name() + ": the fp32 accumulator exceeds the register file");
   if (int64_t s = shared_estimate(c, p); s > kMaxSharedBytes)
