@@ -721,8 +721,9 @@ void TuningCache::open_or_reset() {
       GT_THROW("tuning cache " + path_.string() + ": cannot create its directory: " + e.message());
     }
   }
-  // A new cache file is private (SQLite's side files take its mode).
-  if (const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) ::close(fd);
+  // A new cache file is private (SQLite's side files take its mode). ":memory:" names no file.
+  if (path_ != ":memory:")
+    if (const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) ::close(fd);
   if (adopt(why)) return;
   const LockFile lock(path_.string() + ".lock");
   if (adopt(why)) return;
