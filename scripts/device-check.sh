@@ -4,8 +4,9 @@
 #
 #   scripts/device-check.sh PACK.tar.xz [CLI...]     # CLIs default: build/gemmtune
 #
-# PACK (scripts/precompile.sh) is unpacked into a private store used load-only for CUTLASS and
-# the CuTe DSL (this machine has neither), with the GPU tests' complete-pack check on. The GPU
+# PACK (scripts/precompile.sh) is unpacked into a private store, trusted (`gemmtune store trust`:
+# a pack is native code built elsewhere) and used load-only for CUTLASS and the CuTe DSL (this
+# machine has neither), with the GPU tests' complete-pack check on. The GPU
 # test binary is build/tests/gemmtune_gpu_tests ($GPU_TESTS). Each CLI tunes every problem of
 # SMOKE (default below) with --no-cache, round-robin; each call's report and JSON go to
 # $OUT/smoke.tar.gz, and $OUT/smoke.tsv gets one line per call (cli, problem, backend, candidate,
@@ -21,9 +22,11 @@ mkdir -p "$OUT"
 STORE_ROOT=$(mktemp -d)
 trap 'rm -rf "$STORE_ROOT"' EXIT
 STORE=$STORE_ROOT/store
-mkdir -p "$STORE"
+mkdir -p -m 700 "$STORE"
 tar -C "$STORE" --strip-components=1 -xJf "$PACK" || { echo "== cannot unpack $PACK"; exit 1; }
+chmod -R go-w "$STORE"  # a store others can write is refused (docs/kernel-packs.md)
 echo "== pack $PACK: $(find "$STORE" -name '*.bin' | wc -l) artifacts"
+
 export GEMMTUNE_ARTIFACTS=$STORE GEMMTUNE_LOAD_ONLY=cutlass,cutedsl GEMMTUNE_TEST_CUTLASS_PACK=1
 export GEMMTUNE_PYTHON=${GEMMTUNE_PYTHON:-$(command -v python3)} GEMMTUNE_PYTHON_DIR=${GEMMTUNE_PYTHON_DIR:-$PWD/python}
 # The binaries were linked on the build machine: find cuBLASLt here if their run path misses it
@@ -34,6 +37,15 @@ if ldd "${CLIS[0]}" 2>/dev/null | grep -q "libcublasLt.*not found"; then
   [ -n "$lt" ] && export LD_LIBRARY_PATH="$(dirname "$lt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "== LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 fi
+# The pack was built on another machine: trust it explicitly (docs/kernel-packs.md), once the
+# CLIs find their libraries, with the first CLI that has the command (a build from before the
+# trust step loads packs without it).
+for cli in "${CLIS[@]}"; do
+  if "$cli" store --help >/dev/null 2>&1; then
+    echo "== $("$cli" store trust "$STORE" 2>&1 | tail -1)"
+    break
+  fi
+done
 echo "== $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader 2>&1 | head -1)"
 
 rc=0

@@ -28,7 +28,7 @@ GT=${GEMMTUNE_CLI:-$ROOT/build/gemmtune}
 PARTS=${PRECOMPILE_PARTS:-cutlass-core cutlass-tests cutlass-bench cutedsl softmax gpu-tests}
 read -r -a FLAGS <<<"${PRECOMPILE_FLAGS:-}"
 [ -x "$GT" ] || { echo "precompile: $GT is not an executable (run scripts/setup.sh)" >&2; exit 2; }
-mkdir -p "$STORE"
+mkdir -p -m 700 "$STORE"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 FAILED=0

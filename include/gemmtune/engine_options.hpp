@@ -4,7 +4,7 @@
 // starts, in one place (src/core/settings.cpp), so that operators can switch things without
 // code, as TORCH_LOGS and TRITON_PRINT_AUTOTUNING do:
 //
-//   GEMMTUNE_CACHE, GEMMTUNE_ARTIFACTS, GEMMTUNE_COMPILE_WORKERS, GEMMTUNE_NVCC_JOBS,
+//   GEMMTUNE_CACHE, GEMMTUNE_ARTIFACTS, GEMMTUNE_STORE_KEY, GEMMTUNE_COMPILE_WORKERS, GEMMTUNE_NVCC_JOBS,
 //   GEMMTUNE_COMPILE_TIMEOUT, GEMMTUNE_LOAD_ONLY (toolchain names, comma-separated),
 //   GEMMTUNE_PYTHON, GEMMTUNE_PYTHON_DIR, GEMMTUNE_NVCC, GEMMTUNE_CUTLASS_DIR,
 //   GEMMTUNE_CUTLASS_KERNEL_DIR, GEMMTUNE_KEEP_BUILD=1, GEMMTUNE_COMPILE_FORK_SERVER=0,
@@ -57,6 +57,11 @@ struct CompileOptions {
   // The content-addressed artifact store (a kernel pack is a copy of one). Empty:
   // $GEMMTUNE_ARTIFACTS, else $XDG_CACHE_HOME/gemmtune/artifacts, else ~/.cache/gemmtune/artifacts.
   std::filesystem::path artifacts;
+  // This machine's key (a 0600 file outside the store) that authenticates every artifact the
+  // store loads: an artifact built here carries its HMAC; a kernel pack from elsewhere is used
+  // only after `gemmtune store trust` (docs/kernel-packs.md). Empty: $GEMMTUNE_STORE_KEY, else
+  // $XDG_CONFIG_HOME/gemmtune/store.key, else ~/.config/gemmtune/store.key.
+  std::filesystem::path store_key;
   int workers = 0;        // Python compile workers at once per toolchain; 0: $GEMMTUNE_COMPILE_WORKERS, else cores (<= 32)
   int nvcc_jobs = 0;      // nvcc processes at once; 0: $GEMMTUNE_NVCC_JOBS, else cores
   double timeout_s = 0;   // per compile job, every toolchain; 0: $GEMMTUNE_COMPILE_TIMEOUT, else 600

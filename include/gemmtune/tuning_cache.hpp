@@ -1,11 +1,17 @@
 // gemmtune: the tuning cache. Every timing of every candidate, per (environment, problem).
 //
 // Embedded SQLite (WAL, busy timeout) so that several processes tuning at once lose nothing.
-// A file that is not a gemmtune cache (corrupt, foreign, newer schema) is renamed aside to
-// "<path>.bad-<unix time>" with a warning through `log`, and a fresh cache is created.
+// A gemmtune cache found damaged (not a database, corrupt pages found at open or by any later
+// read or write, a newer schema, missing tables) is renamed aside to "<path>.bad-<unix time>"
+// with a warning through `log`, and a fresh cache takes its place; the operation then goes on
+// (a lookup misses, a store is written to the fresh cache). Another program's SQLite database
+// is never renamed: it is refused (Error). Read-only access never creates, moves or writes a
+// file: damage is then an Error that says to run `gemmtune cache clear`.
+// Directories are created 0700 and the cache file 0600.
 #pragma once
 
 #include <filesystem>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -50,8 +56,13 @@ class TuningCache {
  public:
   using Log = std::function<void(const std::string&)>;
 
-  // Opens or creates the cache (and its parent directories).
-  explicit TuningCache(std::filesystem::path path, Log log = {});
+  enum class Access {
+    read_write,  // creates the file and its directories; sets a damaged cache aside
+    read_only,   // the file must exist; nothing is created, moved or written
+  };
+  // Opens (read_write: or creates) the cache. Throws Error when the file cannot be opened, is
+  // another program's database, or (read_only) is damaged.
+  explicit TuningCache(std::filesystem::path path, Log log = {}, Access access = Access::read_write);
   ~TuningCache();
   TuningCache(const TuningCache&) = delete;
   TuningCache& operator=(const TuningCache&) = delete;
@@ -80,7 +91,9 @@ class TuningCache {
   // "name", "rel_err" null when not measured). Import reads versions 2 and 1 (results with
   // "candidate_id", "candidate_name", rel_err -1) and merges: an imported key replaces the same
   // key here.
-  std::string export_json() const;
+  // `entries` (may be null) receives the number of entries exported.
+  std::string export_json(size_t* entries = nullptr) const;
+  static std::string empty_export();  // the export of a cache with no entries
   int import_json(const std::string& json);  // returns entries imported; Error on bad input
   // An export document (as export_json) holding only key's entry; nullopt when key has none.
   std::optional<std::string> export_entry(const std::string& key) const;
@@ -90,15 +103,27 @@ class TuningCache {
   using Statement = std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)>;
 
   void open_or_reset();
-  bool adopt(std::string& why_not);
-  void connect();
-  void close() noexcept;
+  bool adopt(std::string& why_not) const;
+  void connect(bool immutable = false) const;
+  void close() const noexcept;
   void warn(const std::string& message) const;
+  // Runs `op` (mutex_ held); when it fails because the file is corrupt, sets the file aside
+  // (read_write) and runs `op` once more on the fresh cache, or throws saying what to do.
+  template <class Op>
+  auto recovering(const char* what, Op&& op) const -> decltype(op());
+  void reset_after_corruption(const char* what) const;
+  bool adopt_locked(std::string& why_not);
 
   std::filesystem::path path_;
   Log log_;
-  sqlite3* db_ = nullptr;
-  Statement lookup_{nullptr, nullptr};  // prepared once: lookup() is on the hot path
+  Access access_ = Access::read_write;
+  mutable bool empty_ = false;           // read_only: an empty file (no tables) reads as an empty cache
+  bool adopt_immutable_ = false;         // read_only: opened as immutable (a read-only directory)
+  // The connection and its hot statement; replaced when a corrupt file is set aside.
+  mutable sqlite3* db_ = nullptr;
+  mutable Statement lookup_{nullptr, nullptr};  // prepared once: lookup() is on the hot path
+  mutable uint64_t inode_ = 0;                  // of the file this connection opened
+  mutable std::string stamp_;                   // immutable connection: the file as it was opened
   // One connection per object; the mutex makes an object safe to share between threads.
   mutable std::mutex mutex_;
 };

@@ -147,6 +147,10 @@ def _die_with_parent() -> None:
             pass
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _fail(rid: Any, kind: str, error: str) -> dict:
     return {"id": rid, "ok": False, "kind": kind, "error": error}
 
@@ -266,12 +270,16 @@ class Worker:
         if not text.strip():
             return None
         try:
-            req = json.loads(text)
-        except ValueError as exc:
-            return _fail(None, "bad_request", f"request is not valid JSON: {exc}")
+            # NaN and Infinity are not JSON (they could not be answered back: send() refuses them);
+            # a deeply nested line is a bad request, not a RecursionError that ends the worker.
+            req = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:
+            return _fail(None, "bad_request", f"request is not valid JSON: {str(exc)[:200]}")
         if not isinstance(req, dict):
             return _fail(None, "bad_request", "request is not a JSON object")
         rid = req.get("id")
+        if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (int, str))):
+            return _fail(None, "bad_request", "request id must be an integer or a string")
         try:
             return self.handle(rid, req)
         except Exception as exc:  # noqa: BLE001 - a bug here must not kill the worker
@@ -463,8 +471,10 @@ def serve(worker: Worker, proto: _Protocol) -> int:
                 worker.reader.drop_fds()  # came with a request that did not take them
             try:
                 proto.send(response)
-            except (TypeError, ValueError):  # never expected; still answer
-                proto.send(_fail(response.get("id"), "bad_request", "internal error: response not serializable"))
+            except (TypeError, ValueError, RecursionError):  # never expected; still answer
+                rid = response.get("id")
+                proto.send(_fail(rid if isinstance(rid, (int, str)) and not isinstance(rid, bool) else None,
+                                 "bad_request", "internal error: response not serializable"))
             if response.get("op") == "exit":
                 return 0
     except BrokenPipeError:

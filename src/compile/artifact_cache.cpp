@@ -9,13 +9,14 @@
 #include "compile/compile_util.hpp"
 #include "core/parallel.hpp"
 #include "gemmtune/error.hpp"
+#include "store/secure_fs.hpp"
 
 namespace gemmtune::compile {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 ArtifactCache::ArtifactCache(CompileOptions options, std::vector<std::unique_ptr<Toolchain>> toolchains, Log log)
-    : opt_(std::move(options)), log_(std::move(log)), store_(opt_.artifacts, log_.warnings()) {
+    : opt_(std::move(options)), log_(std::move(log)), store_(opt_.artifacts, log_.warnings(), size_t(256) << 20, opt_.store_key) {
   for (auto& t : toolchains) {
     const std::string name = t->name();
     slots_[name].toolchain = std::move(t);
@@ -132,14 +133,19 @@ bool ArtifactCache::has(const Job& job) {
   return true;
 }
 
-std::optional<Built> ArtifactCache::find_key(Toolchain& t, const std::string& key) {
+std::optional<Built> ArtifactCache::find_key(Toolchain& t, const std::string& key, std::string* missing_dep) {
   auto a = store_.get(key);
   if (!a) return std::nullopt;
   Built b;
   for (const std::string& d : t.deps(*a)) {
     auto dep = store_.get(d);
-    GT_CHECK(dep, t.name() + ": the artifact store " + store_.root().string() + " lacks " + d.substr(0, 16) +
-                      ", which artifact " + key.substr(0, 16) + " needs");
+    const std::string why = t.name() + ": the artifact store " + store_.root().string() + " lacks " + d.substr(0, 16) +
+                            ", which artifact " + key.substr(0, 16) + " needs";
+    if (!dep && missing_dep) {  // a miss: compiling the artifact again publishes its deps again
+      *missing_dep = why;
+      return std::nullopt;
+    }
+    GT_CHECK(dep, why);
     b.deps.push_back(std::move(*dep));
   }
   b.artifact = std::move(*a);
@@ -155,7 +161,13 @@ std::optional<Built> ArtifactCache::find(const Job& job) {
 Built ArtifactCache::build(const Job& job) {
   const std::string k = key(job);
   Toolchain& t = *slot(job.toolchain).toolchain;
-  if (auto b = find_key(t, k)) return std::move(*b);
+  std::string missing_dep;
+  if (auto b = find_key(t, k, &missing_dep)) return std::move(*b);
+  if (state(job.toolchain).load_only && !missing_dep.empty()) GT_THROW(missing_dep + " (load-only)");
+  if (state(job.toolchain).load_only && store_.untrusted(k))
+    GT_THROW(t.name() + ": " + job.what + " is in the artifact store " + store_.root().string() +
+             " but not authenticated by this machine's key, so it is not loaded (a kernel pack built elsewhere: "
+             "`gemmtune store trust " + store_.root().string() + "` trusts it; docs/kernel-packs.md)");
   if (state(job.toolchain).load_only)
     GT_THROW(t.name() + ": " + job.what + " is not in the artifact store " + store_.root().string() +
              " and this machine cannot compile it (load-only)");
@@ -164,10 +176,13 @@ Built ArtifactCache::build(const Job& job) {
 
 Built ArtifactCache::compile_miss(Toolchain& t, const Job& job, const std::string& key) {
   // Another thread's flight for this key may have published it after this one missed the store.
-  if (auto b = find_key(t, key)) return std::move(*b);
+  std::string missing_dep;
+  if (auto b = find_key(t, key, &missing_dep)) return std::move(*b);
   const fs::path parent = store_.root() / t.name() / "tmp";
-  std::error_code ec;
-  fs::create_directories(parent, ec);  // when it fails, TempDir throws Error saying so
+  try {
+    securefs::make_private_dirs(parent);
+  } catch (const Error&) {  // TempDir throws Error saying so
+  }
   TempDir tmp(parent, key.substr(0, 16) + "-", t.name(), opt_.keep_build);
   const auto t0 = std::chrono::steady_clock::now();
   Output out = t.compile(job, tmp.path(), opt_.timeout_s);

@@ -87,7 +87,10 @@ class ArtifactCache {
   Slot& slot(const std::string& name);          // throws Error for an unknown toolchain
   const State& state(const std::string& name);  // waits for the probe
   State probe(Toolchain& t);
-  std::optional<Built> find_key(Toolchain& t, const std::string& key);
+  // The artifact with its deps, or nullopt when the store lacks it. A dep the store lacks (or
+  // set aside as corrupt) throws Error naming it, or, with `missing_dep`, is a miss that says
+  // why there (build() then compiles the artifact again, which publishes the dep again).
+  std::optional<Built> find_key(Toolchain& t, const std::string& key, std::string* missing_dep = nullptr);
   Built compile_miss(Toolchain& t, const Job& job, const std::string& key);
 
   CompileOptions opt_;

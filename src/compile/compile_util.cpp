@@ -4,21 +4,22 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "gemmtune/error.hpp"
+#include "store/secure_fs.hpp"
 
 namespace gemmtune {
 namespace fs = std::filesystem;
 
 std::optional<std::string> slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  // Bounded: a regular file (a link to one is followed) of at most 64 MiB, never blocking on a
+  // FIFO; anything else reads as absent.
+  return securefs::read_regular(path, uint64_t(64) << 20, {}, true).bytes;
 }
 
 std::string first_line(const std::string& text, size_t max) {
@@ -46,15 +47,28 @@ void check_worker_answer(const nlohmann::json& r, const std::string& who, const 
 }
 
 void write_atomically(const fs::path& path, const std::string& text, const std::string& who) {
-  fs::create_directories(path.parent_path());
-  fs::path tmp = path;
-  tmp += ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) GT_THROW(who + ": cannot write " + tmp.string());
+  securefs::make_private_dirs(path.parent_path());
+  // A fresh private temporary (O_EXCL, never through a planted link), renamed over `path`.
+  std::string tmpl = path.string() + ".tmp-XXXXXX";
+  int fd = mkstemp(tmpl.data());
+  GT_CHECK(fd >= 0, who + ": cannot create a temporary next to " + path.string() + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += size_t(n);
   }
-  fs::rename(tmp, path);
+  close(fd);
+  if (done != text.size()) {
+    unlink(tmpl.c_str());
+    GT_THROW(who + ": cannot write " + tmpl);
+  }
+  if (rename(tmpl.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    unlink(tmpl.c_str());
+    GT_THROW(who + ": cannot rename " + tmpl + " to " + path.string() + ": " + why);
+  }
 }
 
 TempDir::TempDir(const fs::path& parent, const std::string& prefix, const std::string& who, bool keep) : keep_(keep) {

@@ -12,6 +12,7 @@
 #include "compile/compile_util.hpp"
 #include "compile/process.hpp"
 #include "gemmtune/error.hpp"
+#include "store/secure_fs.hpp"
 #include "store/sha256.hpp"
 
 namespace gemmtune::compile {
@@ -103,7 +104,7 @@ class NvccToolchain final : public Toolchain {
     kernel_digest_ = h.hex();
     flags_ = nvcc_flags();
     const fs::path dir = opt_.artifacts / "cutlass" / "tmp";
-    fs::create_directories(dir);
+    securefs::make_private_dirs(dir);
     const fs::path log = dir / ("nvcc-version-" + std::to_string(getpid()) + ".txt");
     bool timed_out = false;
     const int rc = run_process({opt_.nvcc.string(), "--version"}, log, 30, &timed_out);

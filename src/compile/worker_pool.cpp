@@ -241,9 +241,15 @@ class Worker {
  private:
   Worker() = default;
 
+  // Seconds as a steady_clock duration, clamped to [0, one year]: a huge timeout (1e10, 1e300,
+  // inf: "no timeout") would overflow the nanosecond count into a deadline in the past, failing
+  // every compile at once (reliability audit D9). NaN is 0.
   static Clock::duration to_duration(double s) {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(0.0, s)));
+    constexpr double kYear = 365.0 * 24 * 3600;
+    const double clamped = s >= 0 ? std::min(s, kYear) : 0.0;
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(clamped));
   }
+
 
   [[noreturn]] void fail(const std::string& why) {
     std::string tail = tail_lines(err_tail_);

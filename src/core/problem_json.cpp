@@ -236,6 +236,10 @@ SoftmaxProblem softmax_problem_from_json(const std::string& text) {
       return 0;
     }
     GT_CHECK_INVALID(j[k].is_number_integer(), std::string("softmax.") + k + ": expected an integer");
+    // An unsigned value above int64's range is too large, not a negative number (2^64-1 read
+    // as int64 is -1).
+    GT_CHECK_INVALID(!j[k].is_number_unsigned() || j[k].get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
+                     std::string("softmax.") + k + ": " + j[k].dump() + " is too large");
     return j[k].get<int64_t>();
   };
   SoftmaxProblem p;

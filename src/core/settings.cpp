@@ -153,6 +153,14 @@ fs::path user_cache_path(const char* override_var, const char* leaf) {
   return fs::path(home) / ".cache" / "gemmtune" / leaf;
 }
 
+fs::path store_key_path() {
+  if (std::string p = env("GEMMTUNE_STORE_KEY"); !p.empty()) return p;
+  if (fs::path xdg = env("XDG_CONFIG_HOME"); xdg.is_absolute()) return xdg / "gemmtune" / "store.key";
+  const std::string home = home_dir();
+  GT_CHECK(!home.empty(), "none of GEMMTUNE_STORE_KEY, XDG_CONFIG_HOME, HOME is set: no place for the store key");
+  return fs::path(home) / ".config" / "gemmtune" / "store.key";
+}
+
 std::string inherited_pythonpath() { return env("PYTHONPATH"); }
 
 bool debug_locations() { return env_flag("GEMMTUNE_DEBUG"); }
@@ -167,6 +175,12 @@ std::vector<fs::path> executable_path() {
 
 CompileOptions resolve(CompileOptions o) {
   if (o.artifacts.empty()) o.artifacts = user_cache_path("GEMMTUNE_ARTIFACTS", "artifacts");
+  if (o.store_key.empty()) {
+    try {
+      o.store_key = store_key_path();
+    } catch (const Error&) {  // no home: the store says so when it needs the key
+    }
+  }
   if (o.workers <= 0) o.workers = std::max(1, int(env_number("GEMMTUNE_COMPILE_WORKERS", std::min(cores(), 32))));
   if (o.nvcc_jobs <= 0) o.nvcc_jobs = std::max(1, int(env_number("GEMMTUNE_NVCC_JOBS", cores())));
   if (o.timeout_s <= 0) o.timeout_s = env_number("GEMMTUNE_COMPILE_TIMEOUT", 600);

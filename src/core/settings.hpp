@@ -22,6 +22,10 @@ CompileOptions resolve(CompileOptions o);
 // Throws Error naming the variables when none applies.
 std::filesystem::path user_cache_path(const char* override_var, const char* leaf);
 
+// $GEMMTUNE_STORE_KEY, else $XDG_CONFIG_HOME/gemmtune/store.key (absolute only), else
+// $HOME/.config/gemmtune/store.key: the machine key of the artifact store (outside any store).
+std::filesystem::path store_key_path();
+
 // The environment a child process (a compile worker) inherits plus nothing: PYTHONPATH as set.
 std::string inherited_pythonpath();
 

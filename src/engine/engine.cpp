@@ -158,7 +158,13 @@ Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>()) {
   make_op_state(I.gemm, I.opt, ctx, base);
   make_op_state(I.softmax, I.opt, ctx, base);
 
-  if (I.opt.use_cache) I.cache = std::make_unique<TuningCache>(I.opt.cache_path, I.log.warnings());
+  if (I.opt.use_cache) {
+    try {
+      I.cache = std::make_unique<TuningCache>(I.opt.cache_path, I.log.warnings());
+    } catch (const Error& e) {  // a read-only directory, another program's file: tune, do not fail
+      I.log.warn(e.message() + "; working without a tuning cache");
+    }
+  }
   if (!I.opt.remote_cache.empty()) {
     const RedisAddress address = parse_redis_url(I.opt.remote_cache, "remote_cache");
     if (I.cache)
@@ -260,6 +266,15 @@ std::optional<KernelFor<Op>> Engine::Impl::from_cache(const typename Op::Problem
   if (!b) return std::nullopt;
   try {
     std::shared_ptr<detail::CandidateFor<Op>> cand = prepared<Op>(b->load(p, hit->candidate_id));
+    // Verified once per process, on its first load (one reference run, as in a tune): a cached
+    // choice that is wrong here (an imported cache, another build) is re-tuned, not run.
+    std::vector<Entry<Op>> check(1);
+    check[0].cand = cand, check[0].prepared = true;
+    check[0].result.backend = hit->backend, check[0].result.name = hit->candidate_name;
+    verify<Op>(p, check, Stream());
+    if (!check[0].racing) GT_THROW("it fails its check on this machine: " + check[0].result.reason);
+    log.debug("cached choice " + hit->backend + " " + hit->candidate_name + " verified on its first load (rel err " +
+              std::to_string(check[0].result.rel_err) + ")");
     st.memo[key + OpTraits<Op>::memo_suffix(p)] = cand;
     KernelFor<Op> k(p, cand);
     if (report) {

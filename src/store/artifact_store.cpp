@@ -7,14 +7,17 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "gemmtune/error.hpp"
+#include "store/secure_fs.hpp"
 #include "store/sha256.hpp"
 
 namespace gemmtune {
@@ -32,26 +35,11 @@ void check_key(const std::string& key) {
   GT_CHECK(hex, "artifact store: malformed key '" + key + "' (lowercase hex, at least 8 digits)");
 }
 
-// Whole file, or nullopt when it cannot be opened.
-std::optional<std::string> read_file(const fs::path& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n > 0) out.append(buf, size_t(n));
-    else if (n == 0 || errno != EINTR) break;
-  }
-  close(fd);
-  return out;
-}
-
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 // Writes bytes to `path` (new file) and fsyncs it. Throws Error.
 void write_synced(const fs::path& path, std::string_view bytes) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   GT_CHECK(fd >= 0, errno_text("create " + path.string()));
   size_t done = 0;
   while (done < bytes.size()) {
@@ -104,7 +92,7 @@ class ShardLock {
  public:
   explicit ShardLock(const fs::path& dir) {
     fs::path path = dir / ".lock";
-    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     GT_CHECK(fd_ >= 0, errno_text("open " + path.string()));
     while (flock(fd_, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
@@ -125,8 +113,12 @@ class ShardLock {
 
 // ---- paths ----------------------------------------------------------------------------------
 
-ArtifactStore::ArtifactStore(fs::path root, std::function<void(const std::string&)> log, size_t memory_bytes)
-    : root_(root.empty() ? default_root() : std::move(root)), log_(std::move(log)), memory_cap_(memory_bytes) {}
+ArtifactStore::ArtifactStore(fs::path root, std::function<void(const std::string&)> log, size_t memory_bytes,
+                             fs::path key_path)
+    : root_(root.empty() ? default_root() : std::move(root)),
+      log_(std::move(log)),
+      memory_cap_(memory_bytes),
+      key_path_(std::move(key_path)) {}
 
 fs::path ArtifactStore::default_root() { return user_cache_path("GEMMTUNE_ARTIFACTS", "artifacts"); }
 
@@ -139,49 +131,177 @@ void ArtifactStore::warn(const std::string& msg) const {
   if (log_) log_("warning: artifact store: " + msg);
 }
 
+// ---- trust ----------------------------------------------------------------------------------
+
+const std::string* ArtifactStore::machine_key() {
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (key_loaded_) return key_ ? &*key_ : nullptr;
+    key_loaded_ = true;
+    try {
+      if (key_path_.empty()) key_path_ = store_key_path();
+      key_ = securefs::load_or_create_key(key_path_);
+      return &*key_;
+    } catch (const Error& e) {
+      why = e.message();
+    }
+  }
+  warn(why + ": artifacts cannot be authenticated, so none is loaded from " + root_.string() +
+       " (those built now are used in this process only)");
+  return nullptr;
+}
+
+std::string ArtifactStore::mac_of(json meta, const std::string& machine_key) const {
+  meta.erase("mac");
+  return securefs::hmac_sha256_hex(machine_key, "gemmtune-artifact-mac 1\n" + meta.dump());
+}
+
+void ArtifactStore::check_dirs(const std::string& key) {
+  const fs::path shard = bin_path(key).parent_path();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (private_dirs_.count(shard.string())) return;
+  }
+  securefs::require_private_dir(root_, "artifact store");
+  securefs::require_private_dir(shard, "artifact store shard");
+  std::error_code ec;
+  if (fs::is_directory(shard, ec)) {  // a missing shard is checked again once it exists
+    std::lock_guard<std::mutex> lock(mu_);
+    private_dirs_.insert(shard.string());
+  }
+}
+
+bool ArtifactStore::untrusted(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return untrusted_.count(key) > 0;
+}
+
+ArtifactStore::TrustCount ArtifactStore::trust() {
+  securefs::require_private_dir(root_, "artifact store");
+  std::error_code ec;
+  GT_CHECK_INVALID(fs::is_directory(root_, ec), "artifact store " + root_.string() + " is not a directory");
+  const std::string* mkey = machine_key();
+  GT_CHECK(mkey, "store trust: no machine key (" + key_path_.string() + "), so nothing can be authenticated");
+  TrustCount count;
+  std::vector<fs::path> shards;
+  for (const auto& e : fs::directory_iterator(root_)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() == 2 && name.find_first_not_of("0123456789abcdef") == std::string::npos &&
+        e.is_directory() && !e.is_symlink())
+      shards.push_back(e.path());
+  }
+  std::sort(shards.begin(), shards.end());
+  for (const fs::path& shard : shards) {
+    securefs::require_private_dir(shard, "artifact store shard");
+    std::vector<std::string> keys;
+    for (const auto& e : fs::directory_iterator(shard)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() <= 5 || name.compare(name.size() - 5, 5, ".json") != 0) continue;
+      std::string key = name.substr(0, name.size() - 5);
+      if (key.size() >= 8 && key.rfind(shard.filename().string(), 0) == 0 &&
+          key.find_first_not_of("0123456789abcdef") == std::string::npos)
+        keys.push_back(std::move(key));
+    }
+    if (keys.empty()) continue;
+    std::sort(keys.begin(), keys.end());
+    ShardLock lock(shard);
+    for (const std::string& key : keys) {
+      std::string problem;
+      auto a = read_verified(key, &problem, nullptr, false);
+      if (!a) {
+        if (!problem.empty()) set_aside(key, problem), ++count.set_aside;
+        continue;
+      }
+      const std::string mac = mac_of(a->meta, *mkey);
+      if (a->meta.value("mac", "") == mac) {
+        ++count.already;
+        continue;
+      }
+      a->meta["mac"] = mac;
+      publish_file(json_path(key), a->meta.dump(2) + "\n");
+      ++count.trusted;
+    }
+    fsync_dir(shard);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  untrusted_.clear();
+  return count;
+}
+
 // ---- reads ----------------------------------------------------------------------------------
 
-// The artifact when both files are present and agree; else nullopt, with `problem` set when
-// the files exist but are corrupt (left empty for a plain miss).
-std::optional<Artifact> ArtifactStore::read_verified(const std::string& key, std::string* problem) const {
+// The artifact when both files are present and agree (and, with require_mac, the mac verifies);
+// else nullopt, with `problem` set when the files exist but are corrupt (left empty for a plain
+// miss and for an entry that is only not authenticated: then *untrusted is set).
+std::optional<Artifact> ArtifactStore::read_verified(const std::string& key, std::string* problem, bool* untrusted,
+                                                     bool require_mac) {
   problem->clear();
-  auto meta_text = read_file(json_path(key));
-  if (!meta_text) return std::nullopt;
-  json meta = json::parse(*meta_text, nullptr, false);
+  if (untrusted) *untrusted = false;
+  securefs::Read meta_file = securefs::read_regular(json_path(key), kMaxMetaBytes);
+  if (meta_file.absent) return std::nullopt;
+  if (!meta_file.bytes) {
+    *problem = "unreadable metadata: " + meta_file.problem;
+    return std::nullopt;
+  }
+  json meta = json::parse(*meta_file.bytes, nullptr, false);
   if (!meta.is_object() || meta.value("format", "") != kFormat || meta.value("key", "") != key ||
       !meta.contains("size") || !meta["size"].is_number_unsigned() || !meta.contains("sha256") ||
-      !meta["sha256"].is_string()) {
+      !meta["sha256"].is_string() || (meta.contains("mac") && !meta["mac"].is_string())) {
     *problem = "unreadable metadata " + json_path(key).string();
     return std::nullopt;
   }
-  auto bytes = read_file(bin_path(key));
-  if (!bytes) {
-    *problem = "missing " + bin_path(key).string();
+  const uint64_t size = meta["size"].get<uint64_t>();
+  if (size > kMaxArtifactBytes) {
+    *problem = json_path(key).string() + " claims " + std::to_string(size) + " bytes, more than the " +
+               std::to_string(kMaxArtifactBytes) + " allowed";
     return std::nullopt;
   }
-  if (bytes->size() != meta["size"].get<uint64_t>()) {
-    *problem = bin_path(key).string() + " has " + std::to_string(bytes->size()) + " bytes, expected " +
-               std::to_string(meta["size"].get<uint64_t>());
+  securefs::Read bytes = securefs::read_regular(bin_path(key), kMaxArtifactBytes, size);
+  if (!bytes.bytes) {
+    *problem = bytes.absent ? "missing " + bin_path(key).string() : bytes.problem;
     return std::nullopt;
   }
-  if (sha256_hex(*bytes) != meta["sha256"].get<std::string>()) {
+  if (sha256_hex(*bytes.bytes) != meta["sha256"].get<std::string>()) {
     *problem = bin_path(key).string() + " does not match its SHA-256";
     return std::nullopt;
   }
-  return Artifact{key, std::make_shared<const std::string>(std::move(*bytes)), std::move(meta)};
+  if (require_mac) {
+    const std::string* mkey = machine_key();
+    if (!mkey || meta.value("mac", "") != mac_of(meta, *mkey)) {
+      if (untrusted) *untrusted = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      untrusted_.insert(key);
+      return std::nullopt;
+    }
+  }
+  return Artifact{key, std::make_shared<const std::string>(std::move(*bytes.bytes)), std::move(meta)};
 }
 
 std::optional<Artifact> ArtifactStore::get(const std::string& key) {
   check_key(key);
   if (auto a = recall(key)) return a;
+  check_dirs(key);
   std::string problem;
-  auto a = read_verified(key, &problem);
+  bool untrusted = false;
+  auto a = read_verified(key, &problem, &untrusted);
   if (!a && !problem.empty()) {
     try {
       a = check_under_lock(key);  // a publisher may have been between its two renames
     } catch (const Error& e) {
       warn("cannot check " + key + ": " + e.message());
     }
+  } else if (untrusted) {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first = !warned_untrusted_;
+      warned_untrusted_ = true;
+    }
+    if (first && machine_key())
+      warn(json_path(key).string() + " (and maybe others) is not authenticated by this machine's key " +
+           key_path_.string() + ", so it is not loaded (a kernel pack built elsewhere? if you trust where it " +
+           "came from, run `gemmtune store trust " + root_.string() + "`)");
   }
   if (a) remember(*a);
   return a;
@@ -192,7 +312,7 @@ std::optional<Artifact> ArtifactStore::check_under_lock(const std::string& key) 
   fs::path dir = bin_path(key).parent_path();
   ShardLock lock(dir);
   std::string problem;
-  auto a = read_verified(key, &problem);
+  auto a = read_verified(key, &problem, nullptr);
   if (!a && !problem.empty()) set_aside(key, problem);
   return a;
 }
@@ -213,23 +333,36 @@ void ArtifactStore::set_aside(const std::string& key, const std::string& why) {
 Artifact ArtifactStore::put(const std::string& key, std::string bytes, json meta) {
   check_key(key);
   if (!meta.is_object()) meta = json::object();
+  meta.erase("mac");
   meta["format"] = kFormat;
   meta["format_version"] = kFormatVersion;
   meta["key"] = key;
   meta["size"] = uint64_t(bytes.size());
   meta["sha256"] = sha256_hex(bytes);
+  if (const std::string* mkey = machine_key()) meta["mac"] = mac_of(meta, *mkey);
   Artifact mine{key, std::make_shared<const std::string>(std::move(bytes)), std::move(meta)};
+  fs::path dir = bin_path(key).parent_path();
   try {
-    fs::path dir = bin_path(key).parent_path();
-    fs::create_directories(dir);
+    securefs::make_private_dirs(dir);
+  } catch (const Error& e) {
+    warn("could not publish " + key + " (kept in memory only): " + e.message());
+    remember(mine);
+    return mine;
+  }
+  check_dirs(key);  // an Error: never write into a store another user can change
+  try {
     ShardLock lock(dir);
     std::string problem;
-    if (auto theirs = read_verified(key, &problem)) {  // an earlier publisher won
+    bool untrusted = false;
+    if (auto theirs = read_verified(key, &problem, &untrusted)) {  // an earlier publisher won
       remember(*theirs);
       return *theirs;
     }
+    if (untrusted) problem = json_path(key).string() + " is not authenticated by this machine's key; replaced";
     if (!problem.empty()) set_aside(key, problem);
     publish(key, *mine.bytes, mine.meta);
+    std::lock_guard<std::mutex> mem(mu_);
+    untrusted_.erase(key);
   } catch (const std::exception& e) {  // Error or filesystem_error
     warn("could not publish " + key + " (kept in memory only): " + e.what());
   }

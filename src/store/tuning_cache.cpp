@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,16 +27,20 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <source_location>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "core/json_input.hpp"
 #include "core/report_json.hpp"
 #include "core/settings.hpp"
+#include "core/text.hpp"
 #include "gemmtune/error.hpp"
+#include "store/secure_fs.hpp"
 
 #ifndef GEMMTUNE_VERSION
 #define GEMMTUNE_VERSION "unknown"
@@ -69,6 +74,14 @@ using Statement = std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)>;
   throw Error(message, at.file_name(), static_cast<int>(at.line()));
 }
 
+// The SQLite result code of the last failure Sql::fail reported on this thread: lets a caller
+// tell corruption (SQLITE_CORRUPT, SQLITE_NOTADB) from other failures after the statement and
+// the transaction that saw it are gone (a ROLLBACK resets the connection's own error code).
+thread_local int t_last_sqlite = SQLITE_OK;
+thread_local std::string t_last_sqlite_message;
+
+bool is_corruption(int rc) { return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB; }
+
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // A connection and its path: every failure names the file and carries SQLite's own message.
@@ -77,6 +90,8 @@ struct Sql {
   const fs::path& path;
 
   [[noreturn]] void fail(const std::string& what, std::source_location at = std::source_location::current()) const {
+    t_last_sqlite = sqlite3_errcode(db) & 0xff;
+    t_last_sqlite_message = sqlite3_errmsg(db);
     raise("tuning cache " + path.string() + ": " + what + ": " + sqlite3_errmsg(db), at);
   }
   void exec(const char* sql, const char* what) const {
@@ -250,7 +265,7 @@ void write_entry(const Sql& sql, const CachedChoice& c, const std::vector<Candid
 
 // ---- opening: what is at the path ---------------------------------------------------------
 
-enum class Health { fresh, ours, bad };
+enum class Health { fresh, ours, bad, foreign };
 struct Verdict {
   Health health = Health::bad;
   std::string why;  // for bad: completes "tuning cache <path> ..."
@@ -266,8 +281,11 @@ Verdict inspect_schema(const Sql& sql) {
   const int64_t app = scalar(sql, "PRAGMA application_id", 0);
   const int64_t objects = scalar(sql, "SELECT count(*) FROM sqlite_master", 0);
   if (app == 0 && objects == 0) return {Health::fresh, {}};
+  if (app == 0)
+    return {Health::foreign, "is another program's SQLite database (it has " + std::to_string(objects) +
+                                 " schema objects and no gemmtune application_id)"};
   if (app != kApplicationId)
-    return {Health::bad, "is another program's SQLite database (application_id " + std::to_string(app) + ")"};
+    return {Health::foreign, "is another program's SQLite database (application_id " + std::to_string(app) + ")"};
   const int64_t tables = scalar(
       sql, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'choices', 'results')", 0);
   if (tables != 3) return {Health::bad, "lacks gemmtune's tables"};
@@ -319,7 +337,7 @@ Verdict initialize(const Sql& sql, const std::function<void(const std::string&)>
   });
   if (rc != SQLITE_ROW) sql.fail("PRAGMA journal_mode = WAL");
   if (const std::string got = text(mode.get(), 0); got != "wal")
-    warn("gemmtune: warning: tuning cache " + sql.path.string() + ": WAL journal unavailable (journal mode '" + got +
+    warn("warning: tuning cache " + sql.path.string() + ": WAL journal unavailable (journal mode '" + got +
          "'); concurrent tuners will wait on each other");
   mode.reset();
   Transaction tx(sql, Transaction::write);
@@ -333,7 +351,7 @@ Verdict initialize(const Sql& sql, const std::function<void(const std::string&)>
 // An exclusive flock() on "<cache>.lock", released when destroyed (or when the process dies).
 class LockFile {
  public:
-  explicit LockFile(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  explicit LockFile(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) {
     if (fd_ < 0) raise("tuning cache: cannot create the lock file " + path.string() + ": " + std::strerror(errno));
     while (::flock(fd_, LOCK_EX) != 0)
       if (errno != EINTR) {
@@ -492,6 +510,37 @@ CandidateResult result_from_json(const json& j, const std::string& where, int ve
   return r;
 }
 
+// Text an engine could have stored: no control characters (a reason may hold tabs and
+// newlines), at most kMaxText bytes (a reason kMaxReason).
+constexpr size_t kMaxText = 4096, kMaxReason = 65536;
+void check_text(const Fields& f, const char* name, const std::string& v, bool reason = false) {
+  if (v.size() > (reason ? kMaxReason : kMaxText))
+    f.fail(name, "longer than " + std::to_string(reason ? kMaxReason : kMaxText) + " bytes");
+  if (!is_printable_text(v, reason ? std::string_view("\t\n") : std::string_view()))
+    f.fail(name, "holds control characters: \"" + printable(v) + "\"");
+}
+
+// A number that is unset (NaN: null in the export) or finite and >= 0.
+void check_unset_or_nonnegative(const Fields& f, const char* name, double v) {
+  if (!std::isnan(v) && !(v >= 0 && std::isfinite(v))) f.fail(name, "must be >= 0 and finite, or null");
+}
+
+// A result as a tune stores it: printable text, no negative or infinite timing.
+void check_result(const CandidateResult& r, const json& j, const std::string& where, int version) {
+  const Fields f(j, where);
+  check_text(f, "backend", r.backend);
+  check_text(f, version == 1 ? "candidate_id" : "id", r.id);
+  check_text(f, version == 1 ? "candidate_name" : "name", r.name);
+  check_text(f, "reason", r.reason, true);
+  if (!std::isnan(r.rel_err) && r.rel_err != -1 && !(r.rel_err >= 0 && std::isfinite(r.rel_err)))
+    f.fail("rel_err", "must be >= 0 and finite, or not measured");
+  check_unset_or_nonnegative(f, "median_us", r.median_us);
+  check_unset_or_nonnegative(f, "p20_us", r.p20_us);
+  check_unset_or_nonnegative(f, "p80_us", r.p80_us);
+  check_unset_or_nonnegative(f, "compile_s", r.compile_s);
+  if (r.samples < 0) f.fail("samples", "must be >= 0");
+}
+
 Entry entry_from_json(const json& j, const std::string& where, int version) {
   const Fields f(j, where);
   Entry e;
@@ -499,9 +548,45 @@ Entry entry_from_json(const json& j, const std::string& where, int version) {
       CachedChoice{f.string("key"),          f.string("environment"),    f.string("problem"),   f.string("backend"),
                    f.string("candidate_id"), f.string("candidate_name"), f.number("median_us"), f.number("tuned_at")};
   if (e.choice.key.empty()) f.fail("key", "must not be empty");
+  check_text(f, "key", e.choice.key);
+  check_text(f, "environment", e.choice.environment);
+  check_text(f, "problem", e.choice.problem);
+  check_text(f, "backend", e.choice.backend);
+  check_text(f, "candidate_id", e.choice.candidate_id);
+  check_text(f, "candidate_name", e.choice.candidate_name);
+  if (!(e.choice.median_us > 0 && std::isfinite(e.choice.median_us))) f.fail("median_us", "must be > 0 and finite");
+  // Unix seconds up to the year 9999, or null: not recorded (an export rebuilt from bench rows).
+  if (!std::isnan(e.choice.tuned_at) && !(e.choice.tuned_at >= 0 && e.choice.tuned_at <= 253402300799.0))
+    f.fail("tuned_at", "must be unix seconds between 1970 and 9999, or null");
   const json& results = f.array("results");
-  for (size_t i = 0; i < results.size(); ++i)
-    e.results.push_back(result_from_json(results[i], f.path("results") + "[" + std::to_string(i) + "]", version));
+  if (results.empty()) f.fail("results", "must not be empty (the winner is one of them)");
+  std::set<std::pair<std::string, std::string>> seen;
+  const CandidateResult* winner = nullptr;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string at = f.path("results") + "[" + std::to_string(i) + "]";
+    CandidateResult r = result_from_json(results[i], at, version);
+    check_result(r, results[i], at, version);
+    if (!seen.emplace(r.backend, r.id).second)
+      raise("tuning cache import: " + at + ": a second result for " + printable(r.backend) + " " + printable(r.id));
+    e.results.push_back(std::move(r));
+  }
+  // Exactly one winner: a correct, timed result that is the entry's choice.
+  for (const CandidateResult& r : e.results) {
+    if (!r.winner) continue;
+    if (winner) f.fail("results", "has more than one winner");
+    winner = &r;
+  }
+  if (!winner) f.fail("results", "has no winner");
+  if (winner->status != CandidateStatus::ok)
+    f.fail("results", "winner " + printable(winner->backend) + " " + printable(winner->id) + " has status " +
+                          to_string(winner->status) + ", not ok");
+  if (winner->backend != e.choice.backend || winner->id != e.choice.candidate_id)
+    f.fail("results", "winner " + printable(winner->backend) + " " + printable(winner->id) +
+                          " is not the entry's choice " + printable(e.choice.backend) + " " +
+                          printable(e.choice.candidate_id));
+  if (!(winner->median_us > 0 && std::isfinite(winner->median_us)) || !(winner->rel_err >= 0 && std::isfinite(winner->rel_err)))
+    f.fail("results", "winner " + printable(winner->backend) + " " + printable(winner->id) +
+                          " lacks a finite median_us > 0 and a measured rel_err");
   return e;
 }
 
@@ -527,7 +612,8 @@ std::vector<Entry> parse_export(const std::string& text) {
 
 // ---- TuningCache --------------------------------------------------------------------------
 
-TuningCache::TuningCache(fs::path path, Log log) : path_(std::move(path)), log_(std::move(log)) {
+TuningCache::TuningCache(fs::path path, Log log, Access access)
+    : path_(std::move(path)), log_(std::move(log)), access_(access) {
   GT_CHECK(!path_.empty(), "tuning cache: empty path");
   try {
     open_or_reset();
@@ -539,18 +625,55 @@ TuningCache::TuningCache(fs::path path, Log log) : path_(std::move(path)), log_(
 
 TuningCache::~TuningCache() { close(); }
 
-void TuningCache::connect() {
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;  // mutex_ serializes
-  const int rc = sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr);
+namespace {
+
+// "file:<path>?immutable=1": read without locks or side files (a read-only directory).
+std::string immutable_uri(const fs::path& path) {
+  std::string uri = "file:";
+  for (char c : fs::absolute(path).string()) {
+    if (c == '%' || c == '?' || c == '#') {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
+      uri += hex;
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
+uint64_t inode_of(const fs::path& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? uint64_t(st.st_ino) : 0;
+}
+
+// What changes when anything writes the file: inode, size, mtime in ns ("" when absent).
+std::string stamp_of(const fs::path& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
+
+}  // namespace
+
+void TuningCache::connect(bool immutable) const {
+  const bool ro = access_ == Access::read_only;
+  int flags = (ro ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX;  // mutex_ serializes
+  if (immutable) flags |= SQLITE_OPEN_URI;
+  const std::string name = immutable ? immutable_uri(path_) : path_.string();
+  const int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     close();
     GT_THROW("tuning cache " + path_.string() + ": cannot open: " + why);
   }
+  inode_ = inode_of(path_);
+  stamp_ = immutable ? stamp_of(path_) : std::string();
   sqlite3_busy_timeout(db_, kBusyTimeoutMs);
 }
 
-void TuningCache::close() noexcept {
+void TuningCache::close() const noexcept {
   lookup_.reset();
   if (db_) sqlite3_close_v2(db_);
   db_ = nullptr;
@@ -560,33 +683,65 @@ void TuningCache::warn(const std::string& message) const {
   if (log_)
     log_(message);
   else
-    std::cerr << message << '\n';
+    std::cerr << "gemmtune: " << message << '\n';
 }
 
-// Opens the cache; a file that is not ours is moved aside (never deleted) and replaced.
-// Moving happens only under "<path>.lock", after a second look: so two processes never move the
-// same file, nor a fresh cache that another process has just put in its place. Opening a good
-// cache or an empty file takes no lock file.
+// Opens the cache. Read-write: a damaged gemmtune cache is moved aside (never deleted) and
+// replaced. Moving happens only under "<path>.lock", after a second look: so two processes never
+// move the same file, nor a fresh cache that another process has just put in its place. Opening a
+// good cache or an empty file takes no lock file. Another program's database is refused as is.
 void TuningCache::open_or_reset() {
-  std::error_code ec;
-  if (path_.has_parent_path()) fs::create_directories(path_.parent_path(), ec);
-  if (ec) GT_THROW("tuning cache " + path_.string() + ": cannot create its directory: " + ec.message());
   std::string why;
+  if (access_ == Access::read_only) {
+    // Nothing created: the file must be there. Where SQLite cannot open a WAL database read-only
+    // (its -shm cannot be created: a read-only directory), read it as immutable.
+    struct stat st;
+    if (::stat(path_.c_str(), &st) != 0)
+      GT_THROW("tuning cache " + path_.string() + ": cannot open: " + std::strerror(errno));
+    // No WAL: no connection is open on the file, and a read-only SQLite connection would create
+    // the -wal and -shm side files (and could not remove them). Read it as immutable then; a read
+    // that a writer overlaps (the file changed meanwhile) is done again through SQLite's locks.
+    struct stat wal;
+    adopt_immutable_ = ::stat((path_.string() + "-wal").c_str(), &wal) != 0;
+    t_last_sqlite = SQLITE_OK;
+    try {
+      if (adopt(why)) return;
+    } catch (const Error&) {
+      const int rc = t_last_sqlite;
+      if (rc != SQLITE_CANTOPEN && rc != SQLITE_READONLY && rc != SQLITE_IOERR && rc != SQLITE_PERM) throw;
+      close();
+      adopt_immutable_ = true;
+      if (adopt(why)) return;
+    }
+    GT_THROW("tuning cache " + path_.string() + " " + why +
+             "; left as it is (a read-only command): `gemmtune cache clear` sets it aside and starts a fresh cache");
+  }
+  if (path_.has_parent_path()) {
+    try {
+      securefs::make_private_dirs(path_.parent_path());
+    } catch (const Error& e) {
+      GT_THROW("tuning cache " + path_.string() + ": cannot create its directory: " + e.message());
+    }
+  }
+  // A new cache file is private (SQLite's side files take its mode). ":memory:" names no file.
+  if (path_ != ":memory:")
+    if (const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) ::close(fd);
   if (adopt(why)) return;
   const LockFile lock(path_.string() + ".lock");
   if (adopt(why)) return;
   if (const auto moved = move_aside(path_))
-    warn("gemmtune: warning: tuning cache " + path_.string() + " " + why + "; moved it to " + moved->string() +
+    warn("warning: tuning cache " + path_.string() + " " + why + "; moved it to " + moved->string() +
          " and started a fresh cache");
   if (!adopt(why)) GT_THROW("tuning cache " + path_.string() + ": " + why + ", even after moving the old file aside");
 }
 
 // Connects and keeps the connection if the file is a gemmtune cache, making one of an empty
-// file. Otherwise closes and returns false with the reason. Until the file is known to be ours,
-// SQLite must not checkpoint or delete WAL side files on close: it deletes them by name, and the
-// names may belong to a fresh cache by then.
-bool TuningCache::adopt(std::string& why_not) {
-  connect();
+// file (read_only: an empty file reads as an empty cache). Otherwise closes and returns false
+// with the reason; another program's database throws (it is never moved). Until the file is
+// known to be ours, SQLite must not checkpoint or delete WAL side files on close: it deletes them
+// by name, and the names may belong to a fresh cache by then.
+bool TuningCache::adopt(std::string& why_not) const {
+  connect(adopt_immutable_);
   sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   const Sql sql{db_, path_};
   Verdict v;
@@ -594,28 +749,102 @@ bool TuningCache::adopt(std::string& why_not) {
     Transaction tx(sql, Transaction::read);
     v = inspect(sql);
   }
+  if (v.health == Health::foreign) {
+    close();
+    GT_THROW_CODE(invalid, "tuning cache " + path_.string() + " " + v.why +
+                               ": refused and left as it is (give gemmtune a cache path of its own: --cache, "
+                               "$GEMMTUNE_CACHE)");
+  }
+  if (v.health == Health::fresh && access_ == Access::read_only) {
+    empty_ = true;
+    return true;
+  }
   if (v.health == Health::fresh) v = initialize(sql, [this](const std::string& m) { warn(m); });
   if (v.health != Health::ours) {
     close();
     why_not = v.why;
     return false;
   }
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
-  // WAL + NORMAL: a power loss may drop the last stores, never corrupts the file.
-  sql.exec("PRAGMA synchronous = NORMAL", "PRAGMA synchronous");
+  empty_ = false;
+  if (access_ == Access::read_write) {
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, nullptr);
+    // WAL + NORMAL: a power loss may drop the last stores, never corrupts the file.
+    sql.exec("PRAGMA synchronous = NORMAL", "PRAGMA synchronous");
+  }
   lookup_ =
       sql.prepare(std::string("SELECT ") + kChoiceColumns + " FROM choices WHERE key = ?1", SQLITE_PREPARE_PERSISTENT);
   return true;
 }
 
+template <class Op>
+auto TuningCache::recovering(const char* what, Op&& op) const -> decltype(op()) {
+  t_last_sqlite = SQLITE_OK;
+  if (!stamp_.empty()) {  // an immutable read: valid only if nothing wrote the file meanwhile
+    try {
+      if constexpr (std::is_void_v<decltype(op())>) {
+        op();
+        if (stamp_of(path_) == stamp_) return;
+      } else {
+        auto out = op();
+        if (stamp_of(path_) == stamp_) return out;
+      }
+    } catch (const Error&) {
+      if (stamp_of(path_) == stamp_) {  // nothing wrote the file: the failure is the file's
+        if (!is_corruption(t_last_sqlite)) throw;
+        reset_after_corruption(what);   // throws for read-only access
+      }
+    }
+    // Read again through SQLite's locks (a writer is there: its side files exist already).
+    close();
+    std::string why;
+    if (!const_cast<TuningCache*>(this)->adopt_locked(why))
+      GT_THROW("tuning cache " + path_.string() + " " + why + "; left as it is (a read-only command)");
+    t_last_sqlite = SQLITE_OK;
+  }
+  try {
+    return op();
+  } catch (const Error&) {
+    if (!is_corruption(t_last_sqlite)) throw;
+  }
+  reset_after_corruption(what);
+  return op();
+}
+
+// Read-only: the connection through SQLite's locks instead of an immutable one.
+bool TuningCache::adopt_locked(std::string& why_not) {
+  adopt_immutable_ = false;
+  return adopt(why_not);
+}
+
+// Corruption found after the open (pages no earlier read touched): the file is set aside as at
+// open, under the lock, unless another process has already replaced it (then it is adopted).
+void TuningCache::reset_after_corruption(const char* what) const {
+  const std::string found = std::string(what) + ": " + t_last_sqlite_message;
+  if (access_ == Access::read_only)
+    GT_THROW("tuning cache " + path_.string() + " is corrupt (" + found +
+             "); left as it is (a read-only command): `gemmtune cache clear` sets it aside and starts a fresh cache");
+  const uint64_t corrupt = inode_;
+  close();
+  const LockFile lock(path_.string() + ".lock");
+  if (inode_of(path_) == corrupt && corrupt != 0)
+    if (const auto moved = move_aside(path_))
+      warn("warning: tuning cache " + path_.string() + " is corrupt (" + found + "); moved it to " + moved->string() +
+           " and started a fresh cache");
+  std::string why;
+  if (!adopt(why)) GT_THROW("tuning cache " + path_.string() + ": " + why + ", even after moving the corrupt file aside");
+}
+
 std::optional<CachedChoice> TuningCache::lookup(const std::string& key) const {
   std::lock_guard lock(mutex_);
-  const Sql sql{db_, path_};
-  sqlite3_stmt* s = lookup_.get();
-  const ResetOnExit reset{s};
-  bind_all(sql, s, key);
-  if (!step(sql, s, "lookup")) return std::nullopt;
-  return choice_from_row(s);
+  if (empty_) return std::nullopt;
+  return recovering("lookup", [&]() -> std::optional<CachedChoice> {
+    const Sql sql{db_, path_};
+    sqlite3_stmt* s = lookup_.get();
+    const ResetOnExit reset{s};
+    bind_all(sql, s, key);
+    if (!step(sql, s, "lookup")) return std::nullopt;
+    return choice_from_row(s);
+  });
 }
 
 void TuningCache::store(const std::string& key, const std::string& environment, const TuneReport& report) {
@@ -625,20 +854,25 @@ void TuningCache::store(const std::string& key, const std::string& environment, 
   const CachedChoice choice{key,          environment, report.problem_canonical(), w->backend, w->id, w->name,
                             w->median_us, unix_now()};
   std::lock_guard lock(mutex_);
-  const Sql sql{db_, path_};
-  Transaction tx(sql, Transaction::write);
-  write_entry(sql, choice, report.results, "store '" + key + "'");
-  tx.commit();
+  GT_CHECK(access_ == Access::read_write, "tuning cache " + path_.string() + ": opened read-only");
+  recovering("store", [&] {
+    const Sql sql{db_, path_};
+    Transaction tx(sql, Transaction::write);
+    write_entry(sql, choice, report.results, "store '" + key + "'");
+    tx.commit();
+  });
 }
 
 std::vector<CandidateResult> TuningCache::results(const std::string& key) const {
   std::lock_guard lock(mutex_);
-  return read_results(Sql{db_, path_}, key);
+  if (empty_) return {};
+  return recovering("results", [&] { return read_results(Sql{db_, path_}, key); });
 }
 
 std::vector<CachedChoice> TuningCache::list() const {
   std::lock_guard lock(mutex_);
-  return read_choices(Sql{db_, path_});
+  if (empty_) return {};
+  return recovering("list", [&] { return read_choices(Sql{db_, path_}); });
 }
 
 namespace {
@@ -651,58 +885,80 @@ void TuningCache::quarantine(const Quarantined& q) {
   GT_CHECK(!q.environment.empty() && !q.backend.empty() && !q.candidate_id.empty(),
            "tuning cache quarantine: environment, backend and candidate id must not be empty");
   std::lock_guard lock(mutex_);
-  const Sql sql{db_, path_};
-  Transaction tx(sql, Transaction::write);
-  sql.exec("CREATE TABLE IF NOT EXISTS quarantine (environment TEXT NOT NULL, scope TEXT NOT NULL,"
-           " backend TEXT NOT NULL, candidate_id TEXT NOT NULL, candidate_name TEXT NOT NULL, status TEXT NOT NULL,"
-           " reason TEXT NOT NULL, at REAL, PRIMARY KEY (environment, scope, backend, candidate_id)) WITHOUT ROWID",
-           "create the quarantine table");
-  Statement s = sql.prepare(
-      "INSERT OR REPLACE INTO quarantine (environment, scope, backend, candidate_id, candidate_name, status, reason, at)"
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
-  bind_all(sql, s.get(), q.environment, q.scope, q.backend, q.candidate_id, q.candidate_name,
-           std::string(to_string(q.status)), q.reason, unix_now());
-  step(sql, s.get(), "quarantine " + q.backend + " " + q.candidate_id);
-  tx.commit();
+  GT_CHECK(access_ == Access::read_write, "tuning cache " + path_.string() + ": opened read-only");
+  recovering("quarantine", [&] {
+    const Sql sql{db_, path_};
+    Transaction tx(sql, Transaction::write);
+    sql.exec("CREATE TABLE IF NOT EXISTS quarantine (environment TEXT NOT NULL, scope TEXT NOT NULL,"
+             " backend TEXT NOT NULL, candidate_id TEXT NOT NULL, candidate_name TEXT NOT NULL, status TEXT NOT NULL,"
+             " reason TEXT NOT NULL, at REAL, PRIMARY KEY (environment, scope, backend, candidate_id)) WITHOUT ROWID",
+             "create the quarantine table");
+    Statement s = sql.prepare(
+        "INSERT OR REPLACE INTO quarantine (environment, scope, backend, candidate_id, candidate_name, status, reason, at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    bind_all(sql, s.get(), q.environment, q.scope, q.backend, q.candidate_id, q.candidate_name,
+             std::string(to_string(q.status)), q.reason, unix_now());
+    step(sql, s.get(), "quarantine " + q.backend + " " + q.candidate_id);
+    tx.commit();
+  });
 }
 
 std::vector<Quarantined> TuningCache::quarantined(const std::string& environment, const std::string& key) const {
   std::lock_guard lock(mutex_);
-  const Sql sql{db_, path_};
-  Transaction tx(sql, Transaction::read);
-  std::vector<Quarantined> out;
-  if (!has_quarantine_table(sql)) return out;
-  Statement s = sql.prepare(
-      "SELECT environment, scope, backend, candidate_id, candidate_name, status, reason, at FROM quarantine"
-      " WHERE environment = ?1 AND (scope = '' OR scope = ?2) ORDER BY backend, candidate_id, scope");
-  bind_all(sql, s.get(), environment, key);
-  while (step(sql, s.get(), "quarantined")) {
-    Quarantined q{text(s.get(), 0), text(s.get(), 1), text(s.get(), 2), text(s.get(), 3), text(s.get(), 4),
-                  status_from_string(text(s.get(), 5), "tuning cache " + path_.string() + ": quarantine.status"),
-                  text(s.get(), 6), real(s.get(), 7)};
-    out.push_back(std::move(q));
-  }
-  return out;
+  if (empty_) return {};
+  return recovering("quarantined", [&] {
+    const Sql sql{db_, path_};
+    Transaction tx(sql, Transaction::read);
+    std::vector<Quarantined> out;
+    if (!has_quarantine_table(sql)) return out;
+    Statement s = sql.prepare(
+        "SELECT environment, scope, backend, candidate_id, candidate_name, status, reason, at FROM quarantine"
+        " WHERE environment = ?1 AND (scope = '' OR scope = ?2) ORDER BY backend, candidate_id, scope");
+    bind_all(sql, s.get(), environment, key);
+    while (step(sql, s.get(), "quarantined")) {
+      Quarantined q{text(s.get(), 0), text(s.get(), 1), text(s.get(), 2), text(s.get(), 3), text(s.get(), 4),
+                    status_from_string(text(s.get(), 5), "tuning cache " + path_.string() + ": quarantine.status"),
+                    text(s.get(), 6), real(s.get(), 7)};
+      out.push_back(std::move(q));
+    }
+    return out;
+  });
 }
 
+// A corrupt file is set aside (the entries it held are in the .bad-* file) and counts 0 here.
 int TuningCache::clear() {
   std::lock_guard lock(mutex_);
-  const Sql sql{db_, path_};
-  Transaction tx(sql, Transaction::write);
-  const auto removed = static_cast<int>(scalar(sql, "SELECT count(*) FROM choices", 0));
-  sql.exec("DELETE FROM results; DELETE FROM choices;", "clear");
-  if (has_quarantine_table(sql)) sql.exec("DELETE FROM quarantine;", "clear the quarantine");
-  tx.commit();
-  return removed;
+  GT_CHECK(access_ == Access::read_write, "tuning cache " + path_.string() + ": opened read-only");
+  return recovering("clear", [&] {
+    const Sql sql{db_, path_};
+    Transaction tx(sql, Transaction::write);
+    const auto removed = static_cast<int>(scalar(sql, "SELECT count(*) FROM choices", 0));
+    sql.exec("DELETE FROM results; DELETE FROM choices;", "clear");
+    if (has_quarantine_table(sql)) sql.exec("DELETE FROM quarantine;", "clear the quarantine");
+    tx.commit();
+    return removed;
+  });
 }
 
-std::string TuningCache::export_json() const {
+std::string TuningCache::empty_export() {
+  const nlohmann::ordered_json doc = {
+      {"format", kFormat}, {"version", kFormatVersion}, {"entries", nlohmann::ordered_json::array()}};
+  return doc.dump(2);
+}
+
+std::string TuningCache::export_json(size_t* count) const {
   std::lock_guard lock(mutex_);
-  const Sql sql{db_, path_};
-  Transaction tx(sql, Transaction::read);  // one snapshot: choices and results agree
   nlohmann::ordered_json entries = nlohmann::ordered_json::array();
-  for (const CachedChoice& c : read_choices(sql)) entries.push_back(entry_json(c, read_results(sql, c.key)));
-  tx.commit();
+  if (!empty_)
+    entries = recovering("export", [&] {
+      const Sql sql{db_, path_};
+      Transaction tx(sql, Transaction::read);  // one snapshot: choices and results agree
+      nlohmann::ordered_json out = nlohmann::ordered_json::array();
+      for (const CachedChoice& c : read_choices(sql)) out.push_back(entry_json(c, read_results(sql, c.key)));
+      tx.commit();
+      return out;
+    });
+  if (count) *count = entries.size();
   const nlohmann::ordered_json doc = {
       {"format", kFormat}, {"version", kFormatVersion}, {"entries", std::move(entries)}};
   return doc.dump(2);
@@ -710,27 +966,33 @@ std::string TuningCache::export_json() const {
 
 std::optional<std::string> TuningCache::export_entry(const std::string& key) const {
   std::lock_guard lock(mutex_);
-  const Sql sql{db_, path_};
-  Transaction tx(sql, Transaction::read);  // one snapshot: the choice and its results agree
-  Statement s = sql.prepare(std::string("SELECT ") + kChoiceColumns + " FROM choices WHERE key = ?1");
-  bind_all(sql, s.get(), key);
-  if (!step(sql, s.get(), "export '" + key + "'")) return std::nullopt;
-  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
-  entries.push_back(entry_json(choice_from_row(s.get()), read_results(sql, key)));
-  s.reset();
-  tx.commit();
-  const nlohmann::ordered_json doc = {
-      {"format", kFormat}, {"version", kFormatVersion}, {"entries", std::move(entries)}};
-  return doc.dump();
+  if (empty_) return std::nullopt;
+  return recovering("export", [&]() -> std::optional<std::string> {
+    const Sql sql{db_, path_};
+    Transaction tx(sql, Transaction::read);  // one snapshot: the choice and its results agree
+    Statement s = sql.prepare(std::string("SELECT ") + kChoiceColumns + " FROM choices WHERE key = ?1");
+    bind_all(sql, s.get(), key);
+    if (!step(sql, s.get(), "export '" + key + "'")) return std::nullopt;
+    nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+    entries.push_back(entry_json(choice_from_row(s.get()), read_results(sql, key)));
+    s.reset();
+    tx.commit();
+    const nlohmann::ordered_json doc = {
+        {"format", kFormat}, {"version", kFormatVersion}, {"entries", std::move(entries)}};
+    return doc.dump();
+  });
 }
 
 int TuningCache::import_json(const std::string& json_text) {
   const std::vector<Entry> entries = parse_export(json_text);  // all validated before any write
   std::lock_guard lock(mutex_);
-  const Sql sql{db_, path_};
-  Transaction tx(sql, Transaction::write);
-  for (const Entry& e : entries) write_entry(sql, e.choice, e.results, "import '" + e.choice.key + "'");
-  tx.commit();
+  GT_CHECK(access_ == Access::read_write, "tuning cache " + path_.string() + ": opened read-only");
+  recovering("import", [&] {
+    const Sql sql{db_, path_};
+    Transaction tx(sql, Transaction::write);
+    for (const Entry& e : entries) write_entry(sql, e.choice, e.results, "import '" + e.choice.key + "'");
+    tx.commit();
+  });
   return static_cast<int>(entries.size());
 }
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "gemmtune/gemmtune.hpp"
 #include "gpu/helpers.hpp"
@@ -114,4 +115,52 @@ TEST(Engine, ErrorsAreClear) {
   EngineOptions o = quick(temp_cache("errors2.sqlite"));
   o.backends = {"no-such-backend"};
   EXPECT_THROW(Engine{o}, Error);
+}
+
+// A cached choice is verified once per process, on its first load (one reference run): a second
+// engine on the cache checks it, a second select in that engine does not.
+TEST(Engine, CachedChoiceIsVerifiedOnItsFirstLoad) {
+  fs::path cache = temp_cache("verify-on-load.sqlite");
+  auto p = GemmProblem::linear(96, 256, 512);
+  EngineOptions o = quick(cache);
+  o.backends = {"cublaslt"};
+  { Engine(o).select(p); }
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& m) { lines.push_back(m); };
+  o.log_level = LogLevel::debug;
+  Engine e(o);
+  auto verified = [&] {
+    size_t n = 0;
+    for (const auto& l : lines) n += l.find("verified on its first load") != std::string::npos;
+    return n;
+  };
+  TuneReport r;
+  Kernel k = e.select(p, &r);
+  EXPECT_TRUE(r.from_cache);
+  EXPECT_EQ(verified(), 1u);
+  expect_correct(k);
+  e.select(p, &r);
+  EXPECT_TRUE(r.from_cache);
+  EXPECT_EQ(verified(), 1u) << "verified again in the same process";
+}
+
+// A cache that cannot be opened (its directory cannot be made: a file is in the way) leaves the
+// engine working without one, with a warning (reliability audit D13).
+TEST(Engine, WorksWithoutACacheThatCannotBeOpened) {
+  fs::path blocker = temp_cache("blocker-file");
+  { std::ofstream(blocker) << "a file, not a directory"; }
+  EngineOptions o = quick(blocker / "sub" / "tuning.sqlite");
+  o.backends = {"cublaslt"};
+  std::vector<std::string> warnings;
+  o.log = [&](const std::string& m) {
+    if (m.rfind("warning", 0) == 0) warnings.push_back(m);
+  };
+  Engine e(o);
+  EXPECT_EQ(e.cache(), nullptr);
+  bool said = false;
+  for (const auto& w : warnings) said = said || w.find("working without a tuning cache") != std::string::npos;
+  EXPECT_TRUE(said);
+  Kernel k = e.select(GemmProblem::linear(64, 128, 256));
+  ASSERT_TRUE(k);
+  expect_correct(k);
 }

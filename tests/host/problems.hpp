@@ -86,11 +86,12 @@ struct Exec {
 };
 
 // Runs the built CLI (GEMMTUNE_CLI, the host test target's definition) with `args` (shell
-// words), stdin empty, stdout and stderr kept in `dir`, and its default cache pointed into `dir`
-// so that no test touches the user's cache.
+// words), stdin empty, stdout and stderr kept in `dir`, and its default cache and store key
+// pointed into `dir` so that no test touches the user's cache or key.
 inline Exec run_cli(const std::filesystem::path& dir, const std::string& args) {
   const std::filesystem::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = "GEMMTUNE_CACHE='" + (dir / "default.sqlite").string() + "' '" + GEMMTUNE_CLI + "' " + args +
+  const std::string cmd = "GEMMTUNE_CACHE='" + (dir / "default.sqlite").string() + "' GEMMTUNE_STORE_KEY='" +
+                          (dir / "store.key").string() + "' '" + GEMMTUNE_CLI + "' " + args +
                           " >'" + out.string() + "' 2>'" + err.string() + "' </dev/null";
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out).value_or(""), slurp(err).value_or("")};

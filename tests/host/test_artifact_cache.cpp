@@ -690,6 +690,38 @@ TEST(ArtifactCache, DepsComeWithTheArtifactAndAMissingDepIsAnError) {
   EXPECT_FALSE(cache->has(garbled));
 }
 
+// Reliability audit D6: a shared runtime (a dep published as an extra, as the CuTe DSL's) that
+// is corrupt or missing makes its kernels misses, compiled again, which publishes the runtime
+// again; before, every kernel failed from then on ("lacks the runtime").
+TEST(ArtifactCache, ACorruptOrMissingRuntimeIsRebuilt) {
+  for (const char* damage : {"corrupt", "missing"}) {
+    SCOPED_TRACE(damage);
+    TempStore dir;
+    auto s = std::make_shared<Script>();
+    const std::string runtime = ArtifactStore::make_key("the shared runtime");
+    s->shape = [&](const Job&, Output& o) {
+      o.extras.push_back({runtime, "runtime bytes", {{"what", "runtime"}}});
+      o.meta["deps"] = json::array({runtime});
+    };
+    const Job kernel = job("kernel");
+    make_cache(options(dir.path()), s)->build(kernel);
+    ASSERT_EQ(s->compiles_of("kernel"), 1);
+    {
+      ArtifactStore probe(dir.path());
+      if (std::string(damage) == "corrupt") std::ofstream(probe.bin_path(runtime), std::ios::trunc) << "runtime bytez";
+      else fs::remove(probe.bin_path(runtime));
+    }
+    for (int round = 0; round < 2; ++round) {  // rebuilt once, then a store hit again
+      auto cache = make_cache(options(dir.path()), s);
+      Built b = cache->build(kernel);
+      ASSERT_EQ(b.deps.size(), 1u);
+      EXPECT_EQ(*b.deps[0].bytes, "runtime bytes");
+      EXPECT_EQ(s->compiles_of("kernel"), 2) << "round " << round;
+      EXPECT_EQ(text_of(cache->store().bin_path(runtime)), "runtime bytes");
+    }
+  }
+}
+
 TEST(ArtifactCache, ExtrasArePublishedBeforeTheMainArtifact) {
   TempStore dir;
   auto s = std::make_shared<Script>();

@@ -234,6 +234,15 @@ TEST(CliSuite, CsvEscape) {
   EXPECT_EQ(rows[0], (std::vector<std::string>{"a,\"b\"\nc", "x"}));
 }
 
+// D19: a CSV saved as Excel's "CSV UTF-8" starts with a BOM, which became part of the first
+// column's name ("\xEF\xBB\xBFm"), so the m column was "missing".
+TEST(CliSuite, CsvIgnoresALeadingUtf8Bom) {
+  const auto rows = cli::parse_csv("\xEF\xBB\xBFm,n,k\r\n16,32,64\r\n", "t");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"m", "n", "k"}));
+  EXPECT_EQ(rows[1], (std::vector<std::string>{"16", "32", "64"}));
+}
+
 // ---- the built binary ------------------------------------------------------------------
 
 TEST(CliExec, HelpExitsZero) {
@@ -418,7 +427,7 @@ TEST(CliExec, UsageErrorsSuggestTheNearestName) {
   host_test::TempDir dir("gemmtune_cli_");
   Exec e = run_cli(dir.root, "tuen 64x64x64");
   EXPECT_EQ(e.code, 2) << e.err;
-  EXPECT_NE(e.err.find("unknown command 'tuen' (known: tune, suite, run, cache, info, precompile, report); did you mean 'tune'?"),
+  EXPECT_NE(e.err.find("unknown command 'tuen' (known: tune, suite, run, cache, store, info, precompile, report); did you mean 'tune'?"),
             std::string::npos)
       << e.err;
   e = run_cli(dir.root, "tune 64x64x64 --backends cublas");

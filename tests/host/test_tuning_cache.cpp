@@ -2,6 +2,7 @@
 // are not a gemmtune cache, and several processes writing one cache at once.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -463,16 +465,28 @@ TEST_F(TuningCacheTest, ShortGarbageFileIsMovedAside) {
   expect_moved_aside("hello");
 }
 
-TEST_F(TuningCacheTest, ForeignDatabaseIsMovedAside) {
+// Another program's database is refused and left exactly as it is, by every access (reliability
+// audit D14: `cache list` renamed it and put an empty cache in its place).
+TEST_F(TuningCacheTest, ForeignDatabaseIsRefusedAndLeftAsItIs) {
   raw_sql(path_, "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes VALUES (1, 'keep me');");
   const std::string original = read_bytes(path_);
-  expect_moved_aside(original);
-  const auto aside = files_starting(dir_, "tuning.sqlite.bad-");
-  EXPECT_EQ(raw_scalar(aside.at(0), "SELECT body FROM notes"), "keep me");
+  for (auto access : {TuningCache::Access::read_write, TuningCache::Access::read_only}) {
+    try {
+      TuningCache cache(path_, capture(), access);
+      ADD_FAILURE() << "a foreign database was adopted";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("another program's SQLite database"), std::string::npos) << e.message();
+      EXPECT_EQ(e.message().find("application_id 0"), std::string::npos) << e.message();  // D21
+      EXPECT_NE(e.message().find("left as it is"), std::string::npos) << e.message();
+    }
+  }
+  EXPECT_EQ(read_bytes(path_), original);
+  EXPECT_TRUE(files_starting(dir_, "tuning.sqlite.bad-").empty());
+  EXPECT_EQ(raw_scalar(path_, "SELECT body FROM notes"), "keep me");
 }
 
-TEST_F(TuningCacheTest, ForeignWalDatabaseMovesWithItsWal) {
-  // Committed rows that live only in the WAL: the WAL must travel with the database.
+TEST_F(TuningCacheTest, ForeignWalDatabaseIsLeftWithItsWal) {
+  // Committed rows that live only in the WAL stay there, with the database.
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db,
@@ -484,24 +498,22 @@ TEST_F(TuningCacheTest, ForeignWalDatabaseMovesWithItsWal) {
   sqlite3_close(db);
   const fs::path wal = path_.string() + "-wal";
   ASSERT_GT(fs::file_size(wal), 0u);
-
-  TuningCache cache(path_, capture());
-  ASSERT_EQ(logs_.size(), 1u);
-  std::vector<fs::path> mains;
-  for (const auto& p : files_starting(dir_, "tuning.sqlite.bad-"))
-    if (p.string().find("-wal") == std::string::npos && p.string().find("-shm") == std::string::npos)
-      mains.push_back(p);
-  ASSERT_EQ(mains.size(), 1u);
-  EXPECT_TRUE(fs::exists(mains[0].string() + "-wal"));
-  EXPECT_EQ(raw_scalar(mains[0], "SELECT body FROM notes"), "only in the wal");
-  cache.store("k", "env", simple_report(64, "a", 10));
-  EXPECT_TRUE(TuningCache(path_).lookup("k").has_value());
+  EXPECT_THROW(TuningCache(path_, capture()), Error);
+  EXPECT_GT(fs::file_size(wal), 0u);
+  EXPECT_TRUE(files_starting(dir_, "tuning.sqlite.bad-").empty());
+  EXPECT_EQ(raw_scalar(path_, "SELECT body FROM notes"), "only in the wal");
 }
 
-TEST_F(TuningCacheTest, WrongApplicationIdIsMovedAside) {
+TEST_F(TuningCacheTest, WrongApplicationIdIsRefused) {
   raw_sql(path_, "PRAGMA application_id = 12345; CREATE TABLE choices (key TEXT PRIMARY KEY);");
-  expect_moved_aside(read_bytes(path_));
-  EXPECT_NE(logs_.at(0).find("12345"), std::string::npos) << logs_[0];
+  const std::string original = read_bytes(path_);
+  try {
+    TuningCache cache(path_, capture());
+    ADD_FAILURE() << "adopted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("12345"), std::string::npos) << e.message();
+  }
+  EXPECT_EQ(read_bytes(path_), original);
 }
 
 TEST_F(TuningCacheTest, NewerSchemaIsMovedAside) {
@@ -656,6 +668,190 @@ TEST_F(TuningCacheTest, LookupFromAnotherProcessIsFast) {
   EXPECT_GE(median_ns, 0);
   EXPECT_LT(median_ns, 1'000'000) << "median lookup " << median_ns << " ns";
   std::printf("[ info     ] median lookup in a second process: %.1f us\n", median_ns / 1e3);
+}
+
+// ---- reliability audit 2026-12-01: D5, D8, D13, D14 -----------------------------------------
+
+// A cache of `n` entries whose pages from a quarter of the file on are damaged (the first 64
+// bytes of each): beyond what opening reads, as in the audit's D5 reproduction, and across both
+// tables' leaves.
+void make_deeply_corrupt_cache(const fs::path& path, int n) {
+  {
+    TuningCache cache(path);
+    for (int i = 0; i < n; ++i) cache.store("key" + std::to_string(i), "env", simple_report(i + 1, "a", 1));
+  }
+  std::string bytes = read_bytes(path);
+  const size_t pages = bytes.size() / 4096;
+  for (size_t pg = pages / 4; pg < pages; ++pg)
+    for (size_t i = 0; i < 64; ++i) bytes[pg * 4096 + i] ^= char(0xa5);
+  write_bytes(path, bytes);
+}
+
+// D5: corruption found by any later read or write (not only at open) sets the file aside and
+// the operation goes on with a fresh cache; `clear` recovers such a cache instead of failing.
+TEST_F(TuningCacheTest, CorruptionFoundAfterOpenIsSetAsideAndTheCacheGoesOn) {
+  const std::string ops[] = {"list", "clear", "store", "export"};
+  for (const std::string& op : ops) {
+    SCOPED_TRACE(op);
+    for (const auto& p : fs::directory_iterator(dir_)) fs::remove(p.path());
+    logs_.clear();
+    make_deeply_corrupt_cache(path_, 1000);
+    TuningCache cache(path_, capture());
+    if (op == "list") EXPECT_TRUE(cache.list().empty());
+    if (op == "clear") EXPECT_EQ(cache.clear(), 0);
+    if (op == "export") EXPECT_NE(cache.export_json().find("\"entries\": []"), std::string::npos);
+    if (op == "store") {
+      cache.store("new", "env", simple_report(9, "n", 1));
+      EXPECT_TRUE(cache.lookup("new").has_value());
+    }
+    const auto aside = files_starting(dir_, "tuning.sqlite.bad-");
+    EXPECT_FALSE(aside.empty());
+    ASSERT_FALSE(logs_.empty());
+    EXPECT_NE(logs_.back().find("is corrupt"), std::string::npos) << logs_.back();
+    EXPECT_NE(logs_.back().find("started a fresh cache"), std::string::npos) << logs_.back();
+    // The fresh cache works, in this object and in a new one.
+    cache.store("after", "env", simple_report(8, "b", 2));
+    EXPECT_TRUE(TuningCache(path_).lookup("after").has_value());
+  }
+}
+
+// D14: read-only access (`cache list`, `show`, `export`) never creates, moves or writes a file:
+// damage is an Error that says what to do; a good cache reads with the directory unchanged.
+TEST_F(TuningCacheTest, ReadOnlyAccessNeverCreatesOrMovesFiles) {
+  auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  using A = TuningCache::Access;
+  // Absent: an Error, and no file made.
+  EXPECT_THROW(TuningCache(path_, capture(), A::read_only), Error);
+  EXPECT_TRUE(listing().empty());
+  // Garbage and deep corruption: an Error naming `cache clear`, the file untouched.
+  write_bytes(path_, "this is not a database, and must stay so");
+  try {
+    TuningCache cache(path_, capture(), A::read_only);
+    ADD_FAILURE() << "garbage adopted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("gemmtune cache clear"), std::string::npos) << e.message();
+  }
+  EXPECT_EQ(read_bytes(path_), "this is not a database, and must stay so");
+  EXPECT_EQ(listing(), std::vector<std::string>{"tuning.sqlite"});
+  fs::remove(path_);
+  make_deeply_corrupt_cache(path_, 1000);
+  const std::string corrupt = read_bytes(path_);
+  {
+    TuningCache cache(path_, capture(), A::read_only);
+    try {
+      cache.list();
+      ADD_FAILURE() << "a corrupt list succeeded";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find("gemmtune cache clear"), std::string::npos) << e.message();
+    }
+    EXPECT_THROW(cache.store("k", "env", simple_report(1, "a", 1)), Error);
+    EXPECT_THROW(cache.clear(), Error);
+  }
+  EXPECT_EQ(read_bytes(path_), corrupt);
+  EXPECT_EQ(listing(), std::vector<std::string>{"tuning.sqlite"});
+  // A good cache (no WAL left): read, nothing created beside it.
+  fs::remove(path_);
+  { TuningCache(path_).store("k", "env", simple_report(4, "a", 1)); }
+  const auto before = listing();
+  {
+    TuningCache cache(path_, capture(), A::read_only);
+    EXPECT_EQ(cache.list().size(), 1u);
+    EXPECT_TRUE(cache.lookup("k").has_value());
+    EXPECT_EQ(cache.results("k").size(), 2u);
+  }
+  EXPECT_EQ(listing(), before);
+  // An empty file reads as an empty cache and stays empty.
+  write_bytes(path_, "");
+  EXPECT_TRUE(TuningCache(path_, capture(), A::read_only).list().empty());
+  EXPECT_EQ(fs::file_size(path_), 0u);
+  EXPECT_TRUE(logs_.empty());
+}
+
+// D13: a valid cache in a directory this user cannot write is read by `cache list`, as another
+// user (root passes every permission check: the CLI then runs as nobody).
+TEST_F(TuningCacheTest, CacheInAReadOnlyDirectoryCanBeListed) {
+  const bool root = geteuid() == 0;
+  if (root && std::system("command -v setpriv >/dev/null 2>&1") != 0) GTEST_SKIP() << "root without setpriv";
+  const fs::path ro = dir_ / "ro", cache = ro / "g.sqlite";
+  fs::create_directory(ro);
+  { TuningCache(cache).store("k", "env", simple_report(4, "a", 1)); }
+  chmod(dir_.c_str(), 0755);
+  chmod(cache.c_str(), 0666);
+  chmod(ro.c_str(), 0555);
+  const std::string as = root ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+  const fs::path out = dir_ / "out.txt";
+  const std::string cmd = as + "'" + std::string(GEMMTUNE_CLI) + "' cache --cache '" + cache.string() + "' list >'" +
+                          out.string() + "' 2>&1";
+  chmod(dir_.c_str(), 0777);  // the output file, written by the other user
+  const int status = std::system(cmd.c_str());
+  chmod(dir_.c_str(), 0700);
+  const std::string text = read_bytes(out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+  EXPECT_NE(text.find("1 entry in"), std::string::npos) << text;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(ro)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"g.sqlite"});
+  chmod(ro.c_str(), 0700);
+}
+
+// D8: an import is checked entry by entry before anything is written: exactly one winner, which
+// is ok, timed, checked and the entry's choice; finite numbers; printable text; no duplicates.
+TEST_F(TuningCacheTest, ImportChecksEveryEntry) {
+  TuningCache cache(path_, capture());
+  cache.store("seed", "env", simple_report(64, "a", 10));
+  const nlohmann::json good = nlohmann::json::parse(cache.export_json());
+  auto with = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json doc = good;
+    doc["entries"][0]["key"] = "imported";
+    change(doc["entries"][0]);
+    return doc.dump();
+  };
+  struct Case {
+    const char* what;
+    std::function<void(nlohmann::json&)> change;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"no winner", [](nlohmann::json& e) { e["results"][0]["winner"] = false; }, "has no winner"},
+      {"two winners", [](nlohmann::json& e) { e["results"][1]["winner"] = true; }, "more than one winner"},
+      {"wrong winner", [](nlohmann::json& e) { e["results"][0]["status"] = "wrong"; }, "has status wrong, not ok"},
+      {"failed winner", [](nlohmann::json& e) { e["results"][0]["status"] = "failed"; }, "has status failed, not ok"},
+      {"winner is not the choice", [](nlohmann::json& e) { e["candidate_id"] = "other"; }, "is not the entry's choice"},
+      {"no results", [](nlohmann::json& e) { e["results"] = nlohmann::json::array(); }, "results: must not be empty"},
+      {"negative median", [](nlohmann::json& e) { e["results"][1]["median_us"] = -1.0; }, "results[1].median_us: must be >= 0"},
+      {"choice median", [](nlohmann::json& e) { e["median_us"] = -1.0; }, "median_us: must be > 0"},
+      {"unmeasured winner", [](nlohmann::json& e) { e["results"][0]["rel_err"] = nullptr; }, "measured rel_err"},
+      {"samples 2^64-1", [](nlohmann::json& e) { e["results"][0]["samples"] = 18446744073709551615ull; }, "samples"},
+      {"negative samples", [](nlohmann::json& e) { e["results"][0]["samples"] = -1; }, "samples: must be >= 0"},
+      {"tuned_at 1e300", [](nlohmann::json& e) { e["tuned_at"] = 1e300; }, "tuned_at: must be unix seconds"},
+      {"tuned_at negative", [](nlohmann::json& e) { e["tuned_at"] = -1e18; }, "tuned_at: must be unix seconds"},
+      {"terminal title", [](nlohmann::json& e) { e["candidate_name"] = "n\x1b]0;owned\x07"; }, "candidate_name: holds control characters"},
+      {"colour in a key", [](nlohmann::json& e) { e["key"] = "k\x1b[31m"; }, "key: holds control characters"},
+      {"control in a result name", [](nlohmann::json& e) { e["results"][1]["name"] = std::string("a\0b", 3); }, "name: holds control characters"},
+      {"duplicate result", [](nlohmann::json& e) { e["results"].push_back(e["results"][1]); }, "a second result"},
+      {"huge problem text", [](nlohmann::json& e) { e["problem"] = std::string(5000, 'p'); }, "problem: longer than"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    try {
+      cache.import_json(with(c.change));
+      ADD_FAILURE() << "imported";
+    } catch (const Error& err) {
+      EXPECT_NE(err.message().find(c.needle), std::string::npos) << err.message();
+      EXPECT_EQ(err.message().find('\x1b'), std::string::npos) << "the message echoes an ESC";
+    }
+    EXPECT_FALSE(cache.lookup("imported").has_value());
+  }
+  // A reason may span lines; the entry as exported imports.
+  EXPECT_EQ(cache.import_json(with([](nlohmann::json& e) { e["results"][1]["reason"] = "line 1\n\tline 2"; })), 1);
+  EXPECT_TRUE(cache.lookup("imported").has_value());
+  // tuned_at null: not recorded (an export rebuilt from bench rows) imports.
+  EXPECT_EQ(cache.import_json(with([](nlohmann::json& e) { e["tuned_at"] = nullptr; })), 1);
 }
 
 }  // namespace

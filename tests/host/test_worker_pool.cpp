@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -196,6 +198,16 @@ TEST_F(WorkerPoolTest, HangIsKilledAfterTheTimeout) {
   EXPECT_LT(s, 5.0);
   EXPECT_TRUE(pool.request({{"op", "ping"}}, 30)["ok"].get<bool>());
   EXPECT_EQ(pool.live_workers(), 1);
+}
+
+// Reliability audit D9: a timeout above ~9.2e9 s (1e10, 1e300, inf: "no timeout") overflowed the
+// deadline into the past, and every request failed at once with "timed out". Clamped now.
+TEST_F(WorkerPoolTest, HugeTimeoutsMeanNoTimeout) {
+  WorkerPool pool(options());
+  for (double t : {1e10, 1e300, std::numeric_limits<double>::infinity()}) {
+    json r = pool.request({{"op", "sleep"}, {"seconds", 0.2}}, t);
+    EXPECT_TRUE(r["ok"].get<bool>()) << t << ": " << r.dump();
+  }
 }
 
 TEST_F(WorkerPoolTest, GarbageAndWrongIdCostOnlyThatRequest) {

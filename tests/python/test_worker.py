@@ -117,6 +117,22 @@ def test_malformed_lines_are_answered_and_the_worker_goes_on(worker):
     assert worker.request({"id": 1, "op": "ping"})["ok"] is True
 
 
+@pytest.mark.parametrize("line", [
+    b'{"id": NaN, "op": "ping"}\n',
+    b'{"id": Infinity, "op": "ping"}\n',
+    b'{"id": [1], "op": "ping"}\n',
+    b'{"id": true, "op": "ping"}\n',
+    b"[" * 100000 + b"]" * 100000 + b"\n",
+], ids=["nan-id", "infinity-id", "list-id", "bool-id", "nested-100k"])
+def test_unanswerable_ids_and_deep_nesting_are_bad_requests(worker, line):
+    # Reliability audit D16: these ended the worker (a NaN id could not be answered back; a
+    # RecursionError escaped). Each is answered with id null, and the worker goes on.
+    worker.send_raw(line)
+    r = worker.read()
+    assert r["ok"] is False and r["kind"] == "bad_request" and r["id"] is None, r
+    assert worker.request({"id": 2, "op": "ping"})["ok"] is True
+
+
 def test_unknown_op(worker):
     r = worker.request({"id": 3, "op": "frobnicate"})
     assert r == {"id": 3, "ok": False, "kind": "bad_request", "error": r["error"]}

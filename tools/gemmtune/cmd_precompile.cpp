@@ -4,7 +4,9 @@
 // without a GPU (candidates are enumerated for an H200: sm_90a, --sms SMs), into the artifact
 // store. Copying that store to the GPU machine makes a kernel pack (docs/kernel-packs.md).
 #include <algorithm>
+#include <array>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "commands.hpp"
@@ -34,16 +36,47 @@ int cmd_precompile(const PrecompileArgs& args) {
       }
     }
   } else if (is_softmax_suite(shapes, args.file)) {
-    for (auto [rows, cols] : softmax_suite_entries(shapes, args.file))
-      req.softmax.push_back(build_softmax_problem(rows, cols, args.problem));
+    for (auto [rows, cols] : softmax_suite_entries(shapes, args.file)) {
+      try {  // the flags cannot make a valid problem: a usage error, as in `suite` (exit 2)
+        req.softmax.push_back(build_softmax_problem(rows, cols, args.problem));
+      } catch (const Error& e) {
+        return usage_error("precompile", e.message());
+      }
+    }
   } else {
     if (args.m_values.empty() && suite_needs_m_values(shapes, args.file))
       return usage_error("precompile", args.file + ": has no m column, so --m-values FILE (header phase,m) is required");
     std::string m_values;
     if (!args.m_values.empty()) m_values = read_text_file(args.m_values);
-    for (const SuiteEntry& e :
-         suite_entries(shapes, args.file, args.m_values.empty() ? nullptr : &m_values, args.m_values))
-      req.gemm.push_back(build_problem(e.m, e.n, e.k, args.problem));
+    const SuiteEntries entries =
+        suite_entries(shapes, args.file, args.m_values.empty() ? nullptr : &m_values, args.m_values);
+    // Distinct problems only (labels do not change an artifact): distinct (n, k) rows crossed with
+    // distinct m values, in first-seen order; never the whole cross product of the suite.
+    std::vector<std::array<int64_t, 3>> distinct;
+    std::set<std::array<int64_t, 3>> seen;
+    if (entries.m_values().empty()) {
+      for (const SuiteEntry& e : entries.rows())
+        if (seen.insert({e.m, e.n, e.k}).second) distinct.push_back({e.m, e.n, e.k});
+    } else {
+      std::vector<int64_t> ms;
+      std::set<int64_t> seen_m;
+      for (const auto& v : entries.m_values())
+        if (seen_m.insert(v.m).second) ms.push_back(v.m);
+      std::vector<std::pair<int64_t, int64_t>> nks;
+      std::set<std::pair<int64_t, int64_t>> seen_nk;
+      for (const SuiteEntry& e : entries.rows())
+        if (seen_nk.insert({e.n, e.k}).second) nks.push_back({e.n, e.k});
+      // At most kMaxSuiteEntries (suite_entries checked rows x m values, and these are fewer).
+      for (auto [n, k] : nks)
+        for (int64_t m : ms) distinct.push_back({m, n, k});
+    }
+    for (const auto& [m, n, k] : distinct) {
+      try {  // the flags cannot make a valid problem: a usage error, as in `suite` (exit 2)
+        req.gemm.push_back(build_problem(m, n, k, args.problem));
+      } catch (const Error& e) {
+        return usage_error("precompile", e.message());
+      }
+    }
   }
   const EngineOptions options = engine_options(args.engine, log_stderr);
   std::cerr << "gemmtune: precompiling " << req.gemm.size() + req.softmax.size() << " problems for sm_90a ("

@@ -4,8 +4,10 @@
 // (C order = row-major, Fortran order = col-major), so the problem tuned is the one the files
 // describe. C and D are row-major [m, n]; D is written as float32 (float16 when D is fp16).
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "commands.hpp"
@@ -14,6 +16,7 @@
 #include "npy.hpp"
 
 namespace gemmtune::cli {
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -67,6 +70,15 @@ int cmd_run(const RunArgs& args) {
     if (!args.scale_a.empty() && !is_fp8(in))
       GT_THROW("--scale-a/--scale-b: scales apply to fp8 inputs (--dtype e4m3|e5m2) only");
     if (args.beta != 0 && args.c.empty()) GT_THROW("--c: required when --beta is not 0");
+    float_scalar(args.alpha, "alpha");
+    float_scalar(args.beta, "beta");
+    // --out is checked before anything is read or tuned: a bad path fails at once.
+    std::error_code ec;
+    const fs::path out_path(args.out);
+    const fs::path out_dir = out_path.has_parent_path() ? out_path.parent_path() : fs::path(".");
+    if (fs::is_directory(out_path, ec)) GT_THROW("--out: " + args.out + " is a directory");
+    if (!fs::is_directory(out_dir, ec)) GT_THROW("--out: the directory of " + args.out + " does not exist");
+    if (access(out_dir.c_str(), W_OK) != 0) GT_THROW("--out: cannot write into " + out_dir.string());
   } catch (const Error& e) {
     return usage_error("run", e.message());
   }
@@ -94,8 +106,8 @@ int cmd_run(const RunArgs& args) {
   p.b = {in, b_col ? Layout::col : Layout::row, 0};
   p.d = {out, Layout::row, 0};
   p.c = p.d;
-  p.alpha = float(args.alpha);
-  p.beta = float(args.beta);
+  p.alpha = float_scalar(args.alpha, "alpha");
+  p.beta = float_scalar(args.beta, "beta");
   p.act = act;
 
   const std::string mn = "D is [" + std::to_string(m) + ", " + std::to_string(n) + "]";
@@ -152,7 +164,11 @@ int cmd_run(const RunArgs& args) {
   } else if (args.scale_a.empty()) {
     p.scale = ScaleMode::none;  // sa = sb = 1
   }
-  p.validate();
+  try {  // what the flags and the files' shapes make: a usage error, as in `tune` (exit 2)
+    p.validate();
+  } catch (const Error& e) {
+    return usage_error("run", e.message());
+  }
 
   if (!require_gpu()) return kNoDevice;
   auto engine = make_engine(args.engine, log_stderr);

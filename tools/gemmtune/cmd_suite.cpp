@@ -156,11 +156,14 @@ int suite_op(const SuiteArgs& args, const std::string& shapes) {
   if (const std::string why = C::suite_usage(args, shapes); !why.empty()) return usage_error("suite", why);
   const auto entries = C::suite_entries(args, shapes);
 
-  // Flags that cannot describe a valid problem fail the same way for every entry: a usage error.
-  try {
-    C::suite_problem(entries[0], args.problem);
-  } catch (const Error& e) {
-    return usage_error("suite", e.message());
+  // Every entry must make a valid problem with the flags, checked before anything runs: a usage
+  // error naming the first that does not (not an error row after hours of tuning the others).
+  for (size_t i = 0; i < entries.size(); ++i) {
+    try {
+      C::suite_problem(entries[i], args.problem);
+    } catch (const Error& e) {
+      return usage_error("suite", (i ? C::label(entries[i]) + ": " : std::string()) + e.message());
+    }
   }
   if (!require_gpu()) return kNoDevice;
 

@@ -1,6 +1,9 @@
 // Command dispatch, exit codes, and helpers the commands share (see commands.hpp).
 #include "commands.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -30,6 +33,7 @@ int run_cli(int argc, char** argv) {
       case Command::suite: return cmd_suite(cli.suite);
       case Command::run: return cmd_run(cli.run);
       case Command::cache: return cmd_cache(cli.cache);
+      case Command::store: return cmd_store(cli.store);
       case Command::info: return cmd_info(cli.info);
       case Command::precompile: return cmd_precompile(cli.precompile);
       case Command::report: return cmd_report(cli.report);
@@ -181,11 +185,30 @@ void write_output(const std::string& path, const std::string& text) {
     std::cout << text << std::flush;
     return;
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) GT_THROW(path + ": cannot create (" + std::strerror(errno) + ")");
-  out << text;
-  out.close();
-  if (!out) GT_THROW(path + ": write failed");
+  // Atomic: a temporary in the same directory, renamed over `path` once complete (a failed
+  // write leaves whatever was there). A new file gets the usual 0666 & ~umask.
+  std::string tmp = path + ".tmp-XXXXXX";
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) GT_THROW(path + ": cannot create (" + std::strerror(errno) + ")");
+  const mode_t mask = umask(0);
+  umask(mask);
+  struct stat st;
+  fchmod(fd, ::stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0666 & ~mask);
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += size_t(n);
+  }
+  const bool ok = done == text.size() && ::fsync(fd) == 0;
+  const std::string why = std::strerror(errno);
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = ok ? std::strerror(errno) : why;
+    ::unlink(tmp.c_str());
+    GT_THROW(path + ": write failed (" + err + ")");
+  }
 }
 
 }  // namespace gemmtune::cli

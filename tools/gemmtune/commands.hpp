@@ -27,6 +27,7 @@ int cmd_tune(const TuneArgs& args);
 int cmd_suite(const SuiteArgs& args);
 int cmd_run(const RunArgs& args);
 int cmd_cache(const CacheArgs& args);
+int cmd_store(const StoreArgs& args);
 int cmd_info(const InfoArgs& args);
 int cmd_precompile(const PrecompileArgs& args);
 int cmd_report(const ReportArgs& args);

@@ -96,7 +96,7 @@ std::string OpCli<GemmOp>::suite_usage(const SuiteArgs& args, const std::string&
   return {};
 }
 
-std::vector<SuiteEntry> OpCli<GemmOp>::suite_entries(const SuiteArgs& args, const std::string& text) {
+SuiteEntries OpCli<GemmOp>::suite_entries(const SuiteArgs& args, const std::string& text) {
   if (args.m_values.empty()) return cli::suite_entries(text, args.file, nullptr, args.m_values);
   const std::string m_values = read_text_file(args.m_values);
   return cli::suite_entries(text, args.file, &m_values, args.m_values);

@@ -13,7 +13,9 @@
 #include <iterator>
 #include <limits>
 
+#include "core/text.hpp"
 #include "gemmtune/error.hpp"
+#include "store/secure_fs.hpp"
 
 namespace gemmtune::npy {
 
@@ -49,7 +51,7 @@ class HeaderParser {
         shape = tuple_lit();
         have_shape = true;
       } else {
-        fail("unexpected header key '" + key + "'");
+        fail("unexpected header key '" + printable(key) + "'");
       }
       skip_ws();
       if (peek() == ',') {
@@ -65,7 +67,11 @@ class HeaderParser {
 
  private:
   [[noreturn]] void fail(const std::string& why) const {
-    GT_THROW(name_ + ": bad .npy header: " + why + " (at offset " + std::to_string(i_) + " of \"" + s_ + "\")");
+    // The header around the offset, escaped and capped (a 20 MB header is not echoed whole).
+    const size_t from = i_ > kMaxQuoted / 2 ? i_ - kMaxQuoted / 2 : 0;
+    GT_THROW(name_ + ": bad .npy header: " + why + " (at offset " + std::to_string(i_) + " of a " +
+             std::to_string(s_.size()) + "-byte header: " + (from ? "..." : "") + "\"" +
+             printable(std::string_view(s_).substr(from), kMaxQuoted) + "\")");
   }
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
   void skip_ws() {
@@ -295,10 +301,13 @@ Array parse(const std::vector<unsigned char>& bytes, const std::string& name) {
 }
 
 Array read(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) GT_THROW(path.string() + ": cannot open (" + std::strerror(errno) + ")");
-  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) GT_THROW(path.string() + ": read failed");
+  // A regular file only, its size known before reading: a directory, FIFO or /dev/zero is an
+  // error naming the file, not a hang or an exhausted memory.
+  securefs::Read r = securefs::read_regular(path, uint64_t(1) << 36, {}, true);
+  if (r.absent) GT_THROW(path.string() + ": cannot open (No such file or directory)");
+  if (!r.bytes) GT_THROW(r.problem);
+  std::vector<unsigned char> bytes(r.bytes->begin(), r.bytes->end());
+  r.bytes.reset();
   return parse(bytes, path.string());
 }
 

@@ -101,7 +101,7 @@ struct OpCli<GemmOp> {
                             const std::vector<CandidateResult>& results, const Roof& roof);
   static std::string suite_usage(const SuiteArgs& args, const std::string& text);
   // Reads --m-values when given.
-  static std::vector<Entry> suite_entries(const SuiteArgs& args, const std::string& text);
+  static SuiteEntries suite_entries(const SuiteArgs& args, const std::string& text);
   static Problem suite_problem(const Entry& e, const ProblemFlags& flags);
   static std::string label(const Entry& e);
   // op, model, layer, m, n, k, dtype, layout, epilogue.

@@ -2,6 +2,7 @@
 #include "options.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <cctype>
 #include <cerrno>
@@ -14,6 +15,7 @@
 
 #include "gemmtune/backends.hpp"
 #include "gemmtune/error.hpp"
+#include "core/text.hpp"
 #include "gemmtune/tuning_cache.hpp"
 #include "store/remote_cache.hpp"
 
@@ -28,6 +30,13 @@ constexpr const char* kFooter =
     "else ~/.cache/gemmtune/tuning.sqlite. Results are keyed by problem and environment\n"
     "(GPU, driver, CUDA and backend versions), so a cache never answers for another setup.";
 
+// Numeric flags: an empty value (an unset shell variable) is an error, not the 0 CLI11 makes of it.
+CLI::Validator not_empty() {
+  return CLI::Validator(
+      [](std::string& v) { return v.find_first_not_of(" \t") == std::string::npos ? std::string("is empty") : std::string(); },
+      "", "not empty");
+}
+
 void add_problem_flags(CLI::App* cmd, ProblemFlags& f, bool with_ld) {
   cmd->add_option("--dtype", f.dtype, "A and B dtype: bf16|fp16|fp32|e4m3|e5m2")->capture_default_str();
   cmd->add_option("--b-dtype", f.b_dtype, "B dtype when it differs from A's (fp8: e4m3 with e5m2)");
@@ -39,12 +48,12 @@ void add_problem_flags(CLI::App* cmd, ProblemFlags& f, bool with_ld) {
       ->capture_default_str();
   cmd->add_option("--d-layout", f.d_layout, "D (and C) storage: r|c")->capture_default_str();
   if (with_ld) {
-    cmd->add_option("--lda", f.lda, "leading dimension of A (0 = packed)")->capture_default_str();
-    cmd->add_option("--ldb", f.ldb, "leading dimension of B (0 = packed)")->capture_default_str();
-    cmd->add_option("--ldd", f.ldd, "leading dimension of D and C (0 = packed)")->capture_default_str();
+    cmd->add_option("--lda", f.lda, "leading dimension of A (0 = packed)")->capture_default_str()->check(not_empty());
+    cmd->add_option("--ldb", f.ldb, "leading dimension of B (0 = packed)")->capture_default_str()->check(not_empty());
+    cmd->add_option("--ldd", f.ldd, "leading dimension of D and C (0 = packed)")->capture_default_str()->check(not_empty());
   }
-  cmd->add_option("--alpha", f.alpha, "D = act(alpha * A@B + beta * C + bias)")->capture_default_str();
-  cmd->add_option("--beta", f.beta, "non-zero: C (D's dtype and layout) is read")->capture_default_str();
+  cmd->add_option("--alpha", f.alpha, "D = act(alpha * A@B + beta * C + bias)")->capture_default_str()->check(not_empty());
+  cmd->add_option("--beta", f.beta, "non-zero: C (D's dtype and layout) is read")->capture_default_str()->check(not_empty());
   cmd->add_flag("--bias", f.bias, "add bias[n] (D's dtype)");
   cmd->add_option("--act", f.act, "activation: none|relu|gelu|silu (gelu = tanh approximation)")
       ->capture_default_str();
@@ -168,7 +177,7 @@ int64_t positive_int(const std::string& text, const std::string& where) {
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc() || ptr != t.data() + t.size() || v < 1)
-    GT_THROW(where + ": '" + text + "' is not a positive integer");
+    GT_THROW(where + ": '" + printable(text) + "' is not a positive integer");
   return v;
 }
 
@@ -232,8 +241,8 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
       ->capture_default_str();
   run_->add_option("--out-dtype", run.out_dtype, "D dtype (default: bf16 for fp8 inputs, else the input dtype)");
   run_->add_flag("--weight", run.weight, "the --b file holds W[n,k] (nn.Linear weight), B = W^T");
-  run_->add_option("--alpha", run.alpha, "D = act(alpha * A@B + beta * C + bias)")->capture_default_str();
-  run_->add_option("--beta", run.beta, "non-zero: --c is read")->capture_default_str();
+  run_->add_option("--alpha", run.alpha, "D = act(alpha * A@B + beta * C + bias)")->capture_default_str()->check(not_empty());
+  run_->add_option("--beta", run.beta, "non-zero: --c is read")->capture_default_str()->check(not_empty());
   run_->add_option("--act", run.act, "none|relu|gelu|silu")->capture_default_str();
   add_engine_flags(run_, run.engine);
 
@@ -251,6 +260,14 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   action("clear", "remove every entry", nullptr, nullptr);
   action("export", "write the cache as JSON", "file", "output file (- = stdout)");
   action("import", "merge a JSON export (same keys are replaced)", "file", "input file (- = stdin)");
+
+  store_ = app.add_subcommand("store", "The artifact store (kernel packs), no GPU needed");
+  store_->require_subcommand(1);
+  CLI::App* trust = store_->add_subcommand(
+      "trust", "trust a kernel pack built on another machine: authenticate every intact artifact of DIR with\n"
+               "this machine's key, so that the engine loads them (docs/kernel-packs.md)");
+  trust->callback([this] { store.action = "trust"; });
+  trust->add_option("dir", store.dir, "artifact store (default: $GEMMTUNE_ARTIFACTS, else ~/.cache/gemmtune/artifacts)");
 
   info_ = app.add_subcommand("info", "Device, versions, backends, cache path and measured ceilings");
   info_->add_flag("--no-measure", info.no_measure, "skip measuring the copy / bf16 / fp8 ceilings");
@@ -272,7 +289,9 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
       ->delimiter(',')
       ->check(backend_name_check());
   add_compile_flags(precompile_, precompile.engine);
-  precompile_->add_option("--sms", precompile.sms, "SM count of the target GPU (H200: 132)")->capture_default_str();
+  precompile_->add_option("--sms", precompile.sms, "SM count of the target GPU (H200: 132)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   precompile_->add_option("--configs", precompile.configs,
                           "comma-separated candidate ids (e.g. co128x128x64c2x1): build exactly these for every\n"
                           "problem instead of its ranked candidates (test sets)")
@@ -314,6 +333,7 @@ Command Cli::command() const {
   if (suite_->parsed()) return Command::suite;
   if (run_->parsed()) return Command::run;
   if (cache_->parsed()) return Command::cache;
+  if (store_->parsed()) return Command::store;
   if (info_->parsed()) return Command::info;
   if (precompile_->parsed()) return Command::precompile;
   if (report_->parsed()) return Command::report;
@@ -321,6 +341,15 @@ Command Cli::command() const {
 }
 
 // ---- flags -> library types ------------------------------------------------------------
+
+float float_scalar(double v, const char* name) {
+  const float f = float(v);
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  if (v != 0 && std::isfinite(v) && f == 0) GT_THROW(std::string(name) + ": " + text + " is too small for float (it would be 0)");
+  if (std::isfinite(v) && !std::isfinite(f)) GT_THROW(std::string(name) + ": " + text + " is too large for float");
+  return f;
+}
 
 Activation parse_act_flag(const std::string& text) {
   const std::string t = lower_trim(text);
@@ -353,8 +382,8 @@ GemmProblem build_problem(int64_t m, int64_t n, int64_t k, const ProblemFlags& f
   p.d.ld = f.ldd;
   p.c = p.d;  // C is D's dtype, layout and ld
 
-  p.alpha = float(f.alpha);
-  p.beta = float(f.beta);
+  p.alpha = float_scalar(f.alpha, "alpha");
+  p.beta = float_scalar(f.beta, "beta");
   p.bias = f.bias;
   p.act = parse_act_flag(f.act);
   p.scale = f.scale.empty() ? (is_fp8(in) ? ScaleMode::tensorwise : ScaleMode::none)
@@ -409,7 +438,8 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text, const s
                                                 std::vector<size_t>* lines) {
   std::vector<std::vector<std::string>> rows;
   if (lines) lines->clear();
-  size_t i = 0, line = 1;
+  // A leading UTF-8 byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
+  size_t i = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0, line = 1;
   while (i < text.size()) {
     // One record.
     const size_t record_line = line;
@@ -466,8 +496,17 @@ bool suite_needs_m_values(const std::string& shapes, const std::string& shapes_n
   return true;
 }
 
-std::vector<SuiteEntry> suite_entries(const std::string& shapes, const std::string& shapes_name,
-                                      const std::string* m_values, const std::string& m_values_name) {
+SuiteEntry SuiteEntries::operator[](size_t i) const {
+  if (ms_.empty()) return rows_.at(i);
+  SuiteEntry e = rows_.at(i / ms_.size());
+  const MValue& v = ms_[i % ms_.size()];
+  e.m = v.m;
+  e.phase = v.phase;
+  return e;
+}
+
+SuiteEntries suite_entries(const std::string& shapes, const std::string& shapes_name, const std::string* m_values,
+                           const std::string& m_values_name) {
   std::vector<size_t> lines, mlines;
   auto rows = parse_csv(shapes, shapes_name, &lines);
   if (rows.empty()) GT_THROW(shapes_name + ": empty (expected a header m,n,k or model,layer,n,k)");
@@ -478,11 +517,7 @@ std::vector<SuiteEntry> suite_entries(const std::string& shapes, const std::stri
     GT_THROW(shapes_name + ": header must name columns m,n,k or model,layer,n,k");
   const bool with_m = has("m");
 
-  struct MValue {
-    std::string phase;
-    int64_t m;
-  };
-  std::vector<MValue> ms;
+  SuiteEntries out;
   if (!with_m) {
     if (!m_values)
       GT_THROW(shapes_name + ": has no m column, so --m-values FILE (header phase,m) is required");
@@ -495,37 +530,37 @@ std::vector<SuiteEntry> suite_entries(const std::string& shapes, const std::stri
       const auto& row = mrows[r];
       const std::string where = m_values_name + ":" + std::to_string(mlines[r]);
       if (row.size() < mrows[0].size()) GT_THROW(where + ": has " + std::to_string(row.size()) + " fields, header has " + std::to_string(mrows[0].size()));
-      MValue v{mcol.count("phase") ? row[mcol["phase"]] : std::string(), positive_int(row[mcol["m"]], where + ", column m")};
+      SuiteEntries::MValue v{mcol.count("phase") ? row[mcol["phase"]] : std::string(),
+                             positive_int(row[mcol["m"]], where + ", column m")};
       if (v.phase.empty()) v.phase = std::to_string(v.m);
-      ms.push_back(std::move(v));
+      out.ms_.push_back(std::move(v));
     }
-    if (ms.empty()) GT_THROW(m_values_name + ": no m values");
+    if (out.ms_.empty()) GT_THROW(m_values_name + ": no m values");
   }
 
-  std::vector<SuiteEntry> out;
   for (size_t r = 1; r < rows.size(); ++r) {
-    const auto& row = rows[r];
+    auto& row = rows[r];
     const std::string where = shapes_name + ":" + std::to_string(lines[r]);
     if (row.size() < rows[0].size())
       GT_THROW(where + ": has " + std::to_string(row.size()) + " fields, header has " + std::to_string(rows[0].size()));
     SuiteEntry e;
-    if (has("model")) e.model = row[col["model"]];
-    if (has("layer")) e.layer = row[col["layer"]];
+    if (has("model")) e.model = std::move(row[col["model"]]);
+    if (has("layer")) e.layer = std::move(row[col["layer"]]);
     e.n = positive_int(row[col["n"]], where + ", column n");
     e.k = positive_int(row[col["k"]], where + ", column k");
     if (with_m) {
       e.m = positive_int(row[col["m"]], where + ", column m");
-      if (has("phase")) e.phase = row[col["phase"]];
-      out.push_back(e);
-    } else {
-      for (const auto& v : ms) {
-        e.m = v.m;
-        e.phase = v.phase;
-        out.push_back(e);
-      }
+      if (has("phase")) e.phase = std::move(row[col["phase"]]);
     }
+    row = {};  // the text of the rows already read is not needed twice
+    out.rows_.push_back(std::move(e));
   }
-  if (out.empty()) GT_THROW(shapes_name + ": no problems (only a header)");
+  if (out.rows_.empty()) GT_THROW(shapes_name + ": no problems (only a header)");
+  const size_t per_row = out.ms_.empty() ? 1 : out.ms_.size();
+  if (out.rows_.size() > kMaxSuiteEntries / per_row)
+    GT_THROW(shapes_name + ": " + std::to_string(out.rows_.size()) + " rows" +
+             (out.ms_.empty() ? std::string() : " x " + std::to_string(per_row) + " m values") +
+             " are more than the " + std::to_string(kMaxSuiteEntries) + " problems a suite may hold; split it");
   return out;
 }
 
@@ -570,6 +605,8 @@ std::string epilogue_str(const GemmProblem& p) {
 
 std::string format_time(double unix_seconds) {
   if (!std::isfinite(unix_seconds) || unix_seconds <= 0) return "-";  // not recorded (e.g. an imported entry)
+  // Up to the year 9999 (a cache import checks that): beyond, a cast to time_t is undefined.
+  if (unix_seconds > 253402300799.0) return "unknown";
   std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};
   localtime_r(&t, &tm);

@@ -90,6 +90,12 @@ struct CacheArgs {
   std::string cache;   // empty: default_cache_path()
 };
 
+// `store trust [DIR]`: the explicit trust step for a kernel pack (cmd_store.cpp).
+struct StoreArgs {
+  std::string action;  // trust
+  std::string dir;     // empty: the default artifact store
+};
+
 struct InfoArgs {
   bool no_measure = false;
   bool json = false;  // one JSON object on stdout (no ceilings)
@@ -113,7 +119,7 @@ struct ReportArgs {
   std::vector<std::string> args;
 };
 
-enum class Command { none, tune, suite, run, cache, info, precompile, report };
+enum class Command { none, tune, suite, run, cache, store, info, precompile, report };
 
 // The whole grammar, bound to `args`. Not movable (CLI11 binds member addresses).
 class Cli {
@@ -136,14 +142,15 @@ class Cli {
   SuiteArgs suite;
   RunArgs run;
   CacheArgs cache;
+  StoreArgs store;
   InfoArgs info;
   PrecompileArgs precompile;
   ReportArgs report;
   CLI::App app;
 
  private:
-  CLI::App *tune_ = nullptr, *suite_ = nullptr, *run_ = nullptr, *cache_ = nullptr, *info_ = nullptr, *precompile_ = nullptr,
-           *report_ = nullptr;
+  CLI::App *tune_ = nullptr, *suite_ = nullptr, *run_ = nullptr, *cache_ = nullptr, *store_ = nullptr, *info_ = nullptr,
+           *precompile_ = nullptr, *report_ = nullptr;
 };
 
 // Nominal H200 ceilings (copy TB/s, bf16 and fp8 TFLOP/s) measured with cuBLASLt on random
@@ -154,6 +161,9 @@ inline constexpr double kNominalFp8Tflops = 1250;
 
 // "--act" spellings: none, relu, gelu (tanh approximation; also gelu_tanh), silu.
 Activation parse_act_flag(const std::string& text);
+// `v` (a --alpha / --beta value) as a float; Error naming `name` when a non-zero value would
+// round to 0 (1e-50 would silently drop A@B or C) or a finite one overflow.
+float float_scalar(double v, const char* name);
 
 // The problem m x n x k with `flags`, validated. Throws Error naming the bad field
 // ("shape", "dtype", "layout", "d-layout", or a problem field from GemmProblem::validate).
@@ -173,15 +183,58 @@ struct SuiteEntry {
 };
 
 // Minimal RFC 4180 CSV: commas, double-quoted fields with "" escapes, \n or \r\n line ends;
-// blank lines and lines starting with '#' skipped. Errors name `name` and the line; `lines`
-// (optional) receives each record's 1-based line number.
+// blank lines and lines starting with '#' skipped, a leading UTF-8 BOM ignored. Errors name `name`
+// and the line; `lines` (optional) receives each record's 1-based line number.
 std::vector<std::vector<std::string>> parse_csv(const std::string& text, const std::string& name,
                                                 std::vector<size_t>* lines = nullptr);
+// Most entries a suite may have (rows x m values): a larger one is an Error saying so.
+inline constexpr size_t kMaxSuiteEntries = 10'000'000;
+
+// A GEMM suite's entries: its rows, or every row crossed with every m value (row-major: row 0
+// with each m, then row 1, ...) when the shapes have no m column. The cross product is enumerated,
+// never stored: 10^6 rows x 10^3 m values take the memory of 10^6 + 10^3 entries.
+class SuiteEntries {
+ public:
+  struct MValue {
+    std::string phase;
+    int64_t m = 0;
+  };
+  size_t size() const { return rows_.size() * (ms_.empty() ? 1 : ms_.size()); }
+  bool empty() const { return size() == 0; }
+  SuiteEntry operator[](size_t i) const;
+  const std::vector<SuiteEntry>& rows() const { return rows_; }  // m set only without m values
+  const std::vector<MValue>& m_values() const { return ms_; }    // empty: the rows carry m
+
+  class iterator {
+   public:
+    iterator(const SuiteEntries* s, size_t i) : s_(s), i_(i) {}
+    SuiteEntry operator*() const { return (*s_)[i_]; }
+    iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    bool operator!=(const iterator& o) const { return i_ != o.i_; }
+    bool operator==(const iterator& o) const { return i_ == o.i_; }
+
+   private:
+    const SuiteEntries* s_;
+    size_t i_;
+  };
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, size()}; }
+
+ private:
+  friend SuiteEntries suite_entries(const std::string&, const std::string&, const std::string*, const std::string&);
+  std::vector<SuiteEntry> rows_;
+  std::vector<MValue> ms_;
+};
+
 // `shapes`: header with m,n,k (model, layer optional) or model,layer,n,k (then `m_values`,
 // header phase,m, is required and crossed with every row). Columns are found by name, in any
-// order; other columns are ignored.
-std::vector<SuiteEntry> suite_entries(const std::string& shapes, const std::string& shapes_name,
-                                      const std::string* m_values, const std::string& m_values_name);
+// order; other columns are ignored. Every row is checked here (errors name the file and line);
+// more than kMaxSuiteEntries entries is an Error.
+SuiteEntries suite_entries(const std::string& shapes, const std::string& shapes_name, const std::string* m_values,
+                           const std::string& m_values_name);
 std::string read_text_file(const std::string& path);
 // True when the GEMM suite `shapes` (a CSV as suite_entries reads) has no m column, so that it
 // needs --m-values. Reads the header only; a file without one says false (suite_entries names
