@@ -25,6 +25,7 @@ from .._capi import GT_ERR_INVALID, GT_ERR_RUNTIME, GemmtuneError
 from . import _plan as P
 
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter  # a plain tensor to the dispatcher (no __torch_function__ of its own)
 
 
 class _Entry:
@@ -164,7 +165,7 @@ def _guard(ent: _Entry):
 # ---- implementations (real tensors) -----------------------------------------------------------
 
 def _mm_impl(a: Tensor, b: Tensor) -> Tensor:
-    key = ("mm", a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device)
+    key = ("mm", a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device())
     ent = _State.entries.get(key)
     pa, pb = a.data_ptr(), b.data_ptr()
     if (pa | pb) & 15:
@@ -180,9 +181,9 @@ def _mm_impl(a: Tensor, b: Tensor) -> Tensor:
 
 
 def _linear_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: Optional[str]) -> Tensor:
-    bkey = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.device)
-    key = ("linear", x.shape, x.stride(), x.dtype, x.device, weight.shape, weight.stride(), weight.dtype,
-           weight.device, bkey, activation)
+    bkey = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device())
+    key = ("linear", x.shape, x.stride(), x.dtype, x.get_device(), weight.shape, weight.stride(), weight.dtype,
+           weight.get_device(), bkey, activation)
     ent = _State.entries.get(key)
     if ent is None:
         x2, copy_rows = _rows(x)
@@ -218,10 +219,10 @@ def _rows(x: Tensor) -> tuple:
 
 def _scaled_mm_impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_dtype: Optional[torch.dtype],
                     bias: Optional[Tensor]) -> Tensor:
-    bkey = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.device)
-    key = ("scaled_mm", a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device,
-           scale_a.shape, scale_a.stride(), scale_a.dtype, scale_a.device, scale_b.shape, scale_b.stride(),
-           scale_b.dtype, scale_b.device, out_dtype, bkey)
+    bkey = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device())
+    key = ("scaled_mm", a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device(),
+           scale_a.shape, scale_a.stride(), scale_a.dtype, scale_a.get_device(), scale_b.shape, scale_b.stride(),
+           scale_b.dtype, scale_b.get_device(), out_dtype, bkey)
     ent = _State.entries.get(key)
     pa, pb = a.data_ptr(), b.data_ptr()
     psa, psb = scale_a.data_ptr(), scale_b.data_ptr()
@@ -244,7 +245,7 @@ def _scaled_mm_impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_
 
 
 def _softmax_impl(x: Tensor, dim: int, scale: float) -> Tensor:
-    key = ("softmax", x.shape, x.stride(), x.dtype, x.device, dim, scale)
+    key = ("softmax", x.shape, x.stride(), x.dtype, x.get_device(), dim, scale)
     ent = _State.entries.get(key)
     px = x.data_ptr()
     if px & 15:
@@ -376,7 +377,7 @@ def _plain(*ts) -> bool:
     for t in ts:
         if t is None:
             continue
-        if type(t) is not _Tensor or not t.is_cuda or (grad and t.requires_grad):
+        if (type(t) is not _Tensor and type(t) is not _Parameter) or not t.is_cuda or (grad and t.requires_grad):
             return False
     return True
 
