@@ -6,6 +6,7 @@
 #   scripts/gpu/memcheck.sh          # from the repo root; build/tests/gemmtune_gpu_tests (or
 #                                    # BUILD=dir), results in $OUT (memcheck-summary.txt, memcheck.tar.gz)
 #
+# MEMCHECK_FAMILIES (space-separated names of the mc lines below) runs a subset.
 # Families: cuBLASLt (its baseline test), native GEMM, native softmax, Triton (every cuBLASLt and
 # Triton GEMM candidate; every native and Triton softmax candidate), the GPU reference and checks,
 # CUTLASS and the CuTe DSL (when $GEMMTUNE_ARTIFACTS holds their packs; else those tests skip),
@@ -54,6 +55,8 @@ rc=0
 mc() {
   local name=$1 lim=$2 target=$3 filter=$4 t0 r log
   shift 4
+  # MEMCHECK_FAMILIES="cublaslt native-gemm ...": only those (a call with little device time left).
+  if [ -n "${MEMCHECK_FAMILIES:-}" ] && [[ " $MEMCHECK_FAMILIES " != *" $name "* ]]; then return; fi
   log=$OUT/mc/$name.log
   t0=$(date +%s)
   env "$@" timeout "$lim" "$SAN" --tool memcheck --error-exitcode 9 --target-processes "$target" \
