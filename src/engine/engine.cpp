@@ -271,7 +271,8 @@ std::optional<KernelFor<Op>> Engine::Impl::from_cache(const typename Op::Problem
     std::vector<Entry<Op>> check(1);
     check[0].cand = cand, check[0].prepared = true;
     check[0].result.backend = hit->backend, check[0].result.name = hit->candidate_name;
-    verify<Op>(p, check, Stream());
+    check[0].result.id = hit->candidate_id;
+    verify<Op>(p, key, check, Stream(), detail::TuneHooks{});
     if (!check[0].racing) GT_THROW("it fails its check on this machine: " + check[0].result.reason);
     log.debug("cached choice " + hit->backend + " " + hit->candidate_name + " verified on its first load (rel err " +
               std::to_string(check[0].result.rel_err) + ")");
