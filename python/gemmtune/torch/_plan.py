@@ -84,6 +84,18 @@ def _check_offset(op: str, name: str, t: torch.Tensor) -> None:
         raise invalid(op, f"{name}: storage offset {t.storage_offset()} is not 16-byte aligned")
 
 
+def _gemm_operands(op: str, a: torch.Tensor, b: torch.Tensor) -> tuple:
+    """(la, lda, lb, ldb, m, n, k) of D[m, n] = a[m, k] @ b[k, n], the shapes checked."""
+    la, lda = matrix_layout(op, "a", a)
+    lb, ldb = matrix_layout(op, "b", b)
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise invalid(op, f"b: shape {tuple(b.shape)} does not match a {tuple(a.shape)} (b.shape[0] must be {k})")
+    n = b.shape[1]
+    _check_sizes(op, m, n, k)
+    return la, lda, lb, ldb, m, n, k
+
+
 def plan_mm(a: torch.Tensor, b: torch.Tensor) -> Plan:
     """D[m, n] = a[m, k] @ b[k, n]; D row-major, a's dtype."""
     op = "mm"
@@ -92,13 +104,7 @@ def plan_mm(a: torch.Tensor, b: torch.Tensor) -> Plan:
     dt = _dtype(op, "a", a, _HALF_OR_FP32)
     if b.dtype != a.dtype:
         raise invalid(op, f"b: dtype {b.dtype} differs from a's {a.dtype}")
-    la, lda = matrix_layout(op, "a", a)
-    lb, ldb = matrix_layout(op, "b", b)
-    m, k = a.shape
-    if b.shape[0] != k:
-        raise invalid(op, f"b: shape {tuple(b.shape)} does not match a {tuple(a.shape)} (b.shape[0] must be {k})")
-    n = b.shape[1]
-    _check_sizes(op, m, n, k)
+    la, lda, lb, ldb, m, n, k = _gemm_operands(op, a, b)
     problem = {"m": int(m), "n": int(n), "k": int(k), "dtype": dt, "out_dtype": dt, "layout": la + lb,
                "lda": lda, "ldb": ldb}
     key = ("mm", a.device, int(m), int(n), int(k), a.dtype, la, lda, lb, ldb)
@@ -216,13 +222,7 @@ def plan_scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     out_dtype = torch.bfloat16 if out_dtype is None else out_dtype
     if out_dtype not in _HALF_OR_FP32:
         raise invalid(op, f"out_dtype: {out_dtype} is not one of bfloat16, float16, float32")
-    la, lda = matrix_layout(op, "a", a)
-    lb, ldb = matrix_layout(op, "b", b)
-    m, k = a.shape
-    if b.shape[0] != k:
-        raise invalid(op, f"b: shape {tuple(b.shape)} does not match a {tuple(a.shape)} (b.shape[0] must be {k})")
-    n = b.shape[1]
-    _check_sizes(op, m, n, k)
+    la, lda, lb, ldb, m, n, k = _gemm_operands(op, a, b)
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
         if s.dtype != torch.float32:
             raise invalid(op, f"{name}: dtype {s.dtype} is not float32")
