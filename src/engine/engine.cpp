@@ -26,6 +26,7 @@
 #include "core/device.hpp"
 #include "core/parallel.hpp"
 #include "core/problem_json.hpp"
+#include "engine/first_load_check.hpp"
 #include "engine/isolate.hpp"
 #include "engine/registry.hpp"
 #include "engine/tune_hooks.hpp"
@@ -225,7 +226,21 @@ KernelFor<Op> Engine::Impl::select(const typename Op::Problem& p, TuneReport* re
     return k;
   };
   auto& st = state<Op>();
-  if (auto it = st.memo.find(key + OpTraits<Op>::memo_suffix(p)); it != st.memo.end()) {
+  auto it = st.memo.find(key + OpTraits<Op>::memo_suffix(p));
+  if (auto* c = it == st.memo.end() ? nullptr : dynamic_cast<detail::FirstLoadChecked<Op>*>(it->second.get());
+      c && c->failed()) {
+    // The cached choice failed its first-load check: never again here, and tuned afresh.
+    if (cache) {
+      try {
+        cache->quarantine({st.env, key, c->backend(), c->id(), c->name(), CandidateStatus::wrong, c->verdict().reason, 0});
+      } catch (const Error& err) {
+        log.warn("could not quarantine " + c->backend() + " " + c->name() + " in the tuning cache: " + err.message());
+      }
+    }
+    st.memo.erase(it);
+    return finish(tune<Op>(p, key, report));
+  }
+  if (it != st.memo.end()) {
     if (report) {
       *report = TuneReport{};
       OpTraits<Op>::set_problem(*report, p);
@@ -265,17 +280,14 @@ std::optional<KernelFor<Op>> Engine::Impl::from_cache(const typename Op::Problem
   BackendFor<Op>* b = st.backend(hit->backend);
   if (!b) return std::nullopt;
   try {
+    const auto t_load = Clock::now();
     std::shared_ptr<detail::CandidateFor<Op>> cand = prepared<Op>(b->load(p, hit->candidate_id));
-    // Verified once per process, on its first load (one reference run, as in a tune): a cached
-    // choice that is wrong here (an imported cache, another build) is re-tuned, not run.
-    std::vector<Entry<Op>> check(1);
-    check[0].cand = cand, check[0].prepared = true;
-    check[0].result.backend = hit->backend, check[0].result.name = hit->candidate_name;
-    check[0].result.id = hit->candidate_id;
-    verify<Op>(p, key, check, Stream(), detail::TuneHooks{});
-    if (!check[0].racing) GT_THROW("it fails its check on this machine: " + check[0].result.reason);
-    log.debug("cached choice " + hit->backend + " " + hit->candidate_name + " verified on its first load (rel err " +
-              std::to_string(check[0].result.rel_err) + ")");
+    // Checked once per process, on its first load (one reference run, as in a tune), beside the
+    // caller: the kernel's first run waits for the verdict (src/engine/first_load_check.hpp). A
+    // cached choice that is wrong here (an imported cache, another build) is never run.
+    cand = std::make_shared<detail::FirstLoadChecked<Op>>(std::move(cand), p, opt.tune.seed, dev.index, log);
+    log.debug("cached choice " + hit->backend + " " + hit->candidate_name + " loaded in " +
+              std::to_string(1e3 * seconds_since(t_load)) + " ms; its first-load check runs beside the caller");
     st.memo[key + OpTraits<Op>::memo_suffix(p)] = cand;
     KernelFor<Op> k(p, cand);
     if (report) {
@@ -421,19 +433,27 @@ void Engine::Impl::prepare_all(std::vector<Entry<Op>>& entries, const detail::Tu
 template <class Op>
 void Engine::Impl::verify(const typename Op::Problem& p, const std::string& key, std::vector<Entry<Op>>& entries,
                           const Stream& s, const detail::TuneHooks& hooks) {
+  const auto t0 = Clock::now();
   typename OpTraits<Op>::Operands ops = OpTraits<Op>::verify_operands(p, opt.tune.seed, s.get());
+  s.sync();
+  const double operands_ms = 1e3 * seconds_since(t0);
   typename OpTraits<Op>::Checker checker(p, ops, s.get());
   s.sync();
+  log.debug("verify: operands " + std::to_string(operands_ms) + " ms, reference " +
+            std::to_string(1e3 * seconds_since(t0) - operands_ms) + " ms");
   for (auto& e : entries) {
     auto& r = e.result;
     if (!e.prepared) continue;
+    double run_ms = 0;
     try {
       ops.poison_outputs(s.get());
       s.sync();
       if (hooks.running) hooks.running(r, "verify");
+      const auto t_run = Clock::now();
       e.cand->run(ops.args(), s.get());
       GT_CUDA(cudaGetLastError());
       s.sync();
+      run_ms = 1e3 * seconds_since(t_run);
     } catch (const Error& err) {
       r.status = CandidateStatus::failed;
       r.reason = err.message();
@@ -444,7 +464,10 @@ void Engine::Impl::verify(const typename Op::Problem& p, const std::string& key,
       continue;
     }
     if (hooks.stage) hooks.stage("verify");
+    const auto t_cmp = Clock::now();
     CheckResult c = checker.check(s.get());
+    log.debug("verify " + r.backend + " " + r.name + ": first run " + std::to_string(run_ms) + " ms, compare " +
+              std::to_string(1e3 * seconds_since(t_cmp)) + " ms");
     r.rel_err = c.rel_err;
     if (c.ok) {
       if (std::string beyond = OpTraits<Op>::guard_violation(ops, s.get()); !beyond.empty()) c.ok = false, c.reason = beyond;

@@ -210,6 +210,54 @@ TEST(Isolation, CacheHitStartsNoHelper) {
   }
 }
 
+// A cached choice that is wrong on this machine (a planted or imported cache) never runs: the
+// select answers from the cache at once, the kernel's first run throws instead of launching it,
+// and the next select quarantines it and re-tunes to a correct kernel.
+TEST(Isolation, WrongCachedChoiceNeverRuns) {
+  Logged log;
+  EngineOptions o = fault_options({"fault_wrong"}, temp_cache("isolation-planted-tune.sqlite"), log);
+  o.isolation.mode = Isolation::in_process;
+  TuneReport tuned;
+  std::string env, key;
+  {
+    Engine engine(o);
+    engine.select(kProblem, &tuned);
+    env = engine.environment();
+    key = engine.cache_key(kProblem);
+  }
+  // The same tune with the wrong candidate as its winner, in a cache of its own.
+  for (auto& c : tuned.results) {
+    c.winner = c.id == "wrong";
+    if (c.winner) c.status = CandidateStatus::ok, c.reason.clear();
+  }
+  const auto planted = temp_cache("isolation-planted.sqlite");
+  TuningCache(planted).store(key, env, tuned);
+
+  o.cache_path = planted;
+  Engine engine(o);
+  TuneReport r;
+  Kernel k = engine.select(kProblem, &r);
+  EXPECT_TRUE(r.from_cache);
+  ASSERT_EQ(k.id(), "wrong");
+  Stream s;
+  OperandSet ops(kProblem, 77, s.get());
+  try {
+    k.run(ops.args(), s.get());
+    ADD_FAILURE() << "the planted wrong choice ran";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("failed its check"), std::string::npos) << e.message();
+  }
+  GT_CUDA(cudaStreamSynchronize(s.get()));
+  EXPECT_EQ(ops.guard_violation(s.get()), "");
+  Kernel again = engine.select(kProblem, &r);
+  EXPECT_FALSE(r.from_cache);
+  EXPECT_EQ(again.id(), "good");
+  std::vector<Quarantined> q = engine.cache()->quarantined(env, key);
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q[0].candidate_id, "wrong");
+  run_thousand(again);
+}
+
 // In-process mode (the option) still tunes, without a helper.
 TEST(Isolation, InProcessModeStillWorks) {
   Logged log;
