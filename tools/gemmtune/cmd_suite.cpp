@@ -6,16 +6,22 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
+
+#include <cuda_runtime_api.h>
 
 #include "commands.hpp"
 #include "gemmtune/error.hpp"
 #include "op_cli.hpp"
 #include "softmax_cli.hpp"
+#include "suite_gpus.hpp"
 
 namespace gemmtune::cli {
 
@@ -150,6 +156,92 @@ Record error_record(const typename OpCli<Op>::Entry& e, const ProblemFlags& flag
   return r;
 }
 
+// Tunes row `e` with `engine`: emits its rows, returns the progress summary; `from_cache` says
+// whether the answer came from the cache. Throws Error.
+template <class Op>
+std::string tune_row(Engine& engine, const typename OpCli<Op>::Entry& e, const SuiteArgs& args,
+                     const std::function<void(const Record&)>& emit, bool& from_cache) {
+  using C = OpCli<Op>;
+  const typename Op::Problem p = C::suite_problem(e, args.problem);
+  TuneReport report;
+  double select_ms = 0;
+  const KernelFor<Op> kernel = timed_select(engine, p, args.force, report, select_ms);
+  from_cache = report.from_cache;
+  std::string summary = "no results";
+  for (const auto& res : report_results(engine, report, kernel)) {
+    emit(result_record<Op>(e, args.problem, p, res, report, select_ms));
+    if (res.winner)
+      summary = res.backend + " " + res.name + " " + num(res.median_us, 2) + " us, " +
+                num(C::rate(p, res.median_us), C::kRateDecimals) + " " + C::kRateUnit;
+  }
+  summary += report.from_cache ? " (from cache, " : " (tuned, ";
+  summary += "select " + num(select_ms, select_ms < 10 ? 3 : 0) + " ms)";
+  return summary;
+}
+
+// The error row of row `e` (its problem is valid: suite_op checked every row first).
+template <class Op>
+Record row_error(const typename OpCli<Op>::Entry& e, const SuiteArgs& args, const std::string& message) {
+  const typename Op::Problem p = OpCli<Op>::suite_problem(e, args.problem);
+  return error_record<Op>(e, args.problem, &p, message);
+}
+
+// --suite-worker: one GPU's share of a --gpus suite (suite_gpus.hpp has the protocol).
+template <class Op, class Entries>
+int suite_worker(const SuiteArgs& args, const Entries& entries) {
+  SuiteWorkerChannel channel;
+  if (!require_gpu()) return kNoDevice;
+  auto engine = make_engine(args.engine, [&channel](const std::string& line) { channel.send({{"log", line}}); });
+  if (!engine) return kNoDevice;
+  size_t i = 0;
+  while (channel.next(entries.size(), i)) {
+    auto send = [&](const Record& r) { channel.send({{"i", i}, {"record", r.json()}, {"cells", r.cells()}}); };
+    try {
+      bool from_cache = false;
+      const std::string summary = tune_row<Op>(*engine, entries[i], args, send, from_cache);
+      channel.send({{"i", i}, {"done", summary}, {"from_cache", from_cache}});
+    } catch (const Error& err) {
+      send(row_error<Op>(entries[i], args, err.message()));
+      channel.send({{"i", i}, {"error", err.message()}});
+    }
+  }
+  return kOk;
+}
+
+// The command line of a --gpus suite's workers: this program (or $GEMMTUNE_SUITE_WORKER), the
+// same arguments without --gpus, --csv and --json (the parent writes the rows), and --suite-worker.
+std::vector<std::string> worker_argv(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  const char* over = std::getenv("GEMMTUNE_SUITE_WORKER");
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  out.push_back(over && *over ? std::string(over) : !ec ? self.string() : argv.at(0));
+  for (size_t a = 1; a < argv.size(); ++a) {
+    const std::string& t = argv[a];
+    bool dropped = false;
+    for (const char* opt : {"--gpus", "--csv", "--json"}) {
+      const std::string o = opt;
+      if (t == o) {
+        ++a, dropped = true;  // and its value
+        break;
+      }
+      if (t.rfind(o + "=", 0) == 0) {
+        dropped = true;
+        break;
+      }
+    }
+    if (!dropped) out.push_back(t);
+  }
+  out.push_back("--suite-worker");
+  return out;
+}
+
+// Devices visible to this process; -1 when that cannot be asked (no driver).
+int visible_device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : -1;
+}
+
 template <class Op>
 int suite_op(const SuiteArgs& args, const std::string& shapes) {
   using C = OpCli<Op>;
@@ -165,11 +257,26 @@ int suite_op(const SuiteArgs& args, const std::string& shapes) {
       return usage_error("suite", (i ? C::label(entries[i]) + ": " : std::string()) + e.message());
     }
   }
-  if (!require_gpu()) return kNoDevice;
-
+  if (args.worker) return suite_worker<Op>(args, entries);
+  std::vector<std::string> gpus;
+  if (!args.gpus.empty()) {
+    // The workers need the GPUs, this process does not; without any it fails as a plain suite
+    // would (unless $GEMMTUNE_SUITE_WORKER names another worker program: the tests' fake one).
+    const char* worker = std::getenv("GEMMTUNE_SUITE_WORKER");
+    if ((!worker || !*worker) && visible_device_count() <= 0 && !require_gpu()) return kNoDevice;
+    try {
+      gpus = parse_gpus(args.gpus, visible_device_count());
+    } catch (const Error& e) {
+      return usage_error("suite", e.message());
+    }
+  }
+  std::unique_ptr<Engine> engine;
   Progress progress(entries.size());
-  auto engine = make_engine(args.engine, [&progress](const std::string& line) { progress.log(line); });
-  if (!engine) return kNoDevice;
+  if (gpus.empty()) {  // the workers of --gpus check their own GPU
+    if (!require_gpu()) return kNoDevice;
+    engine = make_engine(args.engine, [&progress](const std::string& line) { progress.log(line); });
+    if (!engine) return kNoDevice;
+  }
 
   // Without --csv or --json the rows go to stdout as CSV.
   Sink csv(args.csv.empty() && args.json.empty() ? "-" : args.csv), jsonl(args.json);
@@ -188,39 +295,64 @@ int suite_op(const SuiteArgs& args, const std::string& shapes) {
 
   size_t failed = 0, cached = 0;
   const auto suite_start = std::chrono::steady_clock::now();
-  for (const auto& e : entries) {
-    progress.begin(C::label(e));
-    std::optional<typename Op::Problem> p;
-    try {
-      p = C::suite_problem(e, args.problem);
-      TuneReport report;
-      double select_ms = 0;
-      const KernelFor<Op> kernel = timed_select(*engine, *p, args.force, report, select_ms);
-      cached += report.from_cache;
-      std::string summary = "no results";
-      for (const auto& res : report_results(*engine, report, kernel)) {
-        emit(result_record<Op>(e, args.problem, *p, res, report, select_ms));
-        if (res.winner)
-          summary = res.backend + " " + res.name + " " + num(res.median_us, 2) + " us, " +
-                    num(C::rate(*p, res.median_us), C::kRateDecimals) + " " + C::kRateUnit;
+  if (gpus.empty()) {
+    for (const auto& e : entries) {
+      progress.begin(C::label(e));
+      try {
+        bool from_cache = false;
+        progress.end(tune_row<Op>(*engine, e, args, emit, from_cache));
+        cached += from_cache;
+      } catch (const Error& err) {
+        ++failed;
+        emit(row_error<Op>(e, args, err.message()));
+        progress.fail(err.message());
       }
-      summary += report.from_cache ? " (from cache, " : " (tuned, ";
-      summary += "select " + num(select_ms, select_ms < 10 ? 3 : 0) + " ms)";
-      progress.end(summary);
-    } catch (const Error& err) {
-      ++failed;
-      emit(error_record<Op>(e, args.problem, p ? &*p : nullptr, err.message()));
-      progress.fail(err.message());
+      if (csv) *csv << std::flush;
+      if (jsonl) *jsonl << std::flush;
     }
-    if (csv) *csv << std::flush;
-    if (jsonl) *jsonl << std::flush;
+  } else {
+    // Rows arrive a problem at a time, in the order the problems finish.
+    GpuSuiteSink sink;
+    sink.log = [&](const std::string& gpu, const std::string& line) {
+      progress.log(gpu.empty() ? line : "[gpu " + gpu + "] " + line);
+    };
+    sink.finished = [&](size_t i, const std::string& gpu, const std::vector<nlohmann::json>& rows,
+                        const std::string& summary, bool error) {
+      progress.begin(C::label(entries[i]) + " [gpu " + gpu + "]");
+      for (const auto& row : rows) {
+        if (csv) {
+          const auto& cells = row["cells"];
+          for (size_t c = 0; c < cells.size(); ++c) *csv << (c ? "," : "") << cells[c].get<std::string>();
+          *csv << "\n" << std::flush;
+        }
+        if (jsonl) *jsonl << row["record"].dump() << "\n" << std::flush;
+      }
+      for (const auto& row : rows) cached += row["record"].value("from_cache", false) && row["record"].value("winner", false);
+      if (error) {
+        ++failed;
+        progress.fail(summary);
+      } else {
+        progress.end(summary);
+      }
+    };
+    sink.lost = [&](size_t i, const std::string& why) {
+      ++failed;
+      progress.begin(C::label(entries[i]));
+      emit(row_error<Op>(entries[i], args, "lost: " + why));
+      if (csv) *csv << std::flush;
+      if (jsonl) *jsonl << std::flush;
+      progress.fail("lost: " + why);
+    };
+    run_suite_on_gpus(worker_argv(args.argv), gpus, entries.size(), sink);
   }
   progress.finish();
   const double total_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - suite_start).count();
   // "N problems" for GEMMs (the default op, as in `info`), "N softmax problems" for another op.
   const std::string noun = std::string(Op::name) == GemmOp::name ? "problems" : std::string(Op::name) + " problems";
-  std::cerr << "gemmtune: suite: " << entries.size() << " " << noun << ", " << cached << " from cache, " << failed
+  std::cerr << "gemmtune: suite: " << entries.size() << " " << noun
+            << (gpus.empty() ? std::string() : " on " + std::to_string(gpus.size()) + " GPUs") << ", " << cached
+            << " from cache, " << failed
             << " failed, " << num(total_s, 1) << " s\n";
   return failed ? kError : kOk;
 }

@@ -27,6 +27,7 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return cli.exit_code(e);
   }
+  cli.suite.argv.assign(argv, argv + argc);
   try {
     switch (cli.command()) {
       case Command::tune: return cmd_tune(cli.tune);

@@ -217,6 +217,10 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   suite_->add_flag("--force", suite.force, "re-tune even when cached");
   suite_->add_option("--csv", suite.csv, "write rows to FILE (- = stdout; the default without --json)");
   suite_->add_option("--json", suite.json, "write JSON Lines to FILE (- = stdout): one object per line");
+  suite_->add_option("--gpus", suite.gpus,
+                     "spread the problems over GPUs: all, or device indices such as 0,1,2 (one tuning\n"
+                     "process per GPU, each timing its own problems; one tuning cache; docs/multi-gpu.md)");
+  suite_->add_flag("--suite-worker", suite.worker)->group("");  // a --gpus suite's worker process
   suite_->footer(
       "Columns (CSV) and keys (JSON): op,model,layer,m,n,k,dtype,layout,epilogue,backend,\n"
       "candidate,median_us,p20_us,p80_us,tflops,rel_err,compile_s,correct,winner,default,\n"

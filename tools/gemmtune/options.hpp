@@ -72,6 +72,9 @@ struct SuiteArgs {
   EngineFlags engine;
   bool force = false;
   std::string csv, json;  // file or "-" for stdout
+  std::string gpus;       // --gpus: "all" or device indices; empty: this process's device only
+  bool worker = false;    // --suite-worker (hidden): one GPU's worker of a --gpus suite (suite_gpus.hpp)
+  std::vector<std::string> argv;  // the command line, for the workers of --gpus
 };
 
 struct RunArgs {
