@@ -8,8 +8,9 @@
 #
 # MEMCHECK_FAMILIES (space-separated names of the mc lines below) runs a subset.
 # Families: cuBLASLt (its baseline test), native GEMM, native softmax, Triton (every cuBLASLt and
-# Triton GEMM candidate; every native and Triton softmax candidate), the GPU reference and checks,
-# CUTLASS and the CuTe DSL (when $GEMMTUNE_ARTIFACTS holds their packs; else those tests skip),
+# Triton GEMM candidate; every native and Triton softmax candidate; the grouped GEMM candidates),
+# the GPU reference and checks, CUTLASS and the CuTe DSL (with the block-scaled FP8 candidates of
+# every backend; when $GEMMTUNE_ARTIFACTS holds their packs, else those tests skip),
 # and the engine twice: in-process (kernels in the test process) and isolated (kernels in the
 # tuning helper, a child process the sanitizer follows: --target-processes all).
 # Processes with Python compile workers run with one worker: the sanitizer injected into several
@@ -78,7 +79,8 @@ mc native-softmax 120 application-only 'SoftmaxNative.*'
 mc reference 90 application-only 'Reference.*:Compare.*:SoftmaxCheck.*'
 mc triton-gemm 150 application-only 'Candidates.*' GEMMTUNE_COMPILE_WORKERS=1
 mc triton-softmax 150 application-only 'SoftmaxCandidates.*' GEMMTUNE_COMPILE_WORKERS=1
-mc cutlass-cutedsl 180 application-only 'Cutlass.*:Cutedsl.*:CutedslSoftmax.*' GEMMTUNE_COMPILE_WORKERS=1
+mc triton-grouped 150 application-only 'Grouped*' GEMMTUNE_COMPILE_WORKERS=1
+mc cutlass-cutedsl 180 application-only 'Cutlass.*:Cutedsl.*:CutedslSoftmax.*:Fp8Block.*' GEMMTUNE_COMPILE_WORKERS=1
 mc engine-in-process 150 application-only 'Engine.*:SoftmaxEngine.*' GEMMTUNE_ISOLATION=in-process GEMMTUNE_COMPILE_WORKERS=1
 mc engine-isolated 200 all 'Engine.*:SoftmaxEngine.*' GEMMTUNE_COMPILE_WORKERS=1
 tar -C "$OUT" -czf "$OUT/memcheck.tar.gz" mc && rm -rf "$OUT/mc"
