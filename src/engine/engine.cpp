@@ -433,27 +433,19 @@ void Engine::Impl::prepare_all(std::vector<Entry<Op>>& entries, const detail::Tu
 template <class Op>
 void Engine::Impl::verify(const typename Op::Problem& p, const std::string& key, std::vector<Entry<Op>>& entries,
                           const Stream& s, const detail::TuneHooks& hooks) {
-  const auto t0 = Clock::now();
   typename OpTraits<Op>::Operands ops = OpTraits<Op>::verify_operands(p, opt.tune.seed, s.get());
-  s.sync();
-  const double operands_ms = 1e3 * seconds_since(t0);
   typename OpTraits<Op>::Checker checker(p, ops, s.get());
   s.sync();
-  log.debug("verify: operands " + std::to_string(operands_ms) + " ms, reference " +
-            std::to_string(1e3 * seconds_since(t0) - operands_ms) + " ms");
   for (auto& e : entries) {
     auto& r = e.result;
     if (!e.prepared) continue;
-    double run_ms = 0;
     try {
       ops.poison_outputs(s.get());
       s.sync();
       if (hooks.running) hooks.running(r, "verify");
-      const auto t_run = Clock::now();
       e.cand->run(ops.args(), s.get());
       GT_CUDA(cudaGetLastError());
       s.sync();
-      run_ms = 1e3 * seconds_since(t_run);
     } catch (const Error& err) {
       r.status = CandidateStatus::failed;
       r.reason = err.message();
@@ -464,10 +456,7 @@ void Engine::Impl::verify(const typename Op::Problem& p, const std::string& key,
       continue;
     }
     if (hooks.stage) hooks.stage("verify");
-    const auto t_cmp = Clock::now();
     CheckResult c = checker.check(s.get());
-    log.debug("verify " + r.backend + " " + r.name + ": first run " + std::to_string(run_ms) + " ms, compare " +
-              std::to_string(1e3 * seconds_since(t_cmp)) + " ms");
     r.rel_err = c.rel_err;
     if (c.ok) {
       if (std::string beyond = OpTraits<Op>::guard_violation(ops, s.get()); !beyond.empty()) c.ok = false, c.reason = beyond;
