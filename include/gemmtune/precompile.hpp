@@ -37,6 +37,7 @@ struct PrecompileItem {
   std::string key;          // artifact key; empty when nothing was to be built
   bool store_hit = false;
   double seconds = 0;       // compile wall time (0 on a store hit)
+  double cpu_seconds = -1;  // its CPU seconds, user + system, the compiler's child processes included (-1: a hit, unknown)
   std::string error;        // empty when built or found
   bool skipped = false;     // the backend is unavailable or does not support the problem
 };

@@ -195,6 +195,7 @@ Built ArtifactCache::compile_miss(Toolchain& t, const Job& job, const std::strin
   GT_CHECK(b, t.name() + ": " + job.what + ": the artifact just published cannot be read back");
   b->hit = false;
   b->seconds = out.seconds > 0 ? out.seconds : wall;
+  b->cpu_seconds = out.cpu_seconds;
   log_.debug(t.name() + ": built " + job.what + " in " + std::to_string(b->seconds).substr(0, 5) + " s");
   return std::move(*b);
 }

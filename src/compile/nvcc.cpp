@@ -150,10 +150,11 @@ class NvccToolchain final : public Toolchain {
     bool timed_out = false;
     int rc = -1;
     double secs = 0;  // nvcc's own wall time, not the wait for a slot
+    double cpu = 0;   // nvcc's and its children's (cudafe++, cicc, ptxas, the host compiler) CPU time
     {
       Slot slot(*this);
       const auto t0 = std::chrono::steady_clock::now();
-      rc = run_process(argv, tmp / "nvcc.log", timeout_s, &timed_out);
+      rc = run_process(argv, tmp / "nvcc.log", timeout_s, &timed_out, &cpu);
       secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     const std::string what = "cutlass: " + job.what;
@@ -168,7 +169,9 @@ class NvccToolchain final : public Toolchain {
     out.meta = job.meta;
     out.meta["toolchain"] = record();
     out.meta["nvcc_s"] = secs;
+    out.meta["cpu_s"] = cpu;
     out.seconds = secs;
+    out.cpu_seconds = cpu;
     return out;
   }
 

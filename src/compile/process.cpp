@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,8 +21,10 @@ namespace gemmtune::compile {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-int run_process(const std::vector<std::string>& argv, const fs::path& log_file, double timeout_s, bool* timed_out) {
+int run_process(const std::vector<std::string>& argv, const fs::path& log_file, double timeout_s, bool* timed_out,
+                double* cpu_s) {
   if (timed_out) *timed_out = false;
+  if (cpu_s) *cpu_s = 0;
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t attr;
   posix_spawn_file_actions_init(&fa);
@@ -43,9 +46,14 @@ int run_process(const std::vector<std::string>& argv, const fs::path& log_file, 
 
   auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   int status = 0;
+  struct rusage ru {};  // the process's, and its waited-for children's (nvcc's cicc, ptxas, ...)
   for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
+    pid_t r = wait4(pid, &status, WNOHANG, &ru);
+    if (r == pid) {
+      if (cpu_s)
+        *cpu_s = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+      break;
+    }
     if (r < 0 && errno != EINTR) GT_THROW("waitpid failed for " + argv[0] + ": " + std::strerror(errno));
     if (Clock::now() > deadline) {
       kill(-pid, SIGKILL);

@@ -93,6 +93,7 @@ class PythonWorkerToolchain : public Toolchain {
       Output out;
       out.bytes = std::move(*bytes);
       out.seconds = r.value("compile_s", wall);
+      out.cpu_seconds = r.value("cpu_s", -1.0);  // measured by the pool (WorkerPool::request)
       accept(r, job, out);
       return out;
     } catch (const json::exception& e) {
@@ -161,7 +162,7 @@ class TritonToolchain final : public PythonWorkerToolchain {
     out.meta = job.meta;
     out.meta.update(json{{"backend", "triton"},   {"kernel", job.params.value("kernel", std::string())},
                          {"function", r["name"]}, {"launch", r["meta"]},
-                         {"compile_s", out.seconds}, {"triton", version_},
+                         {"compile_s", out.seconds}, {"cpu_s", out.cpu_seconds}, {"triton", version_},
                          {"sources", sources_},   {"params", job.params}});
   }
 };
@@ -218,6 +219,7 @@ class CutedslToolchain final : public PythonWorkerToolchain {
                          {"toolchain", version_},
                          {"sources", sources_digest()},
                          {"compile_s", out.seconds},
+                         {"cpu_s", out.cpu_seconds},
                          {"times", r.value("times", json::object())},
                          {"stages", meta_in.value("stages", 0)}});
   }

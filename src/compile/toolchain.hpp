@@ -35,6 +35,7 @@ struct Output {
   nlohmann::json meta;
   std::vector<Extra> extras;  // published first, when not yet in the store
   double seconds = 0;         // the compiler's own time (wall time when it reports none)
+  double cpu_seconds = -1;    // CPU seconds (user + system) of the compile, its child processes included; -1: unknown
 };
 
 // An artifact ready to load, with what must be loaded before it.
@@ -42,6 +43,7 @@ struct Built {
   Artifact artifact;
   std::vector<Artifact> deps;  // in load order
   double seconds = 0;          // compile time; 0 on a store hit
+  double cpu_seconds = -1;     // the compile's CPU seconds (Output::cpu_seconds); -1 on a hit or unknown
   bool hit = false;
 };
 

@@ -51,6 +51,26 @@ int high_cloexec(int fd) {
   return moved;
 }
 
+// CPU seconds (user + system) that process `pid` and its waited-for children have used, from
+// /proc/<pid>/stat (fields 14-17: utime, stime, cutime, cstime, in clock ticks); -1 when unknown.
+double process_cpu_seconds(pid_t pid) {
+  if (pid <= 0) return -1;
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f) return -1;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');  // the command name (field 2) may hold spaces
+  if (!p) return -1;
+  unsigned long long t[4];
+  // After ") ": state, ppid, pgrp, session, tty_nr, tpgid, flags, minflt, cminflt, majflt, cmajflt.
+  if (std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &t[0], &t[1], &t[2],
+                  &t[3]) != 4)
+    return -1;
+  return double(t[0] + t[1] + t[2] + t[3]) / double(sysconf(_SC_CLK_TCK));
+}
+
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 void close_fd(int& fd) {
@@ -758,7 +778,12 @@ json WorkerPool::request(json req, double timeout_s) {
   }
   req["id"] = id;
   try {
+    const double cpu0 = process_cpu_seconds(w->pid());
     json r = w->exchange(req, id, timeout_s);
+    // The CPU time the worker spent on this request (its compilers' child processes included),
+    // unless the worker reports its own.
+    const double cpu1 = process_cpu_seconds(w->pid());
+    if (r.is_object() && !r.contains("cpu_s") && cpu0 >= 0 && cpu1 >= cpu0) r["cpu_s"] = cpu1 - cpu0;
     release(std::move(w), true);
     return r;
   } catch (...) {

@@ -109,7 +109,7 @@ std::vector<PrecompileItem> precompile(const PrecompileRequest& request, const E
   }
   artifacts.build_all(jobs, [&](size_t j, const compile::ArtifactCache::Outcome& r) {
     PrecompileItem& it = todo[owner[j]].item;
-    if (r.built) it.store_hit = r.built->hit, it.seconds = r.built->seconds;
+    if (r.built) it.store_hit = r.built->hit, it.seconds = r.built->seconds, it.cpu_seconds = r.built->cpu_seconds;
     else it.error = r.error;
     if (progress) progress(it);
   });

@@ -5,7 +5,9 @@
 // store. Copying that store to the GPU machine makes a kernel pack (docs/kernel-packs.md).
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -84,6 +86,7 @@ int cmd_precompile(const PrecompileArgs& args) {
 
   size_t done = 0, built = 0, hits = 0, failed = 0, skipped = 0;
   std::vector<double> times;
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> per_backend;  // wall, CPU seconds
   std::string json_lines;
   auto progress = [&](const PrecompileItem& it) {
     ++done;
@@ -91,24 +94,46 @@ int cmd_precompile(const PrecompileArgs& args) {
     if (it.skipped) ++skipped, state = "skipped: " + it.error;
     else if (!it.error.empty()) ++failed, state = "FAILED: " + it.error;
     else if (it.store_hit) ++hits, state = "in store";
-    else ++built, times.push_back(it.seconds), state = "built in " + fixed(it.seconds, 2) + " s";
+    else {
+      ++built, times.push_back(it.seconds), per_backend[it.backend].first.push_back(it.seconds);
+      state = "built in " + fixed(it.seconds, 2) + " s";
+      if (it.cpu_seconds >= 0)
+        per_backend[it.backend].second.push_back(it.cpu_seconds), state += " (" + fixed(it.cpu_seconds, 2) + " s CPU)";
+    }
     const std::string what = it.what.empty() ? it.problem + (it.candidate.empty() ? "" : " " + it.candidate)
                                              : it.what + " for " + it.problem;
     std::cerr << "[" << done << "] " << it.backend << ": " << what << ": " << state << "\n";
     json_lines += nlohmann::json{{"op", it.op},           {"backend", it.backend},   {"problem", it.problem},
                                  {"candidate", it.candidate}, {"what", it.what},     {"key", it.key},
-                                 {"store_hit", it.store_hit}, {"compile_s", it.seconds}, {"skipped", it.skipped},
-                                 {"error", it.error}}
+                                 {"store_hit", it.store_hit}, {"compile_s", it.seconds},
+                                 {"cpu_s", it.cpu_seconds < 0 ? nlohmann::json() : nlohmann::json(it.cpu_seconds)},
+                                 {"skipped", it.skipped},     {"error", it.error}}
                       .dump() +
                   "\n";
   };
+  const auto t0 = std::chrono::steady_clock::now();
   precompile(req, options, hopper_target(args.sms), progress);
-  std::sort(times.begin(), times.end());
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
   double total = 0;
   for (double t : times) total += t;
   std::cerr << "gemmtune: " << done - skipped << " artifacts: " << built << " built (" << fixed(total, 1)
-            << " s of compile, median " << fixed(times.empty() ? 0.0 : times[times.size() / 2], 2) << " s), " << hits
-            << " already in the store, " << failed << " failed; " << skipped << " skipped\n";
+            << " s of compile, median " << fixed(median(times), 2) << " s), " << hits << " already in the store, "
+            << failed << " failed; " << skipped << " skipped; " << fixed(wall, 1) << " s wall\n";
+  // Per backend: the compile seconds of each built artifact (wall in its compiler, and CPU: user +
+  // system of the worker or nvcc and their child processes), for comparing toolchains.
+  for (const auto& [backend, t] : per_backend) {
+    double cpu_total = 0;
+    for (double c : t.second) cpu_total += c;
+    std::cerr << "gemmtune:   " << backend << ": " << t.first.size() << " built, median " << fixed(median(t.first), 2)
+              << " s wall";
+    if (!t.second.empty())
+      std::cerr << ", " << fixed(median(t.second), 2) << " s CPU (" << fixed(cpu_total, 1) << " s CPU in all)";
+    std::cerr << " per artifact\n";
+  }
   if (!args.json.empty()) write_output(args.json, json_lines);
   return failed ? kError : kOk;
 }
