@@ -53,6 +53,7 @@ REPORT="$WORK/report.md"
 {
   echo "machine: $(nproc) cores, $(uname -sr); $(${GEMMTUNE_PYTHON:-.venv/bin/python} -c 'import sys; print("python", sys.version.split()[0])' 2>/dev/null || true)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (modified)')"
+  echo "Python kernel sources: ${GEMMTUNE_PYTHON_DIR:-python/ of this checkout}"
   echo "problems: $PROBLEMS ${EXTRA[*]:-}; flags: ${FLAGS[*]:-(defaults)}"
   echo "caches: artifact store empty (fresh folder per run); Triton file cache per worker, emptied after each compile; CuTe DSL file cache off; no ccache"
   echo

@@ -68,6 +68,14 @@ for line in sys.stdin:
         time.sleep(600)
     if op == "sleep":
         time.sleep(req["seconds"])
+    if op == "spin":  # CPU here, then as much in a child process (the pool's cpu_s counts both)
+        import subprocess
+        burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < %f: pass\n" % req["seconds"]
+        exec(burn)
+        subprocess.run([sys.executable, "-c", burn], check=True)
+    if op == "own_cpu":
+        print(json.dumps({"id": req["id"], "ok": True, "cpu_s": 123.0}), flush=True)
+        continue
     if op == "noisy":
         sys.stderr.write("x" * 300000 + "\n")
         sys.stderr.flush()
@@ -147,6 +155,18 @@ TEST_F(WorkerPoolTest, RoundTripAndReadyLine) {
   json r2 = pool.request({{"op", "ping"}}, 30);
   EXPECT_EQ(r2["pid"], r["pid"]);  // the same idle worker serves the next request
   EXPECT_EQ(pool.live_workers(), 1);
+}
+
+TEST_F(WorkerPoolTest, AnswersCarryTheWorkersCpuSeconds) {
+  WorkerPool pool(options());
+  json idle = pool.request({{"op", "sleep"}, {"seconds", 0.3}}, 30);
+  ASSERT_TRUE(idle.contains("cpu_s")) << idle.dump();
+  EXPECT_LT(idle["cpu_s"].get<double>(), 0.2);  // asleep: wall time is not CPU time
+  json busy = pool.request({{"op", "spin"}, {"seconds", 0.3}}, 60);
+  // 0.3 s in the worker and 0.3 s in its child (and the child's start); /proc counts 10 ms ticks.
+  EXPECT_GE(busy["cpu_s"].get<double>(), 0.55) << busy.dump();
+  json own = pool.request({{"op", "own_cpu"}}, 30);
+  EXPECT_EQ(own["cpu_s"].get<double>(), 123.0);  // a worker's own figure is kept
 }
 
 TEST_F(WorkerPoolTest, ParallelRequestsUseUpToMaxWorkers) {
