@@ -205,3 +205,16 @@ def test_epilogue_coordinates_are_per_thread(tile_m, tile_n):
     assert per_thread == set(acc_size[:1]) and len(set(acc_size)) == 1
     assert len(seen) == tile_m * tile_n
     assert set(seen) == {(m, n) for m in range(tile_m) for n in range(tile_n)}
+
+
+def test_light_header_keeps_declarations_and_drops_heavy_includes():
+    header = ("#pragma once\n\n#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <stdio.h>\n"
+              "typedef struct { void *data; } x_Tensor_a_t;\n")
+    light = cc._light_header(header)
+    assert "#include <cuda_runtime_api.h>" in light.split("\n")
+    assert "cuda_fp16.h" not in light and "<cuda_runtime.h>" not in light
+    assert "typedef struct { void *data; } x_Tensor_a_t;" in light and "#include <stdio.h>" in light
+    # a 16-bit scalar type in a declaration keeps cuda_fp16.h; a header without the includes is unchanged
+    half = header + "void f(__half scale);\n"
+    assert "#include <cuda_fp16.h>" in cc._light_header(half).split("\n")
+    assert cc._light_header("typedef int t;\n") == "typedef int t;\n"

@@ -463,7 +463,7 @@ def _load_dsl_runtime() -> bool:
     once; True when they are. export_to_c resolves the host code's _cuda* calls in this process:
     an execution engine loads them, a compile without one needs them loaded here (else export
     fails: "JIT session error: Symbols not found"). False when the DSL's internal API for them
-    moved: compiles then make an engine, as before."""
+    moved: compiles then make an engine (slower; the same artifact)."""
     global _DSL_RUNTIME_LOADED
     if _DSL_RUNTIME_LOADED is None:
         try:
@@ -484,10 +484,9 @@ def _light_header(header: str) -> str:
     """The exported header as the shim includes it. Its declarations need only the CUDA runtime
     API (cudaLibrary_t, cudaError_t, cudaStream_t, the calls of its inline load/unload helpers);
     the <cuda_runtime.h> and <cuda_fp16.h> it includes were two thirds of the shim's g++ time
-    (~0.12 of 0.18 s CPU per artifact). cuda_fp16.h stays when a 16-bit scalar type appears."""
+    (~0.12 of 0.18 s CPU per artifact). cuda_fp16.h stays when a 16-bit scalar type appears; a
+    header without these include lines is returned as it is."""
     lines = header.split("\n")
-    if "#include <cuda_runtime.h>" not in lines:
-        raise CompileFailure("compile", "export header does not include <cuda_runtime.h> as expected")
     keep_fp16 = _FP16_TYPES.search(header) is not None
     out = []
     for line in lines:
