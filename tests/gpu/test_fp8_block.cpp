@@ -2,11 +2,11 @@
 // block of B, applied to each 128-deep k block's partial sums; layouts in gemmtune/problem.hpp).
 //
 // The GPU reference against the float64 host reference; every candidate of every backend that
-// offers block scales against the float64 host reference (random inputs and scales, D poisoned
-// with NaN before each run), on shapes with m, n not multiples of 128, k not a multiple of 128
-// (refused by cuBLASLt with a reason, computed by Triton), a padded scale leading dimension
-// (ceil(k/128) % 4 != 0), epilogues and output dtypes; the backends without block scales
-// refuse with a reason; and the engine end to end (tune, cache, reload, run).
+// offers block scales (cuBLASLt, Triton, and the CuTe DSL where its kernel pack is loaded:
+// GEMMTUNE_ARTIFACTS, load-only; skipped without one) against the float64 host reference
+// (random inputs and scales, D poisoned with NaN before each run), on the shapes of
+// gpu/fp8_block_problems.hpp; the backends without block scales refuse with a reason; and the
+// engine end to end (tune, cache, reload, run).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -16,6 +16,7 @@
 #include "backends/backend.hpp"
 #include "core/device.hpp"
 #include "gemmtune/gemmtune.hpp"
+#include "gpu/fp8_block_problems.hpp"
 #include "gpu/helpers.hpp"
 #include "support/gpu.hpp"
 #include "support/host_reference.hpp"
@@ -26,48 +27,14 @@ using namespace gemmtune;
 
 namespace {
 
-GemmProblem block(int64_t m, int64_t n, int64_t k, DType out = DType::bf16) {
-  GemmProblem p = GemmProblem::linear(m, n, k, DType::e4m3, out);
-  p.scale = ScaleMode::block;
-  return p;
-}
+using fp8_block_test::block;
 
-// The shapes every block-scaled candidate meets. k % 128 != 0 only where cuBLASLt must refuse.
-std::vector<gpu_test::Named> block_problems() {
-  std::vector<gpu_test::Named> out;
-  auto add = [&](std::string what, GemmProblem p) { out.push_back({std::move(what), p}); };
-  add("aligned 256x384x1024", block(256, 384, 1024));
-  add("m, n not multiples of 128", block(200, 328, 768));
-  add("ceil(k/128) = 5: sb's leading dimension padded to 8", block(136, 264, 640));
-  add("decode m = 16, bias+gelu", [] {
-    GemmProblem p = block(16, 1024, 2048);
-    p.bias = true, p.act = Activation::gelu_tanh;
-    return p;
-  }());
-  add("fp16 out, alpha, beta*C", [] {
-    GemmProblem p = block(192, 256, 512, DType::fp16);
-    p.alpha = 0.5f, p.beta = -1.0f;
-    return p;
-  }());
-  add("fp32 out, silu", [] {
-    GemmProblem p = block(128, 640, 1536, DType::fp32);
-    p.act = Activation::silu;
-    return p;
-  }());
-  add("k = 1040, not a multiple of 128", block(144, 200, 1040));
-  add("k = 1000, rows not 16-byte aligned", block(72, 136, 1000));
-  add("k = 96 < 128", block(64, 136, 96));
-  add("e5m2 A x e4m3 B", [] {
-    GemmProblem p = block(130, 256, 384);
-    p.a.dtype = DType::e5m2;
-    return p;
-  }());
-  add("B row-major (K x N)", [] {
-    GemmProblem p = block(96, 272, 512);
-    p.b.layout = Layout::row;
-    return p;
-  }());
-  return out;
+std::vector<gpu_test::Named> block_problems() { return fp8_block_test::problems(); }
+
+// Whether the CuTe DSL kernel takes p (the rules other than block scaling: A row-major, B
+// column-major, a 16-bit output, TMA's 16-byte rows of A): what its pack must hold.
+bool cutedsl_takes(const GemmProblem& p) {
+  return p.a.layout == Layout::row && p.b.layout == Layout::col && size_of(p.d.dtype) == 2 && p.lda() % 16 == 0;
 }
 
 std::vector<std::unique_ptr<Backend>> all_backends() {
@@ -148,7 +115,12 @@ TEST(Fp8Block, EveryCandidateMatchesFloat64Reference) {
       if (Verdict v = b->available(); !v) continue;
       Verdict v = b->supports(p);
       const std::string name = b->name();
-      if (name == "cutlass" || name == "cutedsl" || name == "native") {
+      if (name == "cutedsl") {
+        // Available here only with a kernel pack (load-only), which must hold every problem it takes.
+        EXPECT_EQ(bool(v), cutedsl_takes(p)) << "cutedsl: " << v.reason;
+        if (!v && what.rfind("fp32 out", 0) == 0) EXPECT_TRUE(contains(v.reason, "output")) << v.reason;
+      }
+      if (name == "cutlass" || name == "native") {
         EXPECT_FALSE(v) << name << " offers block scales: test its candidates here";
         // Where nothing else is refused (other rules may come first elsewhere), block scales are the reason.
         if (what.rfind("aligned", 0) == 0 || what.rfind("decode", 0) == 0)

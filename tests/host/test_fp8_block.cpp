@@ -1,9 +1,11 @@
 // Block-scaled FP8 on the host: the scale mode's names, grid and buffer sizes, validation, keys
 // (existing problems keep theirs), problem JSON, the CLI flag, the float64 host reference, and
 // each backend's answer (Triton: configs with BLOCK_K | 128; cuBLASLt: sm_90, k % 128 == 0,
-// row-major D; CUTLASS, CuTe DSL, native: refused with a reason).
+// row-major D; CuTe DSL: tiles inside one 128x128 scale block; CUTLASS, native: refused with a
+// reason).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -160,12 +162,33 @@ TEST(Fp8BlockBackends, CublasLtRules) {
   EXPECT_NE(v.reason.find("row-major D"), std::string::npos) << v.reason;
 }
 
+TEST(Fp8BlockBackends, CutedslOffersTilesInsideOneScaleBlock) {
+  // Every offered config has one B scale per tile and k block: tile N (or tile M with swap-AB)
+  // divides 128. k need not be a multiple of 128 (the k tile is the scale block).
+  for (GemmProblem p : {block(2048, 8192, 8192), block(200, 328, 1040), block(16, 1024, 2048), block(64, 136, 96)}) {
+    SCOPED_TRACE(p.str());
+    ASSERT_TRUE(cutedsl::problem_verdict(p)) << cutedsl::problem_verdict(p).reason;
+    auto cfgs = cutedsl::configs_for(p, 132);
+    ASSERT_FALSE(cfgs.empty());
+    for (auto& c : cfgs) {
+      EXPECT_EQ(128 % (c.swap_ab ? c.tile_m : c.tile_n), 0) << c.id();
+      EXPECT_EQ(cutedsl::params(c, p)["scale"], "block");
+    }
+  }
+  const auto decode = cutedsl::configs_for(block(16, 1024, 2048), 132);  // swap-AB configs too
+  EXPECT_TRUE(std::any_of(decode.begin(), decode.end(), [](const cutedsl::Config& c) { return c.swap_ab; }));
+  // The kernel's rules (A row, B column-major, 16-bit out, TMA's 16-byte rows) still apply.
+  GemmProblem f32 = block(256, 256, 512);
+  f32.d.dtype = f32.c.dtype = DType::fp32;
+  EXPECT_FALSE(cutedsl::problem_verdict(f32));
+  Verdict v = cutedsl::problem_verdict(block(72, 136, 1000));  // rows of 1000 bytes
+  EXPECT_FALSE(v);
+  EXPECT_NE(v.reason.find("16"), std::string::npos) << v.reason;
+}
+
 TEST(Fp8BlockBackends, OthersRefuseWithAReason) {
   const GemmProblem p = block(2048, 8192, 8192);
   Verdict v = cutlass_backend::problem_verdict(p);
-  EXPECT_FALSE(v);
-  EXPECT_NE(v.reason.find("block"), std::string::npos) << v.reason;
-  v = cutedsl::problem_verdict(p);
   EXPECT_FALSE(v);
   EXPECT_NE(v.reason.find("block"), std::string::npos) << v.reason;
   const std::string why = native::decode_unsupported(block(8, 4096, 4096));

@@ -1,6 +1,6 @@
 // The GPU tests' problems as kernel-pack input: tests/gpu/packs/*.jsonl (one problem JSON per
 // line, what `gemmtune precompile FILE.jsonl` takes; scripts/precompile.sh's gpu-tests part) must
-// hold exactly the problems the CuTe DSL GPU tests run, so that a pack built from them serves
+// hold exactly the problems the CuTe DSL GPU tests run (and Fp8Block's), so that a pack built from them serves
 // those tests on the GPU machine (which cannot compile CuTe DSL kernels). On a mismatch the test
 // prints the file's expected content.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include "core/problem_json.hpp"
 #include "gpu/cutedsl_problems.hpp"
 #include "gpu/cutedsl_softmax_problems.hpp"
+#include "gpu/fp8_block_problems.hpp"
 
 namespace gemmtune {
 namespace {
@@ -72,6 +73,12 @@ TEST(GpuTestPacks, CutedslGemmMatrix) {
   std::string want;
   for (auto& [what, p] : cutedsl_test::problem_matrix()) want += problem_to_json(p) + "\n";
   expect_file("cutedsl_gemm.jsonl", want);
+}
+
+TEST(GpuTestPacks, Fp8BlockProblems) {
+  std::string want;
+  for (auto& [what, p] : fp8_block_test::problems()) want += problem_to_json(p) + "\n";
+  expect_file("fp8_block.jsonl", want);
 }
 
 TEST(GpuTestPacks, SoftmaxMatrixAndEngineProblems) {

@@ -43,6 +43,9 @@ VARIANTS = {
     "e4m3_rowwise_swap": params(a_dtype="e4m3", b_dtype="e4m3", scale="rowwise", swap_ab=True, tile_m=64,
                                 tile_n=64, bias=True),
     "e5m2_e4m3_fp16_stages3": params(a_dtype="e5m2", b_dtype="e4m3", d_dtype="fp16", stages=3, act="relu"),
+    "e4m3_block_c2x1_c_bias": params(a_dtype="e4m3", b_dtype="e4m3", scale="block", cluster_m=2, has_c=True,
+                                     bias=True, act="silu"),
+    "e4m3_block_swap": params(a_dtype="e4m3", b_dtype="e4m3", scale="block", swap_ab=True, tile_m=64, tile_n=32),
 }
 
 TIMES = {}
@@ -126,6 +129,12 @@ def test_variant_compiles_to_a_loadable_so(name, tmp_path):
     bad = Args.from_buffer_copy(a)
     bad.m = 0
     assert lib.gt_cutedsl_can_implement(ctypes.byref(bad)) == 2
+    if p.get("scale") == "block":  # the scales' int32 indexing: m * ceil(k / 128) must fit
+        bad = Args.from_buffer_copy(a)
+        bad.m, bad.k, bad.ldd, bad.ldc = 2**30, 384, 208, 208
+        assert lib.gt_cutedsl_can_implement(ctypes.byref(bad)) == 2
+        bad.k = 128
+        assert lib.gt_cutedsl_can_implement(ctypes.byref(bad)) == 0
     if not os.path.exists("/dev/nvidia0"):
         st = lib.gt_cutedsl_run(ctypes.byref(a), None)
         assert st != 0 and lib.gt_cutedsl_status_text(st)
@@ -146,6 +155,8 @@ def test_compile_times_reported():
     ({"a_dtype": "fp32", "b_dtype": "fp32"}, "bad_request", "a_dtype"),
     ({"d_dtype": "fp32"}, "bad_request", "d_dtype"),
     ({"scale": "rowwise"}, "bad_request", "fp8"),
+    ({"scale": "block"}, "bad_request", "fp8"),
+    ({"a_dtype": "e4m3", "b_dtype": "e4m3", "scale": "block", "tile_n": 96}, "bad_request", "block scales"),
     ({"act": "tanh"}, "bad_request", "act"),
     ({"tile_m": "128"}, "bad_request", "tile_m"),
     ({"bogus": 1}, "bad_request", "bogus"),
@@ -218,3 +229,38 @@ def test_light_header_keeps_declarations_and_drops_heavy_includes():
     half = header + "void f(__half scale);\n"
     assert "#include <cuda_fp16.h>" in cc._light_header(half).split("\n")
     assert cc._light_header("typedef int t;\n") == "typedef int t;\n"
+
+
+@pytest.mark.parametrize("tile_m,tile_n,mode", [(128, 128, 0), (64, 64, 0), (64, 32, 0), (128, 32, 1), (64, 64, 1)])
+def test_block_scale_groups_hold_for_every_thread(tile_m, tile_n, mode):
+    """Block scales: the kernel loads one scale per group of a thread's accumulator registers
+    (scale_groups, worked out on thread 0) at its representative register's coordinate. For every
+    consumer thread, each register's coordinate along the scales' mode (0: rows, block_m; 1:
+    columns, block_n) must equal its representative's: else a register is scaled with another
+    row's scale. And the groups are few: 2 rows a thread; 2 columns per 8 of the tile."""
+    import cutlass
+    import cutlass.cute as cute
+    import cutlass.tensor_utils as tensor_utils
+    from gemmtune.cutedsl.gemm_sm90 import KernelConfig, acc_coords, make_tiled_mma, scale_groups
+
+    cfg = KernelConfig(tile_m=tile_m, tile_n=tile_n)
+    k_major = tensor_utils.LayoutEnum.ROW_MAJOR
+    threads = 128 * (tile_m // 64)
+    groups, bad = [], []
+
+    @cute.jit
+    def probe():
+        mma = make_tiled_mma(cfg, cutlass.Float8E4M3FN, cutlass.Float8E4M3FN, k_major, k_major)
+        reps, group_of = scale_groups(mma, (tile_m, tile_n), mode)
+        groups.append((reps, group_of))
+        tile = cute.make_identity_tensor((tile_m, tile_n))
+        for t in cutlass.range_constexpr(threads):
+            c = acc_coords(mma, t, tile)
+            along = [int(c[i][mode]) for i in range(cute.size(c))]
+            bad.extend((t, i) for i, x in enumerate(along) if x != along[reps[group_of[i]]])
+
+    cute.compile(probe)
+    reps, group_of = groups[0]
+    assert not bad, f"registers grouped with another row / column: {bad[:8]}"
+    assert len(reps) == (2 if mode == 0 else tile_n // 4)
+    assert sorted(set(group_of)) == list(range(len(reps)))

@@ -18,7 +18,8 @@ params (problem terms, gemmtune's GemmProblem; all required unless a default is 
     a_dtype, b_dtype: "bf16" | "fp16" | "e4m3" | "e5m2"; d_dtype: "bf16" | "fp16"
     a_row, b_row, d_row: bool; c_row: bool (default d_row)
     has_c: bool (beta != 0), bias: bool (bias[n]), act: none|relu|gelu_tanh|silu,
-    scale: none|tensorwise|rowwise (fp8 only)
+    scale: none|tensorwise|rowwise|block (fp8 only; block: the kernel's "block_m", or "block_n"
+    with swap_ab)
     tile_m, tile_n, cluster_m, cluster_n, stages (0 = auto), swap_ab: bool (KERNEL terms:
     with swap_ab the kernel's M is the problem's n)
 Failures raise CompileFailure(kind, message): "bad_request" (malformed params), "compile"
@@ -47,7 +48,7 @@ ARCH = "sm_90a"
 DTYPES_IN = ("bf16", "fp16", "e4m3", "e5m2")
 DTYPES_OUT = ("bf16", "fp16")
 ACTS = ("none", "relu", "gelu_tanh", "silu")
-SCALES = ("none", "tensorwise", "rowwise")
+SCALES = ("none", "tensorwise", "rowwise", "block")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "e4m3": 1, "e5m2": 1}
 
 _SPEC = {
@@ -125,9 +126,12 @@ def kernel_config(p: dict):
     bias = "none"
     if p["bias"]:
         bias = "m" if p["swap_ab"] else "n"
+    scale = p["scale"]
+    if scale == "block":  # A's 1x128 scales run along the kernel's M, or with swap-AB its N
+        scale = "block_n" if p["swap_ab"] else "block_m"
     return KernelConfig(tile_m=p["tile_m"], tile_n=p["tile_n"], cluster_m=p["cluster_m"],
                         cluster_n=p["cluster_n"], stages=p["stages"],
-                        has_c=p["has_c"], bias=bias, act=p["act"], scale=p["scale"])
+                        has_c=p["has_c"], bias=bias, act=p["act"], scale=scale)
 
 
 def config_text(p: dict) -> str:
@@ -337,7 +341,7 @@ def _fake_args(p: dict):
         t[name] = _matrix(dtype, unit_first)
     t["c"] = _matrix(p["d_dtype"], bd["c"][5], tma=False) if bd["c"] else _unused()
     t["bias"] = _vector(_dtype(p["d_dtype"]), True) if p["bias"] else _unused()
-    if p["scale"] == "rowwise":
+    if p["scale"] in ("rowwise", "block"):
         t["row_scale"], t["col_scale"] = _vector(cutlass.Float32, True), _vector(cutlass.Float32, True)
     elif p["scale"] == "tensorwise":
         t["row_scale"], t["col_scale"] = _vector(cutlass.Float32, False), _vector(cutlass.Float32, False)
@@ -431,7 +435,15 @@ def _shim_source(p: dict, prefix: str, header: str) -> str:
         rows = "args->n" if swap else "args->m"
         cols = "args->m" if swap else "args->n"
         rs, cs = ("args->scale_b", "args->scale_a") if swap else ("args->scale_a", "args->scale_b")
-        dyn = p["scale"] == "rowwise"
+        if p["scale"] == "block":
+            # sa: [kb, m] (m * kb floats), sb: [nb, round_up(kb, 4)] (gemmtune/problem.hpp); the
+            # kernel indexes them with int32.
+            kb = "((args->k + 127) / 128)"
+            sa_len = f"(args->m * {kb})"
+            sb_len = f"((args->n + 127) / 128 * (({kb} + 3) / 4 * 4))"
+            checks.append(f"  if ({sa_len} > kMax32 || {sb_len} > kMax32) return GT_CUTEDSL_BAD_ARGS;")
+            rows, cols = (sb_len, sa_len) if swap else (sa_len, sb_len)
+        dyn = p["scale"] in ("rowwise", "block")
         vector("trs", "row_scale", rs, rows if dyn else None, 4)
         vector("tcs", "col_scale", cs, cols if dyn else None, 4)
     # Scalars: the wrapper takes them by value after the tensors.

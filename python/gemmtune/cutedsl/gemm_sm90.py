@@ -27,6 +27,10 @@ CTA structure (warp specialization; 1 producer + W = tile_m / 64 consumer warpgr
   k-tile, as CUTLASS's default fp8 mainloop). Two such tiles alternate, so that the next
   k-tile's batch is in flight while the previous one is added (CUTLASS's own fp8 mainloop
   waits for all MMAs before each promotion: 8-11% slower there).
+  Block scales (DeepSeek-V3's 1x128 / 128x128, scale "block_m" / "block_n"): the k-tile is the
+  scales' 128-deep k block, so its promotion is acc += part * sa(row, kb) * sb(col block, kb):
+  each thread loads its rows' A scales (2 per k block) and the tile's one B scale (tile N
+  divides 128) when the k-tile's batch is issued, and applies them with one FFMA a register.
 - Epilogue (consumers): the fused math on the accumulators in fp32 (coordinates from an identity
   tensor partitioned like the accumulators; C, bias and scale vectors read from global memory
   with clamped indices, out-of-range values are never stored), conversion, registers -> shared
@@ -60,7 +64,9 @@ SMEM_BYTES = 232448
 # Bytes set aside for the mbarriers, the struct's alignment padding and slack.
 SMEM_RESERVED = 4096
 ACTS = ("none", "relu", "gelu_tanh", "silu")
-SCALES = ("none", "tensorwise", "rowwise")
+SCALES = ("none", "tensorwise", "rowwise", "block_m", "block_n")
+# Block scaling's k block and n block (DeepSeek-V3's 1x128 / 128x128 scales).
+SCALE_BLOCK = 128
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,11 @@ class KernelConfig:
     has_c: bool = False
     bias: str = "none"  # "none", "m" (bias[M], kernel rows) or "n" (bias[N])
     act: str = "none"
-    scale: str = "none"  # "tensorwise": alpha *= sa[0]*sb[0]; "rowwise": row_scale[M], col_scale[N]
+    # "tensorwise": alpha *= sa[0]*sb[0]; "rowwise": row_scale[M], col_scale[N]; block (fp8, per
+    # 128-deep k block kb, applied at its promotion): "block_m": row_scale[kb * M + i] per kernel
+    # row (1x128) and col_scale[(j / 128) * ld + kb] per 128x128 block (ld = round_up(kbs, 4));
+    # "block_n" (the problem swapped): row_scale[(i / 128) * ld + kb], col_scale[kb * N + j].
+    scale: str = "none"
 
     def check(self) -> None:
         if self.tile_m not in (64, 128):
@@ -102,6 +112,12 @@ class KernelConfig:
             raise ValueError(f"act: {self.act!r} not in {ACTS}")
         if self.scale not in SCALES:
             raise ValueError(f"scale: {self.scale!r} not in {SCALES}")
+        # Block scales: a tile's extent along the 128x128 blocks must lie in one block, so that the
+        # tile has one such scale per k block.
+        if self.scale == "block_m" and SCALE_BLOCK % self.tile_n:
+            raise ValueError(f"tile_n: {self.tile_n} does not divide {SCALE_BLOCK} (block scales)")
+        if self.scale == "block_n" and SCALE_BLOCK % self.tile_m:
+            raise ValueError(f"tile_m: {self.tile_m} does not divide {SCALE_BLOCK} (block scales)")
 
 
 def plan_smem(cfg: KernelConfig, ab_bytes: int, d_bytes: int) -> tuple[int, int]:
@@ -136,6 +152,52 @@ def acc_coords(tiled_mma, ctid, tile_coords):
     return tiled_mma.get_slice(ctid).partition_C(tile_coords)
 
 
+def scale_groups(tiled_mma, tile_mn, mode):
+    """Block scales vary along one mode of the tile (0: kernel rows, "block_m"; 1: kernel columns,
+    "block_n"). Groups a consumer thread's accumulator registers by their coordinate along that
+    mode: (reps, group_of), reps[g] the first register of group g, group_of[i] the group of
+    register i. Worked out at trace time on thread 0's slice of a static identity tile: every
+    consumer thread's registers group the same way (tests/python/test_cutedsl_compile.py checks
+    all threads), so at run time each thread loads one scale per group (2 per k block for
+    "block_m": a thread's registers lie in 2 rows), at its representative register's coordinate."""
+    c = acc_coords(tiled_mma, 0, cute.make_identity_tensor(tile_mn))
+    reps, group_of, where = [], [], {}
+    for i in range(cute.size(c)):
+        key = int(c[i][mode])
+        if key not in where:
+            where[key] = len(reps)
+            reps.append(i)
+        group_of.append(where[key])
+    return reps, group_of
+
+
+def scale_coords(coords, reps, mode, extent):
+    """The coordinate along `mode` of each group's representative register (coords: acc_coords of
+    this thread and tile), clamped to extent - 1 (rows / columns past the matrix are computed on
+    in-range scales and never stored)."""
+    return [cutlass.min(coords[r][mode], extent - 1) for r in reps]
+
+
+def load_block_scales(sc, kt, vary, vary_len, vary_scales, fixed_scales, fixed_off):
+    """sc[g] = vary_scales[kt * vary_len + vary[g]] * fixed_scales[fixed_off + kt]: k block kt's
+    scale of register group g, the 1x128 scale of its row (block_m) times the tile's 128x128
+    block scale. Issued with the k block's wgmma batch, used at its promotion (latency hidden)."""
+    f = fixed_scales[fixed_off + kt]
+    base = kt * vary_len
+    for g in range(len(vary)):
+        sc[g] = vary_scales[base + vary[g]] * f
+
+
+def promote(acc, part, sc, group_of, block):
+    """acc += part in fp32 (one k block's partial sums); with block scales acc += part * sc[group
+    of the register] (one FFMA a register, as many instructions as the plain add)."""
+    if not block:
+        acc.store(acc.load() + part.load())
+        return
+    for i in range(cute.size(acc)):
+        acc[i] = acc[i] + part[i] * sc[group_of[i]]
+
+
 class HopperGemm:
     """One instance per KernelConfig; dtypes and layouts come from the tensors at compile time.
 
@@ -146,7 +208,7 @@ class HopperGemm:
     size: one CTA per SM, its shared memory is nearly all taken).
     Tensors the config does not use are still passed (any 16-byte aligned pointer; static
     shape (1,)) and never touched. row_scale/col_scale: (1,) tensorwise (sa, sb), (M,)/(N,)
-    rowwise.
+    rowwise, flat block scales (KernelConfig.scale says their layout).
     """
 
     def __init__(self, cfg: KernelConfig):
@@ -175,6 +237,9 @@ class HopperGemm:
         if tile_k % inst_k:
             raise ValueError(f"tile K {tile_k} is not a multiple of the wgmma K {inst_k}")
         self.tile = (cfg.tile_m, cfg.tile_n, tile_k)
+        self.block = cfg.scale in ("block_m", "block_n")
+        if self.block and (not self.fp8 or tile_k != SCALE_BLOCK):
+            raise ValueError(f"block scales need fp8 inputs, whose k tile ({tile_k}) is the scales' k block")
         self.epi_tile = (min(cfg.tile_m, 128), min(32, cfg.tile_n))
         self.sA_layout = sm90_utils.make_smem_layout_a(self.a_major, self.tile, self.a_dtype, self.stages)
         self.sB_layout = sm90_utils.make_smem_layout_b(self.b_major, self.tile, self.b_dtype, self.stages)
@@ -379,6 +444,21 @@ class HopperGemm:
             if cutlass.const_expr(cfg.scale == "tensorwise"):
                 alpha_eff = alpha * mRowScale[0] * mColScale[0]
             cD = cute.make_identity_tensor((m_size, n_size))
+            # Block scales (fp8): k-tile kt is the scales' k block kt; the scale of each register
+            # group (reps / group_of) for k-tile kt lands in sc (kt even) or sc1 (kt odd), loaded
+            # when kt's wgmma batch is issued, applied when its partial sums are promoted.
+            # block_m: A's 1x128 scales (row_scale, [kbs, M]) vary per kernel row, B's 128x128
+            # block (col_scale, [N / 128, scale_ld]) is one per tile (tile N divides 128).
+            # block_n (swap-AB): the same with rows and columns exchanged.
+            vary_mode, vary_len, vary_scales, fixed_scales = 0, m_size, mRowScale, mColScale
+            if cutlass.const_expr(cfg.scale == "block_n"):
+                vary_mode, vary_len, vary_scales, fixed_scales = 1, n_size, mColScale, mRowScale
+            reps, group_of = [0], [0]
+            if cutlass.const_expr(self.block):
+                reps, group_of = scale_groups(tiled_mma, (self.tile[0], self.tile[1]), vary_mode)
+            sc = cute.make_rmem_tensor((len(reps),), self.acc_dtype)
+            sc1 = cute.make_rmem_tensor((len(reps),), self.acc_dtype)
+            scale_ld = (k_tiles + 3) // 4 * 4
 
             rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
             fstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -388,6 +468,14 @@ class HopperGemm:
                 tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
 
                 # ---- mainloop ----
+                vary, fixed_off = [0], 0
+                if cutlass.const_expr(self.block):
+                    tCcS = acc_coords(tiled_mma, ctid, cute.local_tile(cD, (self.tile[0], self.tile[1]), (tm, tn)))
+                    vary = scale_coords(tCcS, reps, vary_mode, vary_len)
+                    if cutlass.const_expr(cfg.scale == "block_m"):
+                        fixed_off = cutlass.min(tn * self.tile[1], n_size - 1) // SCALE_BLOCK * scale_ld
+                    else:
+                        fixed_off = cutlass.min(tm * self.tile[0], m_size - 1) // SCALE_BLOCK * scale_ld
                 acc.fill(0.0)
                 tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                 if cutlass.const_expr(self.fp8):
@@ -405,6 +493,8 @@ class HopperGemm:
                         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                     cute.nvgpu.warpgroup.commit_group()
                     rstate.advance()
+                    if cutlass.const_expr(self.block):
+                        load_block_scales(sc, 0, vary, vary_len, vary_scales, fixed_scales, fixed_off)
                     for kp in cutlass.range((k_tiles - 1) // 2, unroll=1):
                         # odd k-tile -> part1; promote part
                         mainloop.consumer_wait(rstate)
@@ -416,10 +506,12 @@ class HopperGemm:
                             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                         cute.nvgpu.warpgroup.commit_group()
                         rstate.advance()
+                        if cutlass.const_expr(self.block):
+                            load_block_scales(sc1, 2 * kp + 1, vary, vary_len, vary_scales, fixed_scales, fixed_off)
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        acc.store(acc.load() + part.load())
+                        promote(acc, part, sc, group_of, self.block)
                         # even k-tile -> part; promote part1
                         mainloop.consumer_wait(rstate)
                         cute.nvgpu.warpgroup.fence()
@@ -430,10 +522,12 @@ class HopperGemm:
                             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                         cute.nvgpu.warpgroup.commit_group()
                         rstate.advance()
+                        if cutlass.const_expr(self.block):
+                            load_block_scales(sc, 2 * kp + 2, vary, vary_len, vary_scales, fixed_scales, fixed_off)
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        acc.store(acc.load() + part1.load())
+                        promote(acc, part1, sc1, group_of, self.block)
                     if (k_tiles - 1) % 2 == 1:
                         # the last k-tile is odd: -> part1, promote part, then part1
                         mainloop.consumer_wait(rstate)
@@ -445,19 +539,21 @@ class HopperGemm:
                             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                         cute.nvgpu.warpgroup.commit_group()
                         rstate.advance()
+                        if cutlass.const_expr(self.block):
+                            load_block_scales(sc1, k_tiles - 1, vary, vary_len, vary_scales, fixed_scales, fixed_off)
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        acc.store(acc.load() + part.load())
+                        promote(acc, part, sc, group_of, self.block)
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        acc.store(acc.load() + part1.load())
+                        promote(acc, part1, sc1, group_of, self.block)
                     else:
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        acc.store(acc.load() + part.load())
+                        promote(acc, part, sc, group_of, self.block)
                 else:
                     for kt in cutlass.range(k_tiles, unroll=1):
                         mainloop.consumer_wait(rstate)

@@ -13,6 +13,8 @@
  *
  * Arguments are in the PROBLEM's terms (gemmtune's GemmProblem):
  *   D[m, n] = act(alpha * sa * sb * (A[m, k] @ B[k, n]) + beta * C[m, n] + bias[n]);
+ * block scales (kb = ceil(k / 128), nb = ceil(n / 128); gemmtune/problem.hpp) apply to each
+ * 128-deep k block's partial sums;
  * an instance built with swap-AB transposes internally. Pointers are device pointers, 16-byte
  * aligned; leading dimensions in elements, resolved (never 0), 16-byte multiples. run() loads
  * the kernel's module into the device on first use (once per device, thread-safe) and makes
@@ -51,8 +53,8 @@ typedef struct GtCutedslArgs {
   const void* c;        /* [m, n]; read only by instances built with C (beta != 0) */
   void* d;              /* [m, n] */
   const void* bias;     /* [n], D's dtype; instances built with bias */
-  const float* scale_a; /* fp8: [1] tensorwise or [m] rowwise; else unused */
-  const float* scale_b; /* fp8: [1] tensorwise or [n] rowwise; else unused */
+  const float* scale_a; /* fp8: [1] tensorwise, [m] rowwise or [kb, m] block; else unused */
+  const float* scale_b; /* fp8: [1] tensorwise, [n] rowwise or [nb, round_up(kb, 4)] block; else unused */
   int64_t lda, ldb, ldc, ldd;
   float alpha, beta;
 } GtCutedslArgs;

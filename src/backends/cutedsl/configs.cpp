@@ -105,12 +105,12 @@ Verdict problem_verdict(const GemmProblem& p) {
   if (fp8 && !(p.a.layout == Layout::row && p.b.layout == Layout::col))
     return Verdict::no("fp8 needs A row-major and B column-major (wgmma reads fp8 K-major only)");
   if (p.scale != ScaleMode::none && !fp8) return Verdict::no("scales apply to fp8 inputs only");
-  if (p.scale == ScaleMode::block)
-    return Verdict::no("block FP8 scales are not implemented in our CuTe DSL GEMM yet (its epilogue applies "
-                       "tensorwise and rowwise scales only)");
   if (p.tf32) return Verdict::no("tf32 applies to fp32 inputs, which this backend leaves to cuBLASLt");
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   if (p.m > kMax || p.n > kMax || p.k > kMax) return Verdict::no("m, n and k must fit in int32");
+  // Block scales are indexed with int32 in the kernel.
+  if (p.scale == ScaleMode::block && (p.scale_a_elems() > kMax || p.scale_b_elems() > kMax))
+    return Verdict::no("block scales: m * ceil(k/128) and ceil(n/128) * round_up(ceil(k/128), 4) must fit in int32");
   // TMA (A, B loads and D stores): every non-unit stride a multiple of 16 bytes. C is read
   // element by element, any leading dimension works.
   std::string why;
@@ -131,6 +131,10 @@ Verdict check(const Config& c, const GemmProblem& p) {
   if (int r = accumulator_registers(c, p), limit = is_fp8(p.a.dtype) ? 192 : 128; r > limit)
     return no("accumulators need " + std::to_string(r) + " registers per thread (at most " + std::to_string(limit) +
               (is_fp8(p.a.dtype) ? ", fp8 keeps three register tiles" : "") + ")");
+  // Block scales: the k tile (128 fp8) is the scales' k block; a tile's extent along B's 128x128
+  // blocks (kernel N, or kernel M with swap-AB) must lie in one block: one B scale per tile and k block.
+  if (p.scale == ScaleMode::block && kScaleBlock % (c.swap_ab ? c.tile_m : c.tile_n) != 0)
+    return no(std::string("block scales: tile ") + (c.swap_ab ? "M" : "N") + " must divide 128 (one B scale per tile and k block)");
   const int fit = max_stages(c, p);
   if (fit < kMinStages)
     return no("shared memory: " + std::to_string(fit) + " mainloop stages fit (need " + std::to_string(kMinStages) + ")");
