@@ -11,8 +11,8 @@
 #                  bf16 and fp8, so that a pack cut short still serves the bench
 #   cutlass-tests  tests/gpu/test_cutlass.cpp's fixed instances (keep the two in step)
 #   cutlass-bench  every CUTLASS candidate of the llm-layers suite at m in {2048, 4096, 8192}
-#   cutedsl        every CuTe DSL GEMM candidate of llm-layers x m_values (bf16, fp8 tensorwise
-#                  and rowwise)
+#   cutedsl        every CuTe DSL GEMM candidate of llm-layers x m_values (bf16, fp8 tensorwise,
+#                  rowwise and block)
 #   softmax        every CuTe DSL and Triton softmax candidate of bench/suites/softmax.csv
 #                  (bf16, fp16, fp32)
 #   gpu-tests      the CuTe DSL GPU tests' problems (tests/gpu/packs/*.jsonl; a host test keeps
@@ -104,6 +104,8 @@ for part in $PARTS; do
       pc cutedsl-bf16 "$LLM" --m-values "$MV" --dtype bf16 --backends cutedsl
       pc cutedsl-fp8 "$LLM" --m-values "$MV" --dtype e4m3 --backends cutedsl
       pc cutedsl-fp8-rowwise "$LLM" --m-values "$MV" --dtype e4m3 --scale rowwise --backends cutedsl
+      pc cutedsl-fp8-block "$LLM" --m-values "$MV" --dtype e4m3 --scale block --out-dtype bf16 --layout rc \
+        --d-layout r --backends cutedsl
       ;;
     softmax)
       for t in bf16 fp16 fp32; do pc "softmax-$t" "$ROOT/bench/suites/softmax.csv" --dtype "$t" --backends cutedsl,triton; done
@@ -111,6 +113,7 @@ for part in $PARTS; do
     gpu-tests)
       pc gpu-cutedsl-gemm "$ROOT/tests/gpu/packs/cutedsl_gemm.jsonl" --backends cutedsl
       pc gpu-softmax "$ROOT/tests/gpu/packs/softmax.jsonl" --backends cutedsl
+      pc gpu-fp8-block "$ROOT/tests/gpu/packs/fp8_block.jsonl" --backends cutedsl
       ;;
     *) echo "precompile: unknown part '$part'" >&2; exit 2 ;;
   esac

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Block-scaled FP8 on the H200 (issue 15), in about 5 minutes: the GPU tests of block scaling
-# (Fp8Block*: the GPU reference and every block-scaled candidate of cuBLASLt and Triton against
-# the float64 host reference, the other backends' refusals, the engine end to end), then the
+# (Fp8Block*: the GPU reference and every block-scaled candidate of cuBLASLt, Triton and, with a
+# kernel pack, the CuTe DSL against the float64 host reference, the other backends' refusals, the
+# engine end to end), then the
 # H200 bench over llm-layers at m in {2048, 8192} with --dtypes fp8-block: per problem gemmtune's
 # block-scaled pick, cuBLASLt's default and best, Triton's best, the block-scaled baseline
 # (torch._scaled_mm where it takes block scales, else the bench's Triton kernel; named in the
 # table) and gemmtune's tensorwise pick of the same shape, timed interleaved, every output checked.
 #
-#   run(command="bash scripts/gpu/fp8block.sh", carry=["build/libgemmtune_c.so", "build/tests/gemmtune_gpu_tests"])
+#   run(command="bash scripts/gpu/fp8block.sh", carry=["build/libgemmtune_c.so", "build/tests/gemmtune_gpu_tests",
+#       "artifacts-pack"])
 #   run(command="GPUS=2 bash scripts/gpu/fp8block.sh", kind="nvidia-h200-x2", carry=[...the same])   # 2 shards
-# (no kernel pack needed: CUTLASS and CuTe DSL do not offer block scales; Triton compiles there;
-# with "artifacts-pack" carried too, the tensorwise picks also race CUTLASS and CuTe DSL.)
+# artifacts-pack/store.tar.xz (scripts/precompile.sh, or a smaller pack of the same problems) holds
+# the CuTe DSL kernels (the GPU machine cannot compile them): with it the CuTe DSL's block-scaled
+# candidates are tested and raced, and the tensorwise picks race CUTLASS and the CuTe DSL too
+# (those whose kernels the pack holds); without it, cuBLASLt and Triton alone (Triton compiles there).
 #
 # Everything lands in $OUT (triton_smoke.log, gpu_tests.log, bench.log, <date>-h200-fp8block.json and .md).
 # Environment: FP8BLOCK_MODELS (models of bench/suites/llm_layers.csv; default llama3-70b, whose
@@ -26,8 +30,8 @@ T0=$(date +%s)
 echo "== triton smoke (block cases): $(PYTHONPATH=python timeout 120 python3 tests/python/gpu_smoke_triton.py -k block \
   >"$OUT/triton_smoke.log" 2>&1; echo rc=$?) in $(($(date +%s) - T0)) s"
 tail -8 "$OUT/triton_smoke.log"
-# With a kernel pack carried (artifacts-pack/store.tar.xz, as bench/device.sh takes it) the
-# tensorwise picks race CUTLASS and CuTe DSL too (they refuse block scales, with their reason).
+# With a kernel pack carried (artifacts-pack/store.tar.xz, as bench/device.sh takes it) CUTLASS
+# and the CuTe DSL race too (CUTLASS refuses block scales, with its reason).
 backends=cublaslt,triton
 [ -f artifacts-pack/store.tar.xz ] && backends=cublaslt,triton,cutlass,cutedsl
 models=${FP8BLOCK_MODELS:-llama3-70b}
@@ -39,7 +43,7 @@ GPU_TESTS_ARGS="--gtest_filter=Fp8Block*" GPU_TESTS_TIMEOUT_S=${GPU_TESTS_TIMEOU
   "${model_args[@]}" --inductor-subset none --inductor-triton-subset none --tag fp8block
 rc=$?
 echo "== Fp8Block GPU tests:"
-grep -E "^\[  (PASSED|FAILED|SKIPPED|     OK) |block-scaled FP8: checked|^refused:|^  (cublaslt|triton) /" "$OUT/gpu_tests.log" 2>/dev/null | head -40
+grep -E "^\[  (PASSED|FAILED|SKIPPED|     OK) |block-scaled FP8: checked|^refused:|^  (cublaslt|triton|cutedsl) /" "$OUT/gpu_tests.log" 2>/dev/null | head -40
 for md in "$OUT"/*-h200*fp8block*.md; do
   [ -f "$md" ] || continue
   echo "== $md (block-scaled section)"
