@@ -178,7 +178,7 @@ def scale_coords(coords, reps, mode, extent):
     return [cutlass.min(coords[r][mode], extent - 1) for r in reps]
 
 
-def load_block_scales(sc, kt, vary, vary_len, vary_scales, fixed_scales, fixed_off):
+def load_block_scales(sc, kt, vary, vary_len, vary_scales, fixed_scales, fixed_off, last):
     """k block kt's scales, as loaded: sc[g] = vary_scales[kt * vary_len + vary[g]] (register
     group g's 1x128 scale, block_m: of its row), sc[G] = fixed_scales[fixed_off + kt] (the
     tile's 128x128 block scale). Issued with the k block's wgmma batch and used at its promotion,
@@ -189,6 +189,12 @@ def load_block_scales(sc, kt, vary, vary_len, vary_scales, fixed_scales, fixed_o
     for g in range(len(vary)):
         sc[g] = vary_scales[base + vary[g]]
     sc[len(vary)] = fixed_scales[fixed_off + kt]
+    # Prefetch k block kt + 2's scales (`last`: the last k block) into L1: the consumers' next
+    # wgmma.fence waits for every load in flight, so these loads must be L1 hits when issued.
+    ahead = cutlass.min(kt + 2, last)
+    for g in range(len(vary)):
+        cute.arch.prefetch((vary_scales.iterator + (ahead * vary_len + vary[g])).llvm_ptr, cache_level="L1")
+    cute.arch.prefetch((fixed_scales.iterator + (fixed_off + ahead)).llvm_ptr, cache_level="L1")
 
 
 def promote(acc, part, sc, group_of, block):
@@ -500,7 +506,7 @@ class HopperGemm:
                     cute.nvgpu.warpgroup.commit_group()
                     rstate.advance()
                     if cutlass.const_expr(self.block):
-                        load_block_scales(sc, 0, vary, vary_len, vary_scales, fixed_scales, fixed_off)
+                        load_block_scales(sc, 0, vary, vary_len, vary_scales, fixed_scales, fixed_off, k_tiles - 1)
                     for kp in cutlass.range((k_tiles - 1) // 2, unroll=1):
                         # odd k-tile -> part1; promote part
                         mainloop.consumer_wait(rstate)
@@ -513,7 +519,7 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.commit_group()
                         rstate.advance()
                         if cutlass.const_expr(self.block):
-                            load_block_scales(sc1, 2 * kp + 1, vary, vary_len, vary_scales, fixed_scales, fixed_off)
+                            load_block_scales(sc1, 2 * kp + 1, vary, vary_len, vary_scales, fixed_scales, fixed_off, k_tiles - 1)
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
@@ -529,7 +535,7 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.commit_group()
                         rstate.advance()
                         if cutlass.const_expr(self.block):
-                            load_block_scales(sc, 2 * kp + 2, vary, vary_len, vary_scales, fixed_scales, fixed_off)
+                            load_block_scales(sc, 2 * kp + 2, vary, vary_len, vary_scales, fixed_scales, fixed_off, k_tiles - 1)
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
@@ -546,7 +552,7 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.commit_group()
                         rstate.advance()
                         if cutlass.const_expr(self.block):
-                            load_block_scales(sc1, k_tiles - 1, vary, vary_len, vary_scales, fixed_scales, fixed_off)
+                            load_block_scales(sc1, k_tiles - 1, vary, vary_len, vary_scales, fixed_scales, fixed_off, k_tiles - 1)
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
