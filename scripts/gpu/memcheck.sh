@@ -59,10 +59,12 @@ mc() {
   # MEMCHECK_FAMILIES="cublaslt native-gemm ...": only those (a call with little device time left).
   if [ -n "${MEMCHECK_FAMILIES:-}" ] && [[ " $MEMCHECK_FAMILIES " != *" $name "* ]]; then return; fi
   log=$OUT/mc/$name.log
-  # Compile first, without the sanitizer: the compile workers are not what is checked, and under
-  # it one worker compiling every Triton candidate runs past the limit. The sanitized run then
-  # loads every kernel from the artifact store.
-  env "$@" timeout "$lim" "$TESTS" --gtest_filter="$filter:-FaultKind*:Isolation.*" >"$OUT/mc/$name.warm.log" 2>&1
+  # Compile first, without the sanitizer and with every compile worker: the compilers are not
+  # what is checked, and under it one worker compiling every Triton candidate runs past the
+  # limit. The sanitized run then loads every kernel from the artifact store.
+  local warm_env=() a
+  for a in "$@"; do [[ $a == GEMMTUNE_COMPILE_WORKERS=* ]] || warm_env+=("$a"); done
+  env "${warm_env[@]}" timeout "$lim" "$TESTS" --gtest_filter="$filter:-FaultKind*:Isolation.*" >"$OUT/mc/$name.warm.log" 2>&1
   t0=$(date +%s)
   env "$@" timeout "$lim" "$SAN" --tool memcheck --error-exitcode 9 --target-processes "$target" \
     "$TESTS" --gtest_filter="$filter:-FaultKind*:Isolation.*" >"$log" 2>&1
