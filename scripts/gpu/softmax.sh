@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 19 on the H200 (softmax on every shape): in about 5 minutes,
-#   1. the softmax GPU tests (SoftmaxNative.*, SoftmaxCandidates.*, SoftmaxEngine.*, SoftmaxCheck.*:
+#   1. the softmax GPU tests (SoftmaxNative.*, SoftmaxCandidates.*, SoftmaxEngine.*, SoftmaxCheck.*,
+#      CutedslSoftmax.* (they skip without the CuTe DSL or a pack of their matrix):
 #      every native config and every Triton candidate against the float64 host reference, odd
 #      widths, rows of 1-256, 1-8 long rows, NaN / +-Inf / all -Inf rows)  -> $OUT/gpu_tests.log
 #   2. the extended softmax suite (bench/suites/softmax-shapes.csv: vocabulary widths, odd widths,
@@ -19,7 +20,8 @@
 #       carry=["build/libgemmtune_c.so", "build/tests/gemmtune_gpu_tests", "artifacts-pack/softmax-shapes.tar.xz"])
 #
 # Environment: SOFTMAX_DTYPES (bf16,fp16,fp32), SOFTMAX_BUDGET_S (seconds for the bench, 150),
-# SKIP_TESTS=1, SKIP_PROBE=1, GPU_TESTS_TIMEOUT_S (120), PROBE_TIMEOUT_S (45).
+# SOFTMAX_SHAPES (RxC,RxC,...: only these rows of the suite), PROBE_SHAPES (the probe's RxC list),
+# PROBE_DTYPES (bf16), SKIP_TESTS=1, SKIP_PROBE=1, GPU_TESTS_TIMEOUT_S (120), PROBE_TIMEOUT_S (45).
 #
 # On the build machine, `bash scripts/gpu/softmax.sh --pack` builds that pack (every CuTe DSL
 # softmax candidate of the suite's 16-byte aligned rows of 1024-262144 values, bf16, fp16, fp32;
@@ -63,14 +65,21 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t=$(date +%s)
   GEMMTUNE_PYTHON=$(command -v python3) GEMMTUNE_PYTHON_DIR=$PWD/python \
     timeout "${GPU_TESTS_TIMEOUT_S:-120}" "$BIN" \
-    --gtest_filter='SoftmaxNative.*:SoftmaxCandidates.*:SoftmaxEngine.*:SoftmaxCheck.*' >"$OUT/gpu_tests.log" 2>&1
+    --gtest_filter='SoftmaxNative.*:SoftmaxCandidates.*:SoftmaxEngine.*:SoftmaxCheck.*:CutedslSoftmax.*' >"$OUT/gpu_tests.log" 2>&1
   tests_rc=$?
   echo "== gpu tests: rc=$tests_rc in $(($(date +%s) - t)) s"
   grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|^Expected|Which is|: WRONG|^\[==========\]" "$OUT/gpu_tests.log" | head -60
   [ "$tests_rc" = 124 ] && echo "== gpu tests: TIMED OUT"
 fi
 
-# 2. the suite (the CuTe DSL pack, when carried, for the bench's engine only)
+# 2. the suite (the CuTe DSL pack, when carried, for the bench's engine only), or its rows in SOFTMAX_SHAPES
+if [ -n "${SOFTMAX_SHAPES:-}" ]; then
+  sub=$OUT/softmax-shapes-subset.csv
+  awk -F, -v want="$SOFTMAX_SHAPES" 'BEGIN { n = split(want, w, ","); for (i = 1; i <= n; ++i) keep[w[i]] = 1 }
+    NR == 1 || ($1 "x" $2) in keep' "$SUITE" >"$sub"
+  SUITE=$sub
+  echo "== suite: $(($(wc -l <"$SUITE") - 1)) rows of bench/suites/softmax-shapes.csv (SOFTMAX_SHAPES)"
+fi
 if [ -f "$PACK" ]; then
   store=${TMPDIR:-/tmp}/gemmtune-softmax-pack
   rm -rf "$store" && mkdir -p "$store" && tar -C "$store" -xJf "$PACK"
@@ -84,9 +93,9 @@ unset GEMMTUNE_ARTIFACTS GEMMTUNE_LOAD_ONLY
 rm -f "$OUT/softmax-cache.sqlite"
 echo "== bench: rc=$bench_rc after $(($(date +%s) - T0)) s"
 
-# 3. the native probe (bf16)
+# 3. the native probe (PROBE_DTYPES, default bf16)
 if [ "${SKIP_PROBE:-0}" != 1 ]; then
-  PROBE_SHAPES=1x1048576,4096x50257,19173961x7,134217728x1,4096x151936,32768x4097 PROBE_SAMPLES=9 \
+  PROBE_SHAPES=${PROBE_SHAPES:-1x1048576,4096x50257,19173961x7,134217728x1,4096x151936,32768x4097} PROBE_SAMPLES=9 \
     PROBE_TIMEOUT_S=${PROBE_TIMEOUT_S:-45} SKIP_NCU=1 bash bench/softmax-native-probe.sh >/dev/null 2>&1
   grep -E "^== |^best" "$OUT/probe.txt" 2>/dev/null
 fi

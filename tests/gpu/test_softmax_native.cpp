@@ -5,7 +5,8 @@
 // the pipe kind (the long-row kernel) on its own at 32K-256K columns (odd lengths, tails, every
 // dtype pair, few rows) and with its persistent grid capped so that clusters loop over rows and
 // wrap around their stages; the tiny kind (rows of 1-1024 columns, CTA spans starting inside a
-// 16-byte pack), rows not starting on a 16-byte pack (odd packed widths: pipe, tiny, wide), and
+// 16-byte pack), rows not starting on a 16-byte pack (odd packed widths: pipe, row, tiny, wide), the
+// row kind (odd widths, clusters, several rows a CTA), and
 // the wide kind (1-8 long rows over the whole GPU, its grid also capped so that CTAs hold several
 // slices). Inputs are random (never constant), outputs poisoned (NaN bits)
 // before every run, and the padding between cols and ld must stay poisoned. Skips without a
@@ -495,7 +496,7 @@ TEST(SoftmaxNative, TinyRows) {
 }
 
 // Packed rows whose starts are not 16-byte aligned (ld % vec != 0): pipe (the copy engine takes
-// each row's whole packs, the head and tail element-wise), tiny and wide, every dtype pair, at
+// each row's whole packs, the head and tail element-wise), row, tiny and wide, every dtype pair, at
 // vocabulary widths (50257) and odd ones.
 TEST(SoftmaxNative, UnalignedRows) {
   REQUIRE_GPU();
@@ -504,7 +505,8 @@ TEST(SoftmaxNative, UnalignedRows) {
   };
   const Case cases[] = {{9, 50257}, {20, 4097}, {7, 32771}, {40, 1025}, {64, 999}, {5, 100003}, {12, 16385}, {300, 257}};
   auto own = [](const NativeSoftmaxConfig& c) {
-    return c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::wide;
+    return c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row || c.kind == SoftmaxKind::tiny ||
+           c.kind == SoftmaxKind::wide;
   };
   uint64_t seed = 5000;
   int k = 0;
@@ -519,6 +521,37 @@ TEST(SoftmaxNative, UnalignedRows) {
       EXPECT_GT(n, 0) << p.str() << ": no 16-byte config for unaligned rows";
       check_problem(p, true, seed++, own);
     }
+}
+
+// The row kind (the row in registers, 16-byte packs in virtual columns): odd packed widths (rows
+// starting anywhere in a pack; the last row's tail pack past the end of x), strided rows (the
+// partial packs element by element, the padding never read), clusters of 2-16 CTAs with the
+// row's packs dealt evenly, several rows a CTA with a short last CTA; every dtype pair, scales
+// 1, 0.37, -1.5, special rows.
+TEST(SoftmaxNative, RowKindOddWidths) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t rows, cols, ld;
+  };
+  const Case cases[] = {{9, 50257, 0},  {5, 100003, 0}, {12, 16385, 0}, {20, 4097, 0},  {7, 4097, 4100},
+                        {130, 1001, 0}, {33, 1001, 1003}, {3, 262147, 0}, {13, 999, 0}, {6, 32768, 0}};
+  auto row = [](const NativeSoftmaxConfig& c) { return is_kind(c, SoftmaxKind::row); };
+  uint64_t seed = 7000;
+  int k = 0, clusters = 0, several = 0;
+  for (const Case& cs : cases)
+    for (const Dtypes& d : {kSame[0], kSame[1], kSame[2], kMixed[0], kMixed[1], kMixed[2]}) {
+      SoftmaxProblem p = SoftmaxProblem::make(cs.rows, cs.cols, d.in);
+      p.out = d.out;
+      p.ld = cs.ld;
+      const float scales[] = {1.0f, 0.37f, -1.5f};
+      p.scale = scales[k++ % 3];
+      ASSERT_GT(count_kind(p, SoftmaxKind::row), 0) << p.str();
+      for (const auto& c : native_softmax_configs(p))
+        if (row(c)) clusters += c.cluster > 1, several += c.block_rows > 1;
+      check_problem(p, true, seed++, row);
+    }
+  EXPECT_GT(clusters, 20);
+  EXPECT_GT(several, 10);
 }
 
 // The wide kind: 1-8 long rows (2^16 .. 2^20, odd ones, strided), every dtype pair, special

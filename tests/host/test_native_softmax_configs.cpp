@@ -33,12 +33,13 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
           EXPECT_EQ(c.cannot_run(p), "") << c.name() << " for cols " << cols;
           EXPECT_TRUE(c.max_cols() < 0 || c.max_cols() >= cols) << c.name() << " for cols " << cols;
           EXPECT_EQ(c.threads % 32, 0);
-          const int max_threads = c.kind == SoftmaxKind::pipe ? (c.elems > 32 ? 512 : 1024)
+          const int max_threads = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? (c.elems > 32 ? 512 : 1024)
                                   : c.kind == SoftmaxKind::warp || c.elems >= 32 ? 512
                                                                                   : 1024;
           EXPECT_LE(c.threads, max_threads) << c.name();
           EXPECT_TRUE(c.vec == 1 || c.vec == int(16 / size_of(in))) << c.name();
-          const bool own_alignment = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::wide;
+          const bool own_alignment = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ||
+                                     c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::wide;
           if (c.vec > 1 && !own_alignment) EXPECT_EQ(p.row_stride() % c.vec, 0) << c.name();
           if (own_alignment) EXPECT_EQ(c.vec * int(size_of(in)), 16) << c.name();
           if (c.kind != SoftmaxKind::tiny) EXPECT_EQ(c.group, 0) << c.name();
@@ -68,6 +69,23 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
             EXPECT_TRUE(c.stages == 2 || c.stages == 3) << c.name();
             EXPECT_LE(c.stages * c.block_rows * slice * int64_t(size_of(in)), kNativeSmemDynamicOptIn) << c.name();
             EXPECT_TRUE(c.elems / c.vec == 1 || c.elems / c.vec == 2 || c.elems / c.vec == 4 || c.elems / c.vec == 8) << c.name();
+          } else if (c.kind == SoftmaxKind::row) {
+            ASSERT_GE(c.block_rows, 1) << c.name();
+            EXPECT_EQ(c.threads % c.block_rows, 0) << c.name();
+            const int tw = c.threads / c.block_rows;  // threads a row
+            EXPECT_TRUE(tw % 32 == 0 || (tw < 32 && (tw & (tw - 1)) == 0)) << c.name();
+            if (c.block_rows > 1) EXPECT_EQ(c.cluster, 1) << c.name();
+            if (c.block_rows > 1) EXPECT_LT(tw, 128) << c.name();
+            const int64_t span = cols + (p.row_stride() % c.vec ? c.vec - 1 : 0);
+            const int64_t np = (span + c.vec - 1) / c.vec, q = (np + c.cluster - 1) / c.cluster;  // packs a row, a CTA
+            const int64_t P = c.elems / c.vec;
+            EXPECT_TRUE(P == 1 || P == 2 || P == 4 || P == 8) << c.name();
+            EXPECT_GE(int64_t(tw) * P, q) << c.name();
+            EXPECT_GT(2 * q, int64_t(tw) * P) << c.name() << ": most of a thread's packs idle";
+            EXPECT_TRUE(c.cluster >= 1 && c.cluster <= 16) << c.name();
+            EXPECT_LT(int64_t(c.cluster - 1) * q, np) << c.name() << ": an idle CTA";
+            if (c.cluster > 1) EXPECT_GT(cols * int64_t(size_of(in)), 16 * 1024) << c.name() << ": a cluster for a short row";
+            EXPECT_GT(cols, 1) << c.name();
           } else if (c.kind == SoftmaxKind::tiny) {
             EXPECT_LE(cols, 1024) << c.name();
             EXPECT_TRUE(c.group == 1 || c.group == 2 || c.group == 4 || c.group == 8 || c.group == 16 || c.group == 32) << c.name();
@@ -86,7 +104,7 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
             EXPECT_EQ(c.cluster, 1);
           }
           if (c.kind != SoftmaxKind::pipe) EXPECT_EQ(c.stages, 0) << c.name();
-          if (c.kind != SoftmaxKind::pipe) EXPECT_EQ(c.block_rows, 1) << c.name();
+          if (c.kind != SoftmaxKind::pipe && c.kind != SoftmaxKind::row) EXPECT_EQ(c.block_rows, 1) << c.name();
           EXPECT_EQ(NativeSoftmaxConfig::parse(c.name()), c) << c.name();
           online += c.kind == SoftmaxKind::online;
         }
@@ -106,22 +124,22 @@ TEST(NativeSoftmaxConfigs, KindsByRowLength) {
   using K = SoftmaxKind;
   // online only past 1024 columns (tiny holds every shorter row)
   EXPECT_EQ(kinds(1), (std::set<K>{K::warp, K::tiny}));
-  EXPECT_EQ(kinds(256), (std::set<K>{K::warp, K::block, K::pipe, K::tiny}));  // pipe: a warp a row, 4 rows a CTA
-  EXPECT_EQ(kinds(128), (std::set<K>{K::warp, K::block, K::tiny}));  // pipe: a warp x 8 elems = 256 columns at least
-  EXPECT_EQ(kinds(257), (std::set<K>{K::warp, K::block, K::pipe, K::tiny}));  // ld 257: pipe in virtual columns
-  EXPECT_EQ(kinds(1024), (std::set<K>{K::warp, K::block, K::pipe, K::tiny}));
-  EXPECT_EQ(kinds(4097), (std::set<K>{K::block, K::pipe, K::online}));  // ld 4097: pipe in virtual columns
-  EXPECT_EQ(kinds(4096), (std::set<K>{K::block, K::smem, K::pipe, K::online}));
-  EXPECT_EQ(kinds(16384), (std::set<K>{K::block, K::cluster, K::smem, K::pipe, K::online}));
-  EXPECT_EQ(kinds(16385), (std::set<K>{K::cluster, K::pipe, K::online}));  // ld 16385: pipe in virtual columns only
-  EXPECT_EQ(kinds(16385, 16392), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
-  EXPECT_EQ(kinds(65535, 65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
-  EXPECT_EQ(kinds(65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
-  EXPECT_EQ(kinds(262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
-  EXPECT_EQ(kinds(262143, 262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::online}));
-  EXPECT_EQ(kinds(262147), (std::set<K>{K::pipe, K::online}));  // pipe: 9 CTAs of 32768 (virtual columns)
-  EXPECT_EQ(kinds(200000), (std::set<K>{K::smem, K::pipe, K::online}));  // pipe: 7 CTAs of 32768 columns
-  EXPECT_EQ(kinds(262152), (std::set<K>{K::smem, K::pipe, K::online}));  // pipe: 9 CTAs of 32768 (non-portable)
+  EXPECT_EQ(kinds(256), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny}));  // pipe: a warp a row, 4 rows a CTA
+  EXPECT_EQ(kinds(128), (std::set<K>{K::warp, K::block, K::row, K::tiny}));  // pipe: a warp x 8 elems = 256 columns at least
+  EXPECT_EQ(kinds(257), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny}));  // ld 257: pipe in virtual columns
+  EXPECT_EQ(kinds(1024), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny}));
+  EXPECT_EQ(kinds(4097), (std::set<K>{K::block, K::pipe, K::row, K::online}));  // ld 4097: pipe in virtual columns
+  EXPECT_EQ(kinds(4096), (std::set<K>{K::block, K::smem, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(16384), (std::set<K>{K::block, K::cluster, K::smem, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(16385), (std::set<K>{K::cluster, K::pipe, K::row, K::online}));  // ld 16385: pipe in virtual columns only
+  EXPECT_EQ(kinds(16385, 16392), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(65535, 65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(262143, 262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(262147), (std::set<K>{K::pipe, K::row, K::online}));  // pipe: 9 CTAs of 32768 (virtual columns)
+  EXPECT_EQ(kinds(200000), (std::set<K>{K::smem, K::pipe, K::row, K::online}));  // pipe: 7 CTAs of 32768 columns
+  EXPECT_EQ(kinds(262152), (std::set<K>{K::smem, K::pipe, K::row, K::online}));  // pipe: 9 CTAs of 32768 (non-portable)
   EXPECT_EQ(kinds(1048576), (std::set<K>{K::online}));  // smem: 16 slices of 128 KiB, past 96 KiB
 }
 
@@ -137,14 +155,16 @@ TEST(NativeSoftmaxConfigs, SuiteRowsHaveAOnePassConfig) {
 }
 
 // warp, block, cluster, smem, online: 16-byte packs where every row starts on one, else 1;
-// pipe, tiny, wide: 16-byte packs always (each row's head and tail element-wise).
+// pipe, row, tiny, wide: 16-byte packs always (each row's head and tail element-wise).
 TEST(NativeSoftmaxConfigs, OneVectorWidthWhereLdAllows) {
   auto vecs = [](int64_t cols, int64_t ld, DType in, bool own) {
     auto p = SoftmaxProblem::make(4, cols, in);
     p.ld = ld;
     std::set<int> v;
     for (const auto& c : native_softmax_configs(p))
-      if (own == (c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::wide)) v.insert(c.vec);
+      if (own == (c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row || c.kind == SoftmaxKind::tiny ||
+                  c.kind == SoftmaxKind::wide))
+        v.insert(c.vec);
     return v;
   };
   EXPECT_EQ(vecs(4096, 0, DType::bf16, false), (std::set<int>{8}));
@@ -252,6 +272,55 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
   EXPECT_NE(g.cannot_run(big), "");  // group only for tiny
 }
 
+// row: per P packs a thread the fewest threads a row that hold a CTA's even share of the row's
+// packs (lanes of a warp or whole warps), for the fewest CTAs a row within the launch bound and
+// the fewest with CTAs of at most 256 and 128 threads (clusters only past 16 KiB rows), more
+// than half of the packs used, several rows a CTA below 128 threads a row; not for rows of one
+// value; parses back; refuses what it cannot run.
+TEST(NativeSoftmaxConfigs, RowConfigs) {
+  auto names = [](int64_t rows, int64_t cols, DType in, int64_t ld = 0) {
+    std::vector<std::string> out;
+    auto p = SoftmaxProblem::make(rows, cols, in);
+    p.ld = ld;
+    for (const auto& c : native_softmax_configs(p))
+      if (c.kind == SoftmaxKind::row) out.push_back(c.name());
+    return out;
+  };
+  EXPECT_EQ(names(4096, 50257, DType::bf16),
+            (std::vector<std::string>{"row_v8_e8_t928_r1_c7", "row_v8_e16_t800_r1_c4", "row_v8_e16_t256_r1_c13",
+                                      "row_v8_e32_t800_r1_c2", "row_v8_e32_t256_r1_c7", "row_v8_e32_t128_r1_c13",
+                                      "row_v8_e64_t416_r1_c2", "row_v8_e64_t224_r1_c4", "row_v8_e64_t128_r1_c7"}));
+  EXPECT_EQ(names(32768, 4097, DType::bf16),
+            (std::vector<std::string>{"row_v8_e8_t544_r1_c1", "row_v8_e16_t288_r1_c1", "row_v8_e32_t160_r1_c1",
+                                      "row_v8_e64_t96_r1_c1", "row_v8_e64_t192_r2_c1"}));
+  EXPECT_EQ(names(1000, 7, DType::bf16), (std::vector<std::string>{"row_v8_e8_t128_r64_c1", "row_v8_e8_t256_r128_c1",
+                                                                   "row_v8_e16_t128_r128_c1", "row_v8_e16_t256_r256_c1"}));
+  EXPECT_TRUE(names(1000, 1, DType::bf16).empty());
+  EXPECT_TRUE(names(1000, 1, DType::fp32, 3).empty());
+  for (const auto& n : names(8192, 16385, DType::bf16)) EXPECT_LE(NativeSoftmaxConfig::parse(n).cluster, 9) << n;
+  for (const auto& n : names(100, 4097, DType::bf16, 4100)) EXPECT_EQ(NativeSoftmaxConfig::parse(n).cluster, 1) << n;
+  using C = NativeSoftmaxConfig;
+  const auto row = SoftmaxKind::row;
+  EXPECT_EQ(C::parse("row_v8_e32_t160_r1_c1"), C({row, 8, 32, 160, 1, 0, 1}));
+  EXPECT_EQ(C::parse("row_v8_e16_t256_r256_c1"), C({row, 8, 16, 256, 1, 0, 256}));
+  for (const char* bad : {"row_v8_e32_t160_r1", "row_v8_e32_t160_c1", "row_v8_e32_t160_r1_c1_s2", "row_v8_t160_r1_c1"})
+    EXPECT_THROW(C::parse(bad), Error) << bad;
+  const auto p = SoftmaxProblem::make(64, 50257);  // bf16, rows start anywhere in a pack
+  EXPECT_EQ(C({row, 8, 64, 416, 2, 0, 1}).cannot_run(p), "");
+  EXPECT_NE(C({row, 8, 64, 384, 2, 0, 1}).cannot_run(p), "");   // 2 x 384 x 64 = 49152 columns
+  EXPECT_NE(C({row, 8, 64, 1024, 1, 0, 1}).cannot_run(p), "");  // E = 64: 512 threads at most
+  EXPECT_NE(C({row, 1, 64, 416, 2, 0, 1}).cannot_run(p), "");   // 16-byte packs only
+  EXPECT_NE(C({row, 8, 48, 416, 2, 0, 1}).cannot_run(p), "");   // vec x 1, 2, 4 or 8
+  EXPECT_NE(C({row, 8, 64, 416, 17, 0, 1}).cannot_run(p), "");  // 16 CTAs at most
+  EXPECT_NE(C({row, 8, 8, 128, 16, 0, 1}).cannot_run(SoftmaxProblem::make(4, 100)), "");  // idle CTAs
+  const auto q = SoftmaxProblem::make(64, 7);
+  EXPECT_EQ(C({row, 8, 16, 256, 1, 0, 256}).cannot_run(q), "");
+  EXPECT_NE(C({row, 8, 16, 256, 1, 0, 3}).cannot_run(q), "");    // 3 does not divide 256
+  EXPECT_NE(C({row, 8, 16, 192, 1, 0, 64}).cannot_run(q), "");   // 3 lanes a row
+  EXPECT_NE(C({row, 8, 16, 256, 2, 0, 128}).cannot_run(q), "");  // several rows a CTA: no cluster
+  EXPECT_NE(C({row, 8, 16, 256, 1, 2, 256}).cannot_run(q), "");  // stages only for pipe
+}
+
 TEST(NativeSoftmaxConfigs, PinnedListForOneProblem) {
   auto p = SoftmaxProblem::make(1000, 1024);
   std::vector<std::string> names;
@@ -261,7 +330,9 @@ TEST(NativeSoftmaxConfigs, PinnedListForOneProblem) {
       "block_v8_e8_t256",         "block_v8_e8_t512",         "block_v8_e8_t1024",        "pipe_v8_e16_t64_r1_c1_s2",
       "pipe_v8_e16_t64_r1_c1_s3", "pipe_v8_e8_t128_r1_c1_s2", "pipe_v8_e8_t128_r1_c1_s3", "pipe_v8_e32_t128_r4_c1_s2",
       "pipe_v8_e32_t128_r4_c1_s3", "pipe_v8_e32_t256_r8_c1_s2", "pipe_v8_e32_t256_r8_c1_s3", "pipe_v8_e16_t256_r4_c1_s2",
-      "pipe_v8_e16_t256_r4_c1_s3", "pipe_v8_e8_t256_r2_c1_s2",  "pipe_v8_e8_t256_r2_c1_s3",  "tiny_v8_e32_t256_g32"};
+      "pipe_v8_e16_t256_r4_c1_s3", "pipe_v8_e8_t256_r2_c1_s2",  "pipe_v8_e8_t256_r2_c1_s3",  "row_v8_e8_t128_r1_c1",
+      "row_v8_e16_t128_r2_c1",     "row_v8_e16_t256_r4_c1",     "row_v8_e32_t128_r4_c1",     "row_v8_e32_t256_r8_c1",
+      "row_v8_e64_t128_r8_c1",     "row_v8_e64_t256_r16_c1",    "tiny_v8_e32_t256_g32"};
   EXPECT_EQ(names, want);
 }
 
@@ -435,13 +506,19 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
             << p.str() << " " << c.name();
         EXPECT_EQ(l.threads, c.threads);
         const bool clustered =
-            c.kind == SoftmaxKind::cluster || ((c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe) && c.cluster > 1);
+            c.kind == SoftmaxKind::cluster ||
+            ((c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row) && c.cluster > 1);
         EXPECT_EQ(l.cluster > 1, clustered) << c.name();
-        EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::tiny)
+        const bool ones = c.kind == SoftmaxKind::tiny && p.cols == 1 && p.row_stride() == 1;  // tiny's element-wise path
+        EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || (c.kind == SoftmaxKind::tiny && !ones))
             << c.name();
         EXPECT_EQ(l.persistent, c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::wide || c.kind == SoftmaxKind::tiny)
             << c.name();
         EXPECT_EQ(l.cooperative, c.kind == SoftmaxKind::wide) << c.name();
+        if (ones) {  // packed rows of one value: 4 16-byte packs of x a thread
+          EXPECT_EQ(l.grid, (p.rows + c.threads * 4 * c.vec - 1) / (c.threads * 4 * c.vec)) << c.name();
+          continue;
+        }
         if (c.kind == SoftmaxKind::tiny) {  // chunks of ~24 KiB of x and y, two x buffers (48 KiB without opt-in)
           EXPECT_LE(l.dynamic_smem, 48 * 1024) << c.name();
           const int64_t rows_per_cta = std::max<int64_t>(1, 24576 / (p.cols * int64_t(size_of(p.in) + size_of(p.out))));
@@ -455,15 +532,15 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         }
         if (c.kind == SoftmaxKind::pipe)  // the stages: whole slices of x
           EXPECT_EQ(l.dynamic_smem, int64_t(c.stages) * c.threads * c.elems * int64_t(size_of(p.in))) << c.name();
-        const int64_t rows_per_block = c.kind == SoftmaxKind::warp   ? c.threads / 32
-                                       : c.kind == SoftmaxKind::pipe ? c.block_rows
-                                                                     : 1;
+        const int64_t rows_per_block = c.kind == SoftmaxKind::warp                                 ? c.threads / 32
+                                       : c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? c.block_rows
+                                                                                                   : 1;
         EXPECT_EQ(l.grid, (p.rows + rows_per_block - 1) / rows_per_block * l.cluster) << c.name();
         if (c.kind == SoftmaxKind::smem)  // the slice, 16-byte packs, is what is staged
           EXPECT_EQ(l.dynamic_smem, ((p.cols + c.cluster - 1) / c.cluster + c.vec - 1) / c.vec * c.vec * int64_t(size_of(p.in)));
         // 32 fp32 values a thread need the 128 registers of a 512-thread bound (pipe: 64 a
         // 1024-thread bound hold 32 values, ptxas -v: 63-64 registers; more need 512).
-        if (c.kind == SoftmaxKind::pipe) EXPECT_EQ(l.launch_bound, c.elems > 32 ? 512 : 1024) << c.name();
+        if (c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row) EXPECT_EQ(l.launch_bound, c.elems > 32 ? 512 : 1024) << c.name();
         else if (c.kind != SoftmaxKind::smem && c.kind != SoftmaxKind::online && c.elems >= 32) EXPECT_LE(l.launch_bound, 512);
       }
     }

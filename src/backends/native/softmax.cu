@@ -739,6 +739,156 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
   if (csize > 1) cluster_barrier();
 }
 
+// ---- row: the row in registers, 16-byte packs in virtual columns (odd widths) -----------------
+//
+// One pass, x read once, non-persistent: a CTA holds `rpb` rows, each owned by tw = threads / rpb
+// threads (1, 2, 4, 8, 16 lanes of a warp, or W = tw / 32 whole warps), or, with a cluster of
+// `csize` CTAs (rpb = 1), one row's share. The
+// row's packs of virtual columns (see "Virtual columns" above: a = (row ld) % VEC, the row in
+// [a, cols + a)) are dealt evenly: np = ceil((cols + a) / VEC) packs, q = ceil(np / csize) a CTA,
+// CTA `rank` the virtual columns [rank q VEC, rank q VEC + q VEC); thread tr of the row its packs
+// j = 0 .. P - 1 at (j tw + tr) VEC of them (a warp's loads consecutive). Whole packs come by
+// 16-byte loads (ld.global.nc.L1::no_allocate) and go out by 16-byte streaming stores; the
+// partial head and tail packs of packed rows by one 16-byte load as well (their other elements
+// belong to the neighbouring rows and are masked), except a tail pack past the end of x; strided
+// rows' partial packs element by element (the padding is never read); stores of partial packs
+// element by element. The kernel the CuTe DSL's one-pass kinds are (96-100% of copy on aligned
+// rows on the H200), for rows that do not start on a 16-byte pack, where those kinds have to
+// load element by element. Reductions and special values as pipe: per warp (m_w, s_w) against
+// its own max (per group of tw lanes when tw < 32: xor shuffles within the group), merged per
+// row through shared memory (W > 1) and across the cluster by st.async
+// into every CTA's shared memory (one mbarrier a CTA, csize x 8 transaction bytes); y = e W(m_w,
+// M) / S. Cluster start-up: every CTA initializes its mbarrier and arrives (relaxed) on the
+// cluster barrier before its loads, and waits on it only before its first st.async; no cluster
+// barrier at the end (each CTA waits for every pair sent to it before it leaves).
+template <int E>
+constexpr int row_max_threads() { return E <= 32 ? 1024 : 512; }  // registers, as pipe
+
+// 16 bytes of read-only x, not kept in L1.
+__device__ __forceinline__ uint4 ld_stream16(const void* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+
+template <class Ti, class To, int E>
+__global__ void __launch_bounds__(row_max_threads<E>())
+    softmax_row_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale,
+                       int csize, int rpb) {
+  constexpr int VEC = int(16 / sizeof(Ti));
+  constexpr int P = E / VEC;  // 16-byte packs a thread
+  static_assert(E % VEC == 0 && P >= 1, "row softmax: whole 16-byte packs per thread");
+  __shared__ float2 wred[32];                   // per warp (m_w, s_w)
+  __shared__ float2 part[kMaxCluster];          // per CTA of the cluster (M_k, S_k)
+  __shared__ __align__(8) uint64_t xbar;        // the cluster's csize pairs landed
+  const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
+  const int tw = int(blockDim.x) / rpb;      // threads a row: 1 .. 16 (a power of two) or whole warps
+  const int W = tw >= 32 ? tw >> 5 : 1;      // warps a row (1: a warp or part of one)
+  const int lanes = tw < 32 ? tw : 32;       // lanes of a warp that share the row
+  const int g = t / tw, tr = t - g * tw;     // this thread's row in the CTA, its index among the row's threads
+  const int rank = csize > 1 ? int(cluster_ctarank()) : 0;
+  const int64_t row = int64_t(blockIdx.x / csize) * rpb + g;
+  const bool valid = row < rows;  // the last CTA's rows may be fewer than rpb
+  if (csize > 1) {
+    if (t == 0) {
+      mbar_init(&xbar, 1);
+      fence_mbar_init();
+      mbar_arrive_expect_tx(&xbar, uint32_t(csize) * uint32_t(sizeof(float2)));
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  }
+  const int64_t a = valid ? row * ld % VEC : 0;
+  const int64_t np = (cols + a + VEC - 1) / VEC, q = (np + csize - 1) / csize;
+  const int S = int(q * VEC);  // <= tw * E (cannot_run)
+  const int64_t base = int64_t(rank) * S;
+  const VirtualSlice vs = virtual_slice<VEC>(a, cols, base, S);
+  const int64_t g0 = row * ld - a + base;  // x[g0 + u]: virtual column base + u
+  const bool packed = ld == cols;
+  const int64_t total = rows * ld;         // elements of x
+  const Ti* const gx = x + g0;
+  float v[E];
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const int u = (j * tw + tr) * VEC;
+    if (valid && u >= vs.plo && u + VEC <= vs.phi) {
+      const uint4 r = ld_stream16(gx + u);
+      const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&r);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) v[j * VEC + i] = scale * to_float(pk.v[i]);
+    } else if (valid && u < vs.hi && u + VEC > vs.lo) {  // the partial head or tail pack
+      if (packed && g0 + u + VEC <= total) {
+        const uint4 r = ld_stream16(gx + u);
+        const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&r);
+#pragma unroll
+        for (int i = 0; i < VEC; ++i)
+          v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(pk.v[i]) : -INFINITY;
+      } else {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i)
+          v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(gx[u + i]) : -INFINITY;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) v[j * VEC + i] = -INFINITY;
+    }
+  }
+  // warp (or the row's lanes of it): max, exp against it, sum
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
+  for (int o = lanes >> 1; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  const float r = m == -INFINITY ? 0.0f : m;
+  const float rl = r * kLog2e;
+  float sum = 0.0f;
+  if (isfinite(rl) || !isfinite(r)) {  // ex2(v log2e - r log2e): one FFMA; else |r| > 2.3e38
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      v[i] = ex2(fmaf(v[i], kLog2e, -rl));
+      sum += v[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      v[i] = exp_sub(v[i], r);
+      sum += v[i];
+    }
+  }
+  for (int o = lanes >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  float M = m, Z = sum;
+  if (W > 1) {  // the row's warps: every warp merges their pairs
+    if (lane == 0) wred[warp] = make_float2(m, sum);
+    __syncthreads();
+    const float2 pw = lane < W ? wred[g * W + lane] : make_float2(-INFINITY, 0.0f);
+    M = warp_max(pw.x);
+    Z = warp_sum(pw.y * weight(pw.x, M));
+  }
+  if (csize > 1) {  // the cluster: (M_k, S_k) into every CTA's part[rank], wait for all, merge
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    if (warp == 0 && lane < csize) st_async(mapa(&part[rank], uint32_t(lane)), make_float2(M, Z), mapa(&xbar, uint32_t(lane)));
+    mbar_wait(&xbar, 0);
+    const float2 pk = lane < csize ? part[lane] : make_float2(-INFINITY, 0.0f);
+    M = warp_max(pk.x);
+    Z = warp_sum(pk.y * weight(pk.x, M));
+  }
+  if (!valid) return;
+  const float f = weight(m, M) / Z;
+  To* const gy = y + g0;  // gy[u]: virtual column base + u
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const int u = (j * tw + tr) * VEC;
+    float o[VEC];
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) o[i] = v[j * VEC + i] * f;
+    if (u >= vs.plo && u + VEC <= vs.phi) {
+      store_streaming<To, VEC>(gy + u, o);
+    } else if (u < vs.hi && u + VEC > vs.lo) {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i)
+        if (u + i >= vs.lo && u + i < vs.hi) gy[u + i] = from_float<To>(o[i]);
+    }
+  }
+}
+
 // ---- tiny: short rows, a CTA's rows staged in shared memory ----------------------------------
 //
 // Chunk k holds rows [k R, k R + nr) (nr = R but for the last chunk). The grid is persistent (at
@@ -779,12 +929,48 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 
+// Packed rows of one value (x and y 16-byte aligned, n = rows elements): y = 1 + (s x - s x)
+// element-wise, straight from registers: no shared memory, kTinyOnesUnroll 16-byte packs of x
+// a thread in flight at once, the grid persistent (CTA b takes the packs [b T U, b T U + T U),
+// then G T U further); the last partial pack element by element.
+constexpr int kTinyOnesUnroll = 4;
+template <class Ti, class To>
+__device__ __forceinline__ void tiny_ones(const Ti* __restrict__ x, To* __restrict__ y, int64_t n, float scale) {
+  constexpr int VI = int(16 / sizeof(Ti)), U = kTinyOnesUnroll;
+  const int64_t np = n / VI, T = blockDim.x, step = int64_t(gridDim.x) * T * U;
+  auto one = [&](float xv) {
+    const float a = scale * xv;
+    return 1.0f + (a - a);
+  };
+  for (int64_t p0 = int64_t(blockIdx.x) * T * U + threadIdx.x; p0 < np; p0 += step) {
+    uint4 r[U];
+#pragma unroll
+    for (int k = 0; k < U; ++k)
+      if (p0 + k * T < np) r[k] = ld_stream16(x + (p0 + k * T) * VI);
+#pragma unroll
+    for (int k = 0; k < U; ++k)
+      if (p0 + k * T < np) {
+        const Pack<Ti, VI> pk = *reinterpret_cast<const Pack<Ti, VI>*>(&r[k]);
+        float o[VI];
+#pragma unroll
+        for (int i = 0; i < VI; ++i) o[i] = one(to_float(pk.v[i]));
+        store_streaming<To, VI>(y + (p0 + k * T) * VI, o);
+      }
+  }
+  for (int64_t i = np * VI + int64_t(blockIdx.x) * T + threadIdx.x; i < n; i += int64_t(gridDim.x) * T)
+    y[i] = from_float<To>(one(to_float(x[i])));
+}
+
 template <class Ti, class To, int E>
 __global__ void __launch_bounds__(kTinyMaxThreads)
     softmax_tiny_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale,
                         int G) {
   constexpr int VI = int(16 / sizeof(Ti)), VO = int(16 / sizeof(To));
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  if (cols == 1 && ld == 1) {  // packed rows of one value: no shared memory (tiny_ones)
+    tiny_ones(x, y, rows, scale);
+    return;
+  }
   const int t = int(threadIdx.x), T = int(blockDim.x);
   const int c = int(cols);  // <= 1024 (cannot_run)
   const int64_t R = tiny_rows(cols, sizeof(Ti), sizeof(To));
@@ -1343,6 +1529,20 @@ void launch_pipe(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
 }
 
 template <class Ti, class To, int E>
+void launch_row_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  int64_t rows = p.rows, cols = p.cols, ld = p.row_stride();
+  float scale = p.scale;
+  int csize = c.cluster, rpb = c.block_rows;
+  void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &csize, &rpb};
+  launch(c, p, reinterpret_cast<const void*>(&softmax_row_kernel<Ti, To, E>), args, s);
+}
+
+template <class Ti, class To, int VEC>
+void launch_row(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  with_elems<Ti, VEC>(c, "row", [&](auto e) { launch_row_e<Ti, To, decltype(e)::value>(c, p, x, y, s); });
+}
+
+template <class Ti, class To, int E>
 void launch_wide_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
   int64_t rows = p.rows, cols = p.cols, ld = p.row_stride();
   float scale = p.scale;
@@ -1425,6 +1625,7 @@ void launch_vec(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti*
   }
   if (c.kind == SoftmaxKind::smem) return launch_smem<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::pipe) return launch_pipe<Ti, To, VEC>(c, p, x, y, s);
+  if (c.kind == SoftmaxKind::row) return launch_row<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::wide) return launch_wide<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::tiny) return launch_tiny<Ti, To, VEC>(c, p, x, y, s);
   switch (c.elems) {
@@ -1474,6 +1675,7 @@ int launch_bound(const NativeSoftmaxConfig& c) {
     case SoftmaxKind::block:
     case SoftmaxKind::cluster: return c.elems >= 32 ? split_max_threads<32>() : split_max_threads<16>();
     case SoftmaxKind::pipe: return c.elems > 32 ? pipe_max_threads<64>() : pipe_max_threads<32>();
+    case SoftmaxKind::row: return c.elems > 32 ? row_max_threads<64>() : row_max_threads<32>();
     case SoftmaxKind::tiny: return kTinyMaxThreads;
     case SoftmaxKind::wide: return kWideMaxThreads;
     case SoftmaxKind::smem:
@@ -1510,6 +1712,7 @@ const char* to_string(SoftmaxKind k) {
     case SoftmaxKind::online: return "online";
     case SoftmaxKind::tiny: return "tiny";
     case SoftmaxKind::wide: return "wide";
+    case SoftmaxKind::row: return "row";
   }
   return "?";
 }
@@ -1520,7 +1723,8 @@ int64_t NativeSoftmaxConfig::max_cols() const {
     case SoftmaxKind::block: return int64_t(threads) * elems;
     case SoftmaxKind::cluster: return int64_t(threads) * elems * cluster;
     case SoftmaxKind::smem: return -1;  // bounded by shared memory per CTA: see cannot_run
-    case SoftmaxKind::pipe: return int64_t(threads / std::max(block_rows, 1)) * elems * cluster;
+    case SoftmaxKind::pipe:
+    case SoftmaxKind::row: return int64_t(threads / std::max(block_rows, 1)) * elems * cluster;
     case SoftmaxKind::online: return -1;
     case SoftmaxKind::tiny: return std::min<int64_t>(int64_t(group) * elems, kTinyMaxCols);
     case SoftmaxKind::wide: return -1;  // any: slices as many as the row needs
@@ -1533,8 +1737,8 @@ std::string NativeSoftmaxConfig::name() const {
   if (kind != SoftmaxKind::online && kind != SoftmaxKind::smem) n += "_e" + std::to_string(elems);
   n += "_t" + std::to_string(threads);
   if (kind == SoftmaxKind::tiny) n += "_g" + std::to_string(group);
-  if (kind == SoftmaxKind::pipe) n += "_r" + std::to_string(block_rows);
-  if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe)
+  if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row) n += "_r" + std::to_string(block_rows);
+  if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe || kind == SoftmaxKind::row)
     n += "_c" + std::to_string(cluster);
   if (kind == SoftmaxKind::pipe) n += "_s" + std::to_string(stages);
   return n;
@@ -1544,7 +1748,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   auto bad = [&](const std::string& why) {
     GT_THROW("native softmax config '" + name + "': " + why +
              " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
-             "pipe_v8_e32_t1024_r1_c8_s3, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512)");
+             "pipe_v8_e32_t1024_r1_c8_s3, row_v8_e32_t160_r1_c1, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512)");
   };
   NativeSoftmaxConfig c;
   size_t pos = name.find('_');
@@ -1557,6 +1761,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   else if (kind == "online") c.kind = SoftmaxKind::online;
   else if (kind == "tiny") c.kind = SoftmaxKind::tiny;
   else if (kind == "wide") c.kind = SoftmaxKind::wide;
+  else if (kind == "row") c.kind = SoftmaxKind::row;
   else bad("unknown kind '" + kind + "'");
   auto field = [&](char tag) -> int {
     if (pos == std::string::npos || pos + 2 > name.size() || name[pos + 1] != tag) bad(std::string("missing _") + tag);
@@ -1571,8 +1776,11 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   c.elems = c.kind == SoftmaxKind::online || c.kind == SoftmaxKind::smem ? 0 : field('e');
   c.threads = field('t');
   c.group = c.kind == SoftmaxKind::tiny ? field('g') : 0;
-  c.block_rows = c.kind == SoftmaxKind::pipe ? field('r') : 1;
-  c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ? field('c') : 1;
+  c.block_rows = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? field('r') : 1;
+  c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ||
+                      c.kind == SoftmaxKind::row
+                  ? field('c')
+                  : 1;
   c.stages = c.kind == SoftmaxKind::pipe ? field('s') : 0;
   if (pos != std::string::npos) bad("trailing text");
   if (c.name() != name) bad("not in canonical form");
@@ -1605,6 +1813,17 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (smem > kNativeSmemDynamicOptIn)
       return std::to_string(stages) + " stages of " + std::to_string(threads * elems) + " elements (" + std::to_string(smem) +
              " bytes) exceed the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
+  } else if (kind == SoftmaxKind::row) {
+    const int v16 = vec16_of(p.in);
+    if (vec != v16) return "the row kind loads 16-byte packs (vec " + std::to_string(v16) + ")";
+    if (elems % vec || !pow2(elems / vec) || elems / vec > 8) return "elems must be vec x 1, 2, 4 or 8";
+    if (threads > launch_bound(*this)) return "at most " + std::to_string(launch_bound(*this)) + " threads for " +
+                                                  std::to_string(elems) + " elems (registers)";
+    if (cluster < 1 || cluster > kMaxCluster) return "cluster must be 1 .. 16";
+    if (block_rows < 1 || threads % block_rows) return "block_rows must divide the threads of a block";
+    const int tw = threads / block_rows;
+    if (tw < 32 ? !pow2(tw) : tw % 32) return "threads / block_rows must be 1, 2, 4, 8, 16 or a multiple of 32";
+    if (block_rows > 1 && cluster > 1) return "block_rows > 1 needs cluster 1";
   } else if (kind == SoftmaxKind::tiny) {
     if (vec != vec16_of(p.in)) return "the tiny kind copies 16-byte packs (vec " + std::to_string(vec16_of(p.in)) + ")";
     if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32 for the tiny kind";
@@ -1627,27 +1846,32 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   }
   if (kind == SoftmaxKind::cluster && (!pow2(cluster) || cluster < 2 || cluster > kMaxCluster))
     return "cluster must be 2, 4, 8 or 16";
-  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && kind != SoftmaxKind::pipe && cluster != 1)
+  const bool rows_of_warps = kind == SoftmaxKind::pipe || kind == SoftmaxKind::row;  // block_rows, any cluster
+  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && !rows_of_warps && cluster != 1)
     return "cluster must be 1 for this kind";
   if (kind != SoftmaxKind::pipe && stages != 0) return "stages must be 0 for this kind";
-  if (kind != SoftmaxKind::pipe && block_rows != 1) return "block_rows must be 1 for this kind";
+  if (!rows_of_warps && block_rows != 1) return "block_rows must be 1 for this kind";
   if (kind != SoftmaxKind::tiny && group != 0) return "group must be 0 for this kind";
   if (max_cols() >= 0 && p.cols > max_cols())
     return "holds rows of at most " + std::to_string(max_cols()) + " columns, not " + std::to_string(p.cols);
-  // Virtual columns (pipe): a row that does not start on a 16-byte pack needs vec - 1 more.
+  // Virtual columns (pipe, row): a row that does not start on a 16-byte pack needs vec - 1 more.
   const bool aligned = p.row_stride() % vec == 0;
-  if (kind == SoftmaxKind::pipe && !aligned && p.cols + vec - 1 > max_cols())
+  if (rows_of_warps && !aligned && p.cols + vec - 1 > max_cols())
     return "holds rows of at most " + std::to_string(max_cols() - vec + 1) + " columns when ld % " + std::to_string(vec) +
            " != 0, not " + std::to_string(p.cols);
   if (kind == SoftmaxKind::cluster && (cluster - 1) * int64_t(threads) * elems >= p.cols)
     return "the last CTA of the cluster would have no columns";
   if (kind == SoftmaxKind::pipe && (cluster - 1) * int64_t(threads / block_rows) * elems >= p.cols)
     return "the last CTA of the cluster would have no columns";
+  if (kind == SoftmaxKind::row && cluster > 1) {  // the packs dealt evenly: ceil(np / c) a CTA
+    const int64_t np = (p.cols + vec - 1) / vec, q = (np + cluster - 1) / cluster;
+    if ((cluster - 1) * q >= np) return "the last CTA of the cluster would have no columns";
+  }
   const int64_t per_block = kind == SoftmaxKind::tiny ? tiny_rows(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)))
                                                       : rows_per_block();
   const int64_t blocks = (p.rows + per_block - 1) / per_block * cluster;
   if (blocks > int64_t(0x7fffffff)) return "too many rows for one grid (2^31 - 1 blocks)";
-  const bool own_alignment = kind == SoftmaxKind::pipe || kind == SoftmaxKind::tiny || kind == SoftmaxKind::wide;
+  const bool own_alignment = rows_of_warps || kind == SoftmaxKind::tiny || kind == SoftmaxKind::wide;
   if (vec > 1 && !aligned && !own_alignment)
     return "ld = " + std::to_string(p.row_stride()) + " is not a multiple of vec";
   return {};
@@ -1752,6 +1976,42 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       }
     }
   }
+  // row (the row in registers, 16-byte packs in virtual columns, non-persistent): for each P =
+  // 1, 2, 4, 8 packs a thread (E = P vec), the fewest threads tw a row (1, 2, 4, 8, 16 lanes, or
+  // whole warps) that hold a CTA's even share of the row's np packs, for (a) the fewest CTAs c a
+  // row that fit the launch bound (1024 threads, 512 at E = 64), (b) the fewest c whose CTA is at
+  // most 256 threads and (c) at most 128 threads (more, smaller CTAs an SM: the CuTe DSL's best
+  // long-row shapes on the H200); clusters only for rows past 16 KiB; more than half of a
+  // thread's packs used. Rows of fewer than 128 threads: several a CTA (128 and 256 threads).
+  // Not for rows of one value (tiny's element-wise path).
+  if (p.cols > 1) {
+    const int64_t span = p.cols + (p.row_stride() % v16 ? v16 - 1 : 0);
+    const int64_t np = (span + v16 - 1) / v16;  // packs a row
+    const bool long_row = p.cols * int64_t(size_of(p.in)) > kPipeMinClusterRowBytes;
+    for (int P : {1, 2, 4, 8}) {
+      const int e = v16 * P, bound = e > 32 ? 512 : 1024;
+      std::vector<std::pair<int, int>> picked;  // (c, threads a row)
+      for (int limit : {bound, 256, 128})
+        for (int c = 1; c <= (long_row ? kMaxCluster : 1); ++c) {
+          const int64_t q = (np + c - 1) / c;  // packs a CTA
+          if (c > 1 && (c - 1) * q >= np) break;
+          int64_t tw = (q + P - 1) / P;
+          tw = tw <= 16 ? int64_t(1) << int(std::ceil(std::log2(double(tw)))) : (tw + 31) / 32 * 32;
+          if (tw > limit) continue;
+          if (2 * q > tw * P && std::find(picked.begin(), picked.end(), std::make_pair(c, int(tw))) == picked.end())
+            picked.push_back({c, int(tw)});
+          break;
+        }
+      for (const auto& [c, tw] : picked) {
+        std::vector<int> rpbs = {1};
+        if (c == 1 && tw < 128) rpbs = {128 / tw, 256 / tw};
+        for (int r : rpbs) {
+          NativeSoftmaxConfig cfg{SoftmaxKind::row, v16, e, tw * r, c, 0, r};
+          if (cfg.cannot_run(p).empty() && std::find(out.begin(), out.end(), cfg) == out.end()) out.push_back(cfg);
+        }
+      }
+    }
+  }
   // tiny: rows of at most 1024 columns, `group` lanes a row with the fewest elems (a power of
   // two, <= 8; <= 32 for a warp a row) that hold it, at least half of the group's slots used (a
   // thread a row always). Narrower groups than a warp at more than 8 values a lane would read
@@ -1817,6 +2077,7 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       l.grid = p.rows * c.cluster;
       break;
     case SoftmaxKind::pipe:
+    case SoftmaxKind::row:
       l.cluster = c.cluster;
       l.grid = (p.rows + c.block_rows - 1) / c.block_rows * c.cluster;
       break;
@@ -1824,6 +2085,11 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       const int64_t r = tiny_rows(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)));
       l.grid = (p.rows + r - 1) / r;  // chunks: an upper bound (persistent)
       l.dynamic_smem = tiny_smem_bytes(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)));
+      if (p.cols == 1 && p.row_stride() == 1) {  // packed rows of one value: packs from registers (tiny_ones)
+        const int64_t per_cta = int64_t(c.threads) * kTinyOnesUnroll * c.vec;
+        l.grid = std::max<int64_t>(1, (p.rows + per_cta - 1) / per_cta);
+        l.dynamic_smem = 0;
+      }
       l.persistent = true;
       break;
     }
@@ -1944,6 +2210,7 @@ NativeSoftmaxKernelInfo native_softmax_kernel_info(const NativeSoftmaxConfig& c,
     case SoftmaxKind::online: info.kernel = "softmax_online_kernel"; break;
     case SoftmaxKind::tiny: info.kernel = "softmax_tiny_kernel"; break;
     case SoftmaxKind::wide: info.kernel = "softmax_wide_kernel"; break;
+    case SoftmaxKind::row: info.kernel = "softmax_row_kernel"; break;
   }
   info.regs_per_thread = fa.numRegs;
   info.static_smem = int64_t(fa.sharedSizeBytes);

@@ -36,10 +36,17 @@
 //            arrival counter per row), and writes y: its first slice from registers, the
 //            others re-read (from L2 while they fit). Reads x once when the grid holds every
 //            slice, else partly twice.
+//   row      the row in registers, one pass, non-persistent (odd widths): a CTA holds block_rows
+//            rows of threads / block_rows threads (any multiple of 32), or with a cluster of
+//            `cluster` CTAs an even share of one row's 16-byte packs; every pack by one 16-byte
+//            load (a row's partial head and tail packs masked), (max, sum) merged per warp, per
+//            row's warps and across the cluster (st.async into every CTA's shared memory). Reads
+//            x once; rows of up to threads / block_rows * elems * cluster (less vec - 1 when
+//            ld % vec != 0).
 // Every kind loads `vec` consecutive elements per access (16 bytes at most: one vector load
 // when vec > 1); x, y aligned to vec elements of their dtype (cudaMalloc's 256 bytes suffice;
 // the launcher checks). warp, block, cluster, smem and online need ld % vec == 0 (configs only
-// offer vec > 1 then); pipe, tiny and wide always use 16-byte packs and align them per row
+// offer vec > 1 then); pipe, row, tiny and wide always use 16-byte packs and align them per row
 // themselves (a row starting inside a pack gets a scalar head, see "virtual columns" in
 // softmax.cu).
 // All compute in fp32 (exp as exp2 of (s x - M) * log2 e) with torch.softmax's special values
@@ -57,9 +64,9 @@
 namespace gemmtune::native {
 
 // Bump when a kernel's code changes what it computes or how fast: keys the tuning cache.
-inline constexpr const char* kNativeSoftmaxVersion = "6";
+inline constexpr const char* kNativeSoftmaxVersion = "7";
 
-enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online, tiny, wide };
+enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online, tiny, wide, row };
 const char* to_string(SoftmaxKind);
 
 struct NativeSoftmaxConfig {
@@ -67,19 +74,21 @@ struct NativeSoftmaxConfig {
   int vec = 1;        // elements per access: 1, or 16 bytes of the input dtype (4 fp32, 8 bf16/fp16)
   int elems = 0;      // elements per thread kept in registers (warp, block, cluster, pipe); 0 for smem, online
   int threads = 256;  // threads per block (warp: rows per block = threads / 32)
-  int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem: 1, 2, 4, 8, 16; pipe: 1 to 16; else 1)
+  int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem: 1, 2, 4, 8, 16; pipe, row: 1 to 16; else 1)
   int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; else 0
-  int block_rows = 1;  // pipe: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
+  int block_rows = 1;  // pipe, row: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
   int group = 0;       // tiny: lanes a row (1, 2, 4, 8, 16 or 32); else 0
 
   int rows_per_block() const {
-    return kind == SoftmaxKind::warp ? threads / 32 : kind == SoftmaxKind::pipe ? block_rows : 1;
+    return kind == SoftmaxKind::warp                                   ? threads / 32
+           : kind == SoftmaxKind::pipe || kind == SoftmaxKind::row ? block_rows
+                                                                   : 1;
   }
   // Longest row this config handles (-1: any).
   int64_t max_cols() const;
   // Stable name (also the candidate id), e.g. "warp_v8_e32_t256", "block_v8_e16_t512",
   // "cluster_v8_e32_t512_c8", "smem_v8_t512_c4", "pipe_v8_e32_t1024_r1_c8_s3", "online_v4_t1024",
-  // "tiny_v8_e1_t256_g8", "wide_v8_e32_t512".
+  // "tiny_v8_e1_t256_g8", "wide_v8_e32_t512", "row_v8_e32_t160_r1_c1".
   std::string name() const;
   // The config named `name`; throws Error naming the bad part.
   static NativeSoftmaxConfig parse(const std::string& name);
@@ -89,7 +98,7 @@ struct NativeSoftmaxConfig {
 };
 
 // Every config worth timing for `p` (validated first), in a fixed order: warp, block, cluster,
-// smem, pipe, tiny, wide, online. num_sms is unused (kept for the backend's call).
+// smem, pipe, row, tiny, wide, online. num_sms is unused (kept for the backend's call).
 std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p, int num_sms = 0);
 
 // y = softmax(p.scale * x) for device pointers x (p.in), y (p.out), both rows * ld elements;
