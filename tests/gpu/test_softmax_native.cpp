@@ -527,7 +527,7 @@ TEST(SoftmaxNative, UnalignedRows) {
 // starting anywhere in a pack; the last row's tail pack past the end of x), strided rows (the
 // partial packs element by element, the padding never read), clusters of 2-16 CTAs with the
 // row's packs dealt evenly, several rows a CTA with a short last CTA; every dtype pair, scales
-// 1, 0.37, -1.5, special rows.
+// 1, 0.37, -1.5, special rows; then with the persistent grid capped.
 TEST(SoftmaxNative, RowKindOddWidths) {
   REQUIRE_GPU();
   struct Case {
@@ -552,6 +552,24 @@ TEST(SoftmaxNative, RowKindOddWidths) {
     }
   EXPECT_GT(clusters, 20);
   EXPECT_GT(several, 10);
+  // The persistent grid capped at 1 and 3 clusters (CTAs): each loops over several rows (blocks of
+  // rows), its cluster's mbarrier phases and the warps' pair buffers wrap, the last block is short.
+  struct Reset {
+    ~Reset() { set_native_softmax_persistent_cap(0); }
+  } reset;
+  for (int64_t cap : {1, 3}) {
+    set_native_softmax_persistent_cap(cap);
+    for (const Case& cs : {Case{11, 50257, 0}, Case{9, 16385, 0}, Case{37, 1001, 0}, Case{13, 4097, 4100}, Case{1001, 7, 0}})
+      for (const Dtypes& d : {kSame[0], kMixed[1]}) {
+        SoftmaxProblem p = SoftmaxProblem::make(cs.rows, cs.cols, d.in);
+        p.out = d.out;
+        p.ld = cs.ld;
+        for (const auto& c : native_softmax_configs(p))
+          if (row(c) && native_softmax_device_check(c, p).empty())
+            EXPECT_EQ(native_softmax_kernel_info(c, p).launch.grid, cap * c.cluster) << p.str() << " " << c.name();
+        check_problem(p, true, seed++, row);
+      }
+  }
 }
 
 // The wide kind: 1-8 long rows (2^16 .. 2^20, odd ones, strided), every dtype pair, special

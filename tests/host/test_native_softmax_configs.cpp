@@ -512,7 +512,8 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         const bool ones = c.kind == SoftmaxKind::tiny && p.cols == 1 && p.row_stride() == 1;  // tiny's element-wise path
         EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || (c.kind == SoftmaxKind::tiny && !ones))
             << c.name();
-        EXPECT_EQ(l.persistent, c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::wide || c.kind == SoftmaxKind::tiny)
+        EXPECT_EQ(l.persistent, c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row || c.kind == SoftmaxKind::wide ||
+                                    c.kind == SoftmaxKind::tiny)
             << c.name();
         EXPECT_EQ(l.cooperative, c.kind == SoftmaxKind::wide) << c.name();
         if (ones) {  // packed rows of one value: 4 16-byte packs of x a thread

@@ -741,10 +741,11 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
 
 // ---- row: the row in registers, 16-byte packs in virtual columns (odd widths) -----------------
 //
-// One pass, x read once, non-persistent: a CTA holds `rpb` rows, each owned by tw = threads / rpb
-// threads (1, 2, 4, 8, 16 lanes of a warp, or W = tw / 32 whole warps), or, with a cluster of
-// `csize` CTAs (rpb = 1), one row's share. The
-// row's packs of virtual columns (see "Virtual columns" above: a = (row ld) % VEC, the row in
+// One pass, x read once, persistent (the grid at most what is resident; the H200 probe of the
+// first, one-row-a-CTA version: 49-54% of copy at 50257 and 4097 bf16): a CTA holds `rpb` rows
+// at a time (a block), each owned by tw = threads / rpb threads (1, 2, 4, 8, 16 lanes of a warp,
+// or W = tw / 32 whole warps), or, with a cluster of `csize` CTAs (rpb = 1), one row's share;
+// cluster q takes the blocks q, q + nq, ... The row's packs of virtual columns (see "Virtual columns" above: a = (row ld) % VEC, the row in
 // [a, cols + a)) are dealt evenly: np = ceil((cols + a) / VEC) packs, q = ceil(np / csize) a CTA,
 // CTA `rank` the virtual columns [rank q VEC, rank q VEC + q VEC); thread tr of the row its packs
 // j = 0 .. P - 1 at (j tw + tr) VEC of them (a warp's loads consecutive). Whole packs come by
@@ -758,9 +759,12 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
 // its own max (per group of tw lanes when tw < 32: xor shuffles within the group), merged per
 // row through shared memory (W > 1) and across the cluster by st.async
 // into every CTA's shared memory (one mbarrier a CTA, csize x 8 transaction bytes); y = e W(m_w,
-// M) / S. Cluster start-up: every CTA initializes its mbarrier and arrives (relaxed) on the
-// cluster barrier before its loads, and waits on it only before its first st.async; no cluster
-// barrier at the end (each CTA waits for every pair sent to it before it leaves).
+// M) / S. Clusters: every CTA initializes its mbarrier and arrives (relaxed) on the cluster
+// barrier; each iteration it arms the mbarrier's phase, loads and reduces its share, waits on the
+// cluster barrier (every CTA has read the previous iteration's pairs) before its st.async, waits
+// for the csize pairs on its mbarrier (phase parity = iteration parity), reads them and arrives
+// again; a last wait before it leaves. The per-warp pairs alternate between two buffers by
+// iteration (one __syncthreads an iteration).
 template <int E>
 constexpr int row_max_threads() { return E <= 32 ? 1024 : 512; }  // registers, as pipe
 
@@ -778,7 +782,7 @@ __global__ void __launch_bounds__(row_max_threads<E>())
   constexpr int VEC = int(16 / sizeof(Ti));
   constexpr int P = E / VEC;  // 16-byte packs a thread
   static_assert(E % VEC == 0 && P >= 1, "row softmax: whole 16-byte packs per thread");
-  __shared__ float2 wred[32];                   // per warp (m_w, s_w)
+  __shared__ float2 wred[2][32];                // per warp (m_w, s_w); two iterations apart
   __shared__ float2 part[kMaxCluster];          // per CTA of the cluster (M_k, S_k)
   __shared__ __align__(8) uint64_t xbar;        // the cluster's csize pairs landed
   const int t = int(threadIdx.x), lane = t & 31, warp = t >> 5;
@@ -787,106 +791,115 @@ __global__ void __launch_bounds__(row_max_threads<E>())
   const int lanes = tw < 32 ? tw : 32;       // lanes of a warp that share the row
   const int g = t / tw, tr = t - g * tw;     // this thread's row in the CTA, its index among the row's threads
   const int rank = csize > 1 ? int(cluster_ctarank()) : 0;
-  const int64_t row = int64_t(blockIdx.x / csize) * rpb + g;
-  const bool valid = row < rows;  // the last CTA's rows may be fewer than rpb
+  const int64_t nblocks = (rows + rpb - 1) / rpb, nclusters = gridDim.x / csize;
   if (csize > 1) {
     if (t == 0) {
       mbar_init(&xbar, 1);
       fence_mbar_init();
-      mbar_arrive_expect_tx(&xbar, uint32_t(csize) * uint32_t(sizeof(float2)));
     }
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   }
-  const int64_t a = valid ? row * ld % VEC : 0;
-  const int64_t np = (cols + a + VEC - 1) / VEC, q = (np + csize - 1) / csize;
-  const int S = int(q * VEC);  // <= tw * E (cannot_run)
-  const int64_t base = int64_t(rank) * S;
-  const VirtualSlice vs = virtual_slice<VEC>(a, cols, base, S);
-  const int64_t g0 = row * ld - a + base;  // x[g0 + u]: virtual column base + u
-  const bool packed = ld == cols;
-  const int64_t total = rows * ld;         // elements of x
-  const Ti* const gx = x + g0;
-  float v[E];
+  int it = 0;  // this CTA's iteration
+  for (int64_t blk = blockIdx.x / csize; blk < nblocks; blk += nclusters, ++it) {
+    const int64_t row = blk * rpb + g;
+    const bool valid = row < rows;  // the last block's rows may be fewer than rpb
+    if (csize > 1 && t == 0) mbar_arrive_expect_tx(&xbar, uint32_t(csize) * uint32_t(sizeof(float2)));  // phase it
+    const int64_t a = valid ? row * ld % VEC : 0;
+    const int64_t np = (cols + a + VEC - 1) / VEC, q = (np + csize - 1) / csize;
+    const int S = int(q * VEC);  // <= tw * E (cannot_run)
+    const int64_t base = int64_t(rank) * S;
+    const VirtualSlice vs = virtual_slice<VEC>(a, cols, base, S);
+    const int64_t g0 = row * ld - a + base;  // x[g0 + u]: virtual column base + u
+    const bool packed = ld == cols;
+    const int64_t total = rows * ld;         // elements of x
+    const Ti* const gx = x + g0;
+    float v[E];
 #pragma unroll
-  for (int j = 0; j < P; ++j) {
-    const int u = (j * tw + tr) * VEC;
-    if (valid && u >= vs.plo && u + VEC <= vs.phi) {
-      const uint4 r = ld_stream16(gx + u);
-      const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&r);
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) v[j * VEC + i] = scale * to_float(pk.v[i]);
-    } else if (valid && u < vs.hi && u + VEC > vs.lo) {  // the partial head or tail pack
-      if (packed && g0 + u + VEC <= total) {
+    for (int j = 0; j < P; ++j) {
+      const int u = (j * tw + tr) * VEC;
+      if (valid && u >= vs.plo && u + VEC <= vs.phi) {
         const uint4 r = ld_stream16(gx + u);
         const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&r);
 #pragma unroll
-        for (int i = 0; i < VEC; ++i)
-          v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(pk.v[i]) : -INFINITY;
+        for (int i = 0; i < VEC; ++i) v[j * VEC + i] = scale * to_float(pk.v[i]);
+      } else if (valid && u < vs.hi && u + VEC > vs.lo) {  // the partial head or tail pack
+        if (packed && g0 + u + VEC <= total) {
+          const uint4 r = ld_stream16(gx + u);
+          const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&r);
+#pragma unroll
+          for (int i = 0; i < VEC; ++i)
+            v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(pk.v[i]) : -INFINITY;
+        } else {
+#pragma unroll
+          for (int i = 0; i < VEC; ++i)
+            v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(gx[u + i]) : -INFINITY;
+        }
       } else {
 #pragma unroll
-        for (int i = 0; i < VEC; ++i)
-          v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(gx[u + i]) : -INFINITY;
+        for (int i = 0; i < VEC; ++i) v[j * VEC + i] = -INFINITY;
+      }
+    }
+    // warp (or the row's lanes of it): max, exp against it, sum
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
+    for (int o = lanes >> 1; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const float r = m == -INFINITY ? 0.0f : m;
+    const float rl = r * kLog2e;
+    float sum = 0.0f;
+    if (isfinite(rl) || !isfinite(r)) {  // ex2(v log2e - r log2e): one FFMA; else |r| > 2.3e38
+#pragma unroll
+      for (int i = 0; i < E; ++i) {
+        v[i] = ex2(fmaf(v[i], kLog2e, -rl));
+        sum += v[i];
       }
     } else {
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) v[j * VEC + i] = -INFINITY;
+      for (int i = 0; i < E; ++i) {
+        v[i] = exp_sub(v[i], r);
+        sum += v[i];
+      }
+    }
+    for (int o = lanes >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float M = m, Z = sum;
+    if (W > 1) {  // the row's warps: every warp merges their pairs
+      if (lane == 0) wred[it & 1][warp] = make_float2(m, sum);
+      __syncthreads();
+      const float2 pw = lane < W ? wred[it & 1][g * W + lane] : make_float2(-INFINITY, 0.0f);
+      M = warp_max(pw.x);
+      Z = warp_sum(pw.y * weight(pw.x, M));
+    }
+    if (csize > 1) {  // the cluster: (M_k, S_k) into every CTA's part[rank], wait for all, merge
+      // every CTA has its mbarrier initialized and has read its part of the previous iteration
+      asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+      if (warp == 0 && lane < csize)
+        st_async(mapa(&part[rank], uint32_t(lane)), make_float2(M, Z), mapa(&xbar, uint32_t(lane)));
+      mbar_wait(&xbar, uint32_t(it) & 1);
+      const float2 pk = lane < csize ? part[lane] : make_float2(-INFINITY, 0.0f);
+      M = warp_max(pk.x);
+      Z = warp_sum(pk.y * weight(pk.x, M));
+      asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");  // part is read: the next pairs may come
+    }
+    if (!valid) continue;
+    const float f = weight(m, M) / Z;
+    To* const gy = y + g0;  // gy[u]: virtual column base + u
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const int u = (j * tw + tr) * VEC;
+      float o[VEC];
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) o[i] = v[j * VEC + i] * f;
+      if (u >= vs.plo && u + VEC <= vs.phi) {
+        store_streaming<To, VEC>(gy + u, o);
+      } else if (u < vs.hi && u + VEC > vs.lo) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i)
+          if (u + i >= vs.lo && u + i < vs.hi) gy[u + i] = from_float<To>(o[i]);
+      }
     }
   }
-  // warp (or the row's lanes of it): max, exp against it, sum
-  float m = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
-  for (int o = lanes >> 1; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  const float r = m == -INFINITY ? 0.0f : m;
-  const float rl = r * kLog2e;
-  float sum = 0.0f;
-  if (isfinite(rl) || !isfinite(r)) {  // ex2(v log2e - r log2e): one FFMA; else |r| > 2.3e38
-#pragma unroll
-    for (int i = 0; i < E; ++i) {
-      v[i] = ex2(fmaf(v[i], kLog2e, -rl));
-      sum += v[i];
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < E; ++i) {
-      v[i] = exp_sub(v[i], r);
-      sum += v[i];
-    }
-  }
-  for (int o = lanes >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-  float M = m, Z = sum;
-  if (W > 1) {  // the row's warps: every warp merges their pairs
-    if (lane == 0) wred[warp] = make_float2(m, sum);
-    __syncthreads();
-    const float2 pw = lane < W ? wred[g * W + lane] : make_float2(-INFINITY, 0.0f);
-    M = warp_max(pw.x);
-    Z = warp_sum(pw.y * weight(pw.x, M));
-  }
-  if (csize > 1) {  // the cluster: (M_k, S_k) into every CTA's part[rank], wait for all, merge
-    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-    if (warp == 0 && lane < csize) st_async(mapa(&part[rank], uint32_t(lane)), make_float2(M, Z), mapa(&xbar, uint32_t(lane)));
-    mbar_wait(&xbar, 0);
-    const float2 pk = lane < csize ? part[lane] : make_float2(-INFINITY, 0.0f);
-    M = warp_max(pk.x);
-    Z = warp_sum(pk.y * weight(pk.x, M));
-  }
-  if (!valid) return;
-  const float f = weight(m, M) / Z;
-  To* const gy = y + g0;  // gy[u]: virtual column base + u
-#pragma unroll
-  for (int j = 0; j < P; ++j) {
-    const int u = (j * tw + tr) * VEC;
-    float o[VEC];
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) o[i] = v[j * VEC + i] * f;
-    if (u >= vs.plo && u + VEC <= vs.phi) {
-      store_streaming<To, VEC>(gy + u, o);
-    } else if (u < vs.hi && u + VEC > vs.lo) {
-#pragma unroll
-      for (int i = 0; i < VEC; ++i)
-        if (u + i >= vs.lo && u + i < vs.hi) gy[u + i] = from_float<To>(o[i]);
-    }
-  }
+  // The last arrival's wait: no CTA leaves while another may still send it a pair.
+  if (csize > 1) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 }
 
 // ---- tiny: short rows, a CTA's rows staged in shared memory ----------------------------------
@@ -2080,6 +2093,7 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
     case SoftmaxKind::row:
       l.cluster = c.cluster;
       l.grid = (p.rows + c.block_rows - 1) / c.block_rows * c.cluster;
+      l.persistent = c.kind == SoftmaxKind::row;  // pipe: below
       break;
     case SoftmaxKind::tiny: {
       const int64_t r = tiny_rows(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)));
