@@ -33,7 +33,8 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
           EXPECT_EQ(c.cannot_run(p), "") << c.name() << " for cols " << cols;
           EXPECT_TRUE(c.max_cols() < 0 || c.max_cols() >= cols) << c.name() << " for cols " << cols;
           EXPECT_EQ(c.threads % 32, 0);
-          const int max_threads = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? (c.elems > 32 ? 512 : 1024)
+          const int max_threads = c.kind == SoftmaxKind::pipe ? (c.elems > 32 ? 512 : 1024)
+                                  : c.kind == SoftmaxKind::row ? (c.elems > 32 || c.stages == 2 ? 512 : 1024)
                                   : c.kind == SoftmaxKind::warp || c.elems >= 32 ? 512
                                                                                   : 1024;
           EXPECT_LE(c.threads, max_threads) << c.name();
@@ -103,7 +104,8 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
           } else {
             EXPECT_EQ(c.cluster, 1);
           }
-          if (c.kind != SoftmaxKind::pipe) EXPECT_EQ(c.stages, 0) << c.name();
+          if (c.kind == SoftmaxKind::row) EXPECT_TRUE(c.stages == 1 || (c.stages == 2 && c.threads <= 512)) << c.name();
+          else if (c.kind != SoftmaxKind::pipe) EXPECT_EQ(c.stages, 0) << c.name();
           if (c.kind != SoftmaxKind::pipe && c.kind != SoftmaxKind::row) EXPECT_EQ(c.block_rows, 1) << c.name();
           EXPECT_EQ(NativeSoftmaxConfig::parse(c.name()), c) << c.name();
           online += c.kind == SoftmaxKind::online;
@@ -277,6 +279,8 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
 // the fewest with CTAs of at most 256 and 128 threads (clusters only past 16 KiB rows), more
 // than half of the packs used, several rows a CTA below 128 threads a row; not for rows of one
 // value; parses back; refuses what it cannot run.
+// Every row config comes with one (s1) or two (s2: the next block's loads in flight, 512 threads at
+// most) blocks of rows in flight.
 TEST(NativeSoftmaxConfigs, RowConfigs) {
   auto names = [](int64_t rows, int64_t cols, DType in, int64_t ld = 0) {
     std::vector<std::string> out;
@@ -287,38 +291,41 @@ TEST(NativeSoftmaxConfigs, RowConfigs) {
     return out;
   };
   EXPECT_EQ(names(4096, 50257, DType::bf16),
-            (std::vector<std::string>{"row_v8_e8_t928_r1_c7", "row_v8_e16_t800_r1_c4", "row_v8_e16_t256_r1_c13",
-                                      "row_v8_e32_t800_r1_c2", "row_v8_e32_t256_r1_c7", "row_v8_e32_t128_r1_c13",
-                                      "row_v8_e64_t416_r1_c2", "row_v8_e64_t224_r1_c4", "row_v8_e64_t128_r1_c7"}));
+            (std::vector<std::string>{"row_v8_e8_t928_r1_c7_s1", "row_v8_e16_t800_r1_c4_s1", "row_v8_e16_t256_r1_c13_s1", "row_v8_e16_t256_r1_c13_s2",
+                                      "row_v8_e32_t800_r1_c2_s1", "row_v8_e32_t256_r1_c7_s1", "row_v8_e32_t256_r1_c7_s2", "row_v8_e32_t128_r1_c13_s1", "row_v8_e32_t128_r1_c13_s2",
+                                      "row_v8_e64_t416_r1_c2_s1", "row_v8_e64_t416_r1_c2_s2", "row_v8_e64_t224_r1_c4_s1", "row_v8_e64_t224_r1_c4_s2", "row_v8_e64_t128_r1_c7_s1", "row_v8_e64_t128_r1_c7_s2"}));
   EXPECT_EQ(names(32768, 4097, DType::bf16),
-            (std::vector<std::string>{"row_v8_e8_t544_r1_c1", "row_v8_e16_t288_r1_c1", "row_v8_e32_t160_r1_c1",
-                                      "row_v8_e64_t96_r1_c1", "row_v8_e64_t192_r2_c1"}));
-  EXPECT_EQ(names(1000, 7, DType::bf16), (std::vector<std::string>{"row_v8_e8_t128_r64_c1", "row_v8_e8_t256_r128_c1",
-                                                                   "row_v8_e16_t128_r128_c1", "row_v8_e16_t256_r256_c1"}));
+            (std::vector<std::string>{"row_v8_e8_t544_r1_c1_s1", "row_v8_e16_t288_r1_c1_s1", "row_v8_e16_t288_r1_c1_s2", "row_v8_e32_t160_r1_c1_s1", "row_v8_e32_t160_r1_c1_s2",
+                                      "row_v8_e64_t96_r1_c1_s1", "row_v8_e64_t96_r1_c1_s2", "row_v8_e64_t192_r2_c1_s1", "row_v8_e64_t192_r2_c1_s2"}));
+  EXPECT_EQ(names(1000, 7, DType::bf16), (std::vector<std::string>{"row_v8_e8_t128_r64_c1_s1", "row_v8_e8_t128_r64_c1_s2", "row_v8_e8_t256_r128_c1_s1", "row_v8_e8_t256_r128_c1_s2",
+                                                                   "row_v8_e16_t128_r128_c1_s1", "row_v8_e16_t128_r128_c1_s2", "row_v8_e16_t256_r256_c1_s1", "row_v8_e16_t256_r256_c1_s2"}));
   EXPECT_TRUE(names(1000, 1, DType::bf16).empty());
   EXPECT_TRUE(names(1000, 1, DType::fp32, 3).empty());
   for (const auto& n : names(8192, 16385, DType::bf16)) EXPECT_LE(NativeSoftmaxConfig::parse(n).cluster, 9) << n;
   for (const auto& n : names(100, 4097, DType::bf16, 4100)) EXPECT_EQ(NativeSoftmaxConfig::parse(n).cluster, 1) << n;
   using C = NativeSoftmaxConfig;
   const auto row = SoftmaxKind::row;
-  EXPECT_EQ(C::parse("row_v8_e32_t160_r1_c1"), C({row, 8, 32, 160, 1, 0, 1}));
-  EXPECT_EQ(C::parse("row_v8_e16_t256_r256_c1"), C({row, 8, 16, 256, 1, 0, 256}));
-  for (const char* bad : {"row_v8_e32_t160_r1", "row_v8_e32_t160_c1", "row_v8_e32_t160_r1_c1_s2", "row_v8_t160_r1_c1"})
+  EXPECT_EQ(C::parse("row_v8_e32_t160_r1_c1_s1"), C({row, 8, 32, 160, 1, 1, 1}));
+  EXPECT_EQ(C::parse("row_v8_e16_t256_r256_c1_s2"), C({row, 8, 16, 256, 1, 2, 256}));
+  for (const char* bad : {"row_v8_e32_t160_r1", "row_v8_e32_t160_c1_s1", "row_v8_e32_t160_r1_c1", "row_v8_t160_r1_c1_s1",
+                          "row_v8_e32_t160_r1_s1_c1"})
     EXPECT_THROW(C::parse(bad), Error) << bad;
   const auto p = SoftmaxProblem::make(64, 50257);  // bf16, rows start anywhere in a pack
-  EXPECT_EQ(C({row, 8, 64, 416, 2, 0, 1}).cannot_run(p), "");
-  EXPECT_NE(C({row, 8, 64, 384, 2, 0, 1}).cannot_run(p), "");   // 2 x 384 x 64 = 49152 columns
-  EXPECT_NE(C({row, 8, 64, 1024, 1, 0, 1}).cannot_run(p), "");  // E = 64: 512 threads at most
-  EXPECT_NE(C({row, 1, 64, 416, 2, 0, 1}).cannot_run(p), "");   // 16-byte packs only
-  EXPECT_NE(C({row, 8, 48, 416, 2, 0, 1}).cannot_run(p), "");   // vec x 1, 2, 4 or 8
-  EXPECT_NE(C({row, 8, 64, 416, 17, 0, 1}).cannot_run(p), "");  // 16 CTAs at most
-  EXPECT_NE(C({row, 8, 8, 128, 16, 0, 1}).cannot_run(SoftmaxProblem::make(4, 100)), "");  // idle CTAs
+  EXPECT_EQ(C({row, 8, 64, 416, 2, 1, 1}).cannot_run(p), "");
+  EXPECT_NE(C({row, 8, 64, 384, 2, 1, 1}).cannot_run(p), "");   // 2 x 384 x 64 = 49152 columns
+  EXPECT_NE(C({row, 8, 64, 1024, 1, 1, 1}).cannot_run(p), "");  // E = 64: 512 threads at most
+  EXPECT_NE(C({row, 1, 64, 416, 2, 1, 1}).cannot_run(p), "");   // 16-byte packs only
+  EXPECT_NE(C({row, 8, 48, 416, 2, 1, 1}).cannot_run(p), "");   // vec x 1, 2, 4 or 8
+  EXPECT_NE(C({row, 8, 64, 416, 17, 1, 1}).cannot_run(p), "");  // 16 CTAs at most
+  EXPECT_NE(C({row, 8, 8, 128, 16, 1, 1}).cannot_run(SoftmaxProblem::make(4, 100)), "");  // idle CTAs
   const auto q = SoftmaxProblem::make(64, 7);
-  EXPECT_EQ(C({row, 8, 16, 256, 1, 0, 256}).cannot_run(q), "");
-  EXPECT_NE(C({row, 8, 16, 256, 1, 0, 3}).cannot_run(q), "");    // 3 does not divide 256
-  EXPECT_NE(C({row, 8, 16, 192, 1, 0, 64}).cannot_run(q), "");   // 3 lanes a row
-  EXPECT_NE(C({row, 8, 16, 256, 2, 0, 128}).cannot_run(q), "");  // several rows a CTA: no cluster
-  EXPECT_NE(C({row, 8, 16, 256, 1, 2, 256}).cannot_run(q), "");  // stages only for pipe
+  EXPECT_EQ(C({row, 8, 16, 256, 1, 1, 256}).cannot_run(q), "");
+  EXPECT_NE(C({row, 8, 16, 256, 1, 1, 3}).cannot_run(q), "");    // 3 does not divide 256
+  EXPECT_NE(C({row, 8, 16, 192, 1, 1, 64}).cannot_run(q), "");   // 3 lanes a row
+  EXPECT_NE(C({row, 8, 16, 256, 2, 1, 128}).cannot_run(q), "");  // several rows a CTA: no cluster
+  EXPECT_NE(C({row, 8, 16, 256, 1, 3, 256}).cannot_run(q), "");  // 1 or 2 blocks in flight
+  EXPECT_NE(C({row, 8, 16, 1024, 1, 2, 1024}).cannot_run(q), "");  // 2 blocks: 512 threads at most
+  EXPECT_EQ(C({row, 8, 16, 512, 1, 2, 512}).cannot_run(q), "");
 }
 
 TEST(NativeSoftmaxConfigs, PinnedListForOneProblem) {
@@ -330,9 +337,9 @@ TEST(NativeSoftmaxConfigs, PinnedListForOneProblem) {
       "block_v8_e8_t256",         "block_v8_e8_t512",         "block_v8_e8_t1024",        "pipe_v8_e16_t64_r1_c1_s2",
       "pipe_v8_e16_t64_r1_c1_s3", "pipe_v8_e8_t128_r1_c1_s2", "pipe_v8_e8_t128_r1_c1_s3", "pipe_v8_e32_t128_r4_c1_s2",
       "pipe_v8_e32_t128_r4_c1_s3", "pipe_v8_e32_t256_r8_c1_s2", "pipe_v8_e32_t256_r8_c1_s3", "pipe_v8_e16_t256_r4_c1_s2",
-      "pipe_v8_e16_t256_r4_c1_s3", "pipe_v8_e8_t256_r2_c1_s2",  "pipe_v8_e8_t256_r2_c1_s3",  "row_v8_e8_t128_r1_c1",
-      "row_v8_e16_t128_r2_c1",     "row_v8_e16_t256_r4_c1",     "row_v8_e32_t128_r4_c1",     "row_v8_e32_t256_r8_c1",
-      "row_v8_e64_t128_r8_c1",     "row_v8_e64_t256_r16_c1",    "tiny_v8_e32_t256_g32"};
+      "pipe_v8_e16_t256_r4_c1_s3", "pipe_v8_e8_t256_r2_c1_s2",  "pipe_v8_e8_t256_r2_c1_s3",  "row_v8_e8_t128_r1_c1_s1", "row_v8_e8_t128_r1_c1_s2",
+      "row_v8_e16_t128_r2_c1_s1", "row_v8_e16_t128_r2_c1_s2",     "row_v8_e16_t256_r4_c1_s1", "row_v8_e16_t256_r4_c1_s2",     "row_v8_e32_t128_r4_c1_s1", "row_v8_e32_t128_r4_c1_s2",     "row_v8_e32_t256_r8_c1_s1", "row_v8_e32_t256_r8_c1_s2",
+      "row_v8_e64_t128_r8_c1_s1", "row_v8_e64_t128_r8_c1_s2",     "row_v8_e64_t256_r16_c1_s1", "row_v8_e64_t256_r16_c1_s2",    "tiny_v8_e32_t256_g32"};
   EXPECT_EQ(names, want);
 }
 
@@ -541,7 +548,8 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
           EXPECT_EQ(l.dynamic_smem, ((p.cols + c.cluster - 1) / c.cluster + c.vec - 1) / c.vec * c.vec * int64_t(size_of(p.in)));
         // 32 fp32 values a thread need the 128 registers of a 512-thread bound (pipe: 64 a
         // 1024-thread bound hold 32 values, ptxas -v: 63-64 registers; more need 512).
-        if (c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row) EXPECT_EQ(l.launch_bound, c.elems > 32 ? 512 : 1024) << c.name();
+        if (c.kind == SoftmaxKind::pipe) EXPECT_EQ(l.launch_bound, c.elems > 32 ? 512 : 1024) << c.name();
+        else if (c.kind == SoftmaxKind::row) EXPECT_EQ(l.launch_bound, c.elems > 32 || c.stages == 2 ? 512 : 1024) << c.name();
         else if (c.kind != SoftmaxKind::smem && c.kind != SoftmaxKind::online && c.elems >= 32) EXPECT_LE(l.launch_bound, 512);
       }
     }

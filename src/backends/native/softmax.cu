@@ -765,8 +765,10 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
 // for the csize pairs on its mbarrier (phase parity = iteration parity), reads them and arrives
 // again; a last wait before it leaves. The per-warp pairs alternate between two buffers by
 // iteration (one __syncthreads an iteration).
-template <int E>
-constexpr int row_max_threads() { return E <= 32 ? 1024 : 512; }  // registers, as pipe
+// Its __launch_bounds__: E fp32 values a thread (64 registers hold 32 of them, as pipe), and with
+// PF the next block's raw packs as well (128 registers).
+template <int E, bool PF>
+constexpr int row_max_threads() { return E <= 32 && !PF ? 1024 : 512; }
 
 // 16 bytes of read-only x, not kept in L1.
 __device__ __forceinline__ uint4 ld_stream16(const void* p) {
@@ -775,8 +777,8 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
   return r;
 }
 
-template <class Ti, class To, int E>
-__global__ void __launch_bounds__(row_max_threads<E>())
+template <class Ti, class To, int E, bool PF>
+__global__ void __launch_bounds__(row_max_threads<E, PF>())
     softmax_row_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale,
                        int csize, int rpb) {
   constexpr int VEC = int(16 / sizeof(Ti));
@@ -799,46 +801,79 @@ __global__ void __launch_bounds__(row_max_threads<E>())
     }
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   }
-  int it = 0;  // this CTA's iteration
-  for (int64_t blk = blockIdx.x / csize; blk < nblocks; blk += nclusters, ++it) {
-    const int64_t row = blk * rpb + g;
-    const bool valid = row < rows;  // the last block's rows may be fewer than rpb
-    if (csize > 1 && t == 0) mbar_arrive_expect_tx(&xbar, uint32_t(csize) * uint32_t(sizeof(float2)));  // phase it
-    const int64_t a = valid ? row * ld % VEC : 0;
+  // A block's geometry for this thread's row: its row, offset a, this CTA's slice of it (virtual
+  // columns, relative to base) and g0 (x[g0 + u]: virtual column base + u).
+  struct Geo {
+    int64_t row, g0;
+    bool valid;  // the last block's rows may be fewer than rpb
+    VirtualSlice vs;
+  };
+  const bool packed = ld == cols;
+  const int64_t total = rows * ld;  // elements of x
+  auto geo = [&](int64_t blk) {
+    Geo gm;
+    gm.row = blk * rpb + g;
+    gm.valid = gm.row < rows;
+    const int64_t a = gm.valid ? gm.row * ld % VEC : 0;
     const int64_t np = (cols + a + VEC - 1) / VEC, q = (np + csize - 1) / csize;
     const int S = int(q * VEC);  // <= tw * E (cannot_run)
     const int64_t base = int64_t(rank) * S;
-    const VirtualSlice vs = virtual_slice<VEC>(a, cols, base, S);
-    const int64_t g0 = row * ld - a + base;  // x[g0 + u]: virtual column base + u
-    const bool packed = ld == cols;
-    const int64_t total = rows * ld;         // elements of x
-    const Ti* const gx = x + g0;
-    float v[E];
+    gm.vs = virtual_slice<VEC>(a, cols, base, S);
+    gm.g0 = gm.row * ld - a + base;
+    return gm;
+  };
+  // The 16-byte loads of a block: whole packs, and a packed row's partial head and tail packs
+  // inside x (the others are read element by element in convert).
+  auto fetch = [&](const Geo& gm, uint4* raw) {
 #pragma unroll
     for (int j = 0; j < P; ++j) {
       const int u = (j * tw + tr) * VEC;
-      if (valid && u >= vs.plo && u + VEC <= vs.phi) {
-        const uint4 r = ld_stream16(gx + u);
-        const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&r);
+      const bool whole = u >= gm.vs.plo && u + VEC <= gm.vs.phi;
+      const bool edge = u < gm.vs.hi && u + VEC > gm.vs.lo && packed && gm.g0 + u + VEC <= total;
+      if (gm.valid && (whole || edge)) raw[j] = ld_stream16(x + gm.g0 + u);
+    }
+  };
+  // v = s x of the block's packs (-Inf outside the row)
+  auto convert = [&](const Geo& gm, const uint4* raw, float* v) {
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const int u = (j * tw + tr) * VEC;
+      const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&raw[j]);
+      if (gm.valid && u >= gm.vs.plo && u + VEC <= gm.vs.phi) {
 #pragma unroll
         for (int i = 0; i < VEC; ++i) v[j * VEC + i] = scale * to_float(pk.v[i]);
-      } else if (valid && u < vs.hi && u + VEC > vs.lo) {  // the partial head or tail pack
-        if (packed && g0 + u + VEC <= total) {
-          const uint4 r = ld_stream16(gx + u);
-          const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&r);
+      } else if (gm.valid && u < gm.vs.hi && u + VEC > gm.vs.lo) {  // the partial head or tail pack
+        if (packed && gm.g0 + u + VEC <= total) {
 #pragma unroll
           for (int i = 0; i < VEC; ++i)
-            v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(pk.v[i]) : -INFINITY;
+            v[j * VEC + i] = u + i >= gm.vs.lo && u + i < gm.vs.hi ? scale * to_float(pk.v[i]) : -INFINITY;
         } else {
 #pragma unroll
           for (int i = 0; i < VEC; ++i)
-            v[j * VEC + i] = u + i >= vs.lo && u + i < vs.hi ? scale * to_float(gx[u + i]) : -INFINITY;
+            v[j * VEC + i] = u + i >= gm.vs.lo && u + i < gm.vs.hi ? scale * to_float(x[gm.g0 + u + i]) : -INFINITY;
         }
       } else {
 #pragma unroll
         for (int i = 0; i < VEC; ++i) v[j * VEC + i] = -INFINITY;
       }
     }
+  };
+  int it = 0;  // this CTA's iteration
+  int64_t blk = blockIdx.x / csize;
+  Geo cur = geo(blk);
+  uint4 raw[P];
+  if (PF) fetch(cur, raw);
+  for (; blk < nblocks; blk += nclusters, ++it) {
+    if (csize > 1 && t == 0) mbar_arrive_expect_tx(&xbar, uint32_t(csize) * uint32_t(sizeof(float2)));  // phase it
+    if (!PF) fetch(cur, raw);
+    float v[E];
+    convert(cur, raw, v);
+    const Geo nxt = geo(blk + nclusters);
+    if (PF) fetch(nxt, raw);  // the next block's loads fly while this one is reduced and stored
+    const bool valid = cur.valid;
+    const VirtualSlice vs = cur.vs;
+    const int64_t g0 = cur.g0;
+    cur = nxt;
     // warp (or the row's lanes of it): max, exp against it, sum
     float m = -INFINITY;
 #pragma unroll
@@ -1547,7 +1582,9 @@ void launch_row_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const T
   float scale = p.scale;
   int csize = c.cluster, rpb = c.block_rows;
   void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &csize, &rpb};
-  launch(c, p, reinterpret_cast<const void*>(&softmax_row_kernel<Ti, To, E>), args, s);
+  const void* kernel = c.stages == 2 ? reinterpret_cast<const void*>(&softmax_row_kernel<Ti, To, E, true>)
+                                     : reinterpret_cast<const void*>(&softmax_row_kernel<Ti, To, E, false>);
+  launch(c, p, kernel, args, s);
 }
 
 template <class Ti, class To, int VEC>
@@ -1688,7 +1725,7 @@ int launch_bound(const NativeSoftmaxConfig& c) {
     case SoftmaxKind::block:
     case SoftmaxKind::cluster: return c.elems >= 32 ? split_max_threads<32>() : split_max_threads<16>();
     case SoftmaxKind::pipe: return c.elems > 32 ? pipe_max_threads<64>() : pipe_max_threads<32>();
-    case SoftmaxKind::row: return c.elems > 32 ? row_max_threads<64>() : row_max_threads<32>();
+    case SoftmaxKind::row: return c.elems > 32 || c.stages == 2 ? row_max_threads<64, true>() : row_max_threads<32, false>();
     case SoftmaxKind::tiny: return kTinyMaxThreads;
     case SoftmaxKind::wide: return kWideMaxThreads;
     case SoftmaxKind::smem:
@@ -1753,7 +1790,7 @@ std::string NativeSoftmaxConfig::name() const {
   if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row) n += "_r" + std::to_string(block_rows);
   if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe || kind == SoftmaxKind::row)
     n += "_c" + std::to_string(cluster);
-  if (kind == SoftmaxKind::pipe) n += "_s" + std::to_string(stages);
+  if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row) n += "_s" + std::to_string(stages);
   return n;
 }
 
@@ -1761,7 +1798,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   auto bad = [&](const std::string& why) {
     GT_THROW("native softmax config '" + name + "': " + why +
              " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
-             "pipe_v8_e32_t1024_r1_c8_s3, row_v8_e32_t160_r1_c1, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512)");
+             "pipe_v8_e32_t1024_r1_c8_s3, row_v8_e32_t160_r1_c1_s1, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512)");
   };
   NativeSoftmaxConfig c;
   size_t pos = name.find('_');
@@ -1794,7 +1831,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
                       c.kind == SoftmaxKind::row
                   ? field('c')
                   : 1;
-  c.stages = c.kind == SoftmaxKind::pipe ? field('s') : 0;
+  c.stages = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? field('s') : 0;
   if (pos != std::string::npos) bad("trailing text");
   if (c.name() != name) bad("not in canonical form");
   return c;
@@ -1837,6 +1874,7 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     const int tw = threads / block_rows;
     if (tw < 32 ? !pow2(tw) : tw % 32) return "threads / block_rows must be 1, 2, 4, 8, 16 or a multiple of 32";
     if (block_rows > 1 && cluster > 1) return "block_rows > 1 needs cluster 1";
+    if (stages != 1 && stages != 2) return "stages must be 1 or 2 (blocks of rows a CTA has in flight)";
   } else if (kind == SoftmaxKind::tiny) {
     if (vec != vec16_of(p.in)) return "the tiny kind copies 16-byte packs (vec " + std::to_string(vec16_of(p.in)) + ")";
     if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32 for the tiny kind";
@@ -1862,7 +1900,7 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   const bool rows_of_warps = kind == SoftmaxKind::pipe || kind == SoftmaxKind::row;  // block_rows, any cluster
   if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && !rows_of_warps && cluster != 1)
     return "cluster must be 1 for this kind";
-  if (kind != SoftmaxKind::pipe && stages != 0) return "stages must be 0 for this kind";
+  if (!rows_of_warps && stages != 0) return "stages must be 0 for this kind";
   if (!rows_of_warps && block_rows != 1) return "block_rows must be 1 for this kind";
   if (kind != SoftmaxKind::tiny && group != 0) return "group must be 0 for this kind";
   if (max_cols() >= 0 && p.cols > max_cols())
@@ -2019,8 +2057,10 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         std::vector<int> rpbs = {1};
         if (c == 1 && tw < 128) rpbs = {128 / tw, 256 / tw};
         for (int r : rpbs) {
-          NativeSoftmaxConfig cfg{SoftmaxKind::row, v16, e, tw * r, c, 0, r};
-          if (cfg.cannot_run(p).empty() && std::find(out.begin(), out.end(), cfg) == out.end()) out.push_back(cfg);
+          for (int st : {1, 2}) {  // 2: the next block's loads in flight (512 threads at most)
+            NativeSoftmaxConfig cfg{SoftmaxKind::row, v16, e, tw * r, c, st, r};
+            if (cfg.cannot_run(p).empty() && std::find(out.begin(), out.end(), cfg) == out.end()) out.push_back(cfg);
+          }
         }
       }
     }

@@ -75,7 +75,7 @@ struct NativeSoftmaxConfig {
   int elems = 0;      // elements per thread kept in registers (warp, block, cluster, pipe); 0 for smem, online
   int threads = 256;  // threads per block (warp: rows per block = threads / 32)
   int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem: 1, 2, 4, 8, 16; pipe, row: 1 to 16; else 1)
-  int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; else 0
+  int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; row: blocks of rows in flight, 1 or 2; else 0
   int block_rows = 1;  // pipe, row: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
   int group = 0;       // tiny: lanes a row (1, 2, 4, 8, 16 or 32); else 0
 
@@ -88,7 +88,7 @@ struct NativeSoftmaxConfig {
   int64_t max_cols() const;
   // Stable name (also the candidate id), e.g. "warp_v8_e32_t256", "block_v8_e16_t512",
   // "cluster_v8_e32_t512_c8", "smem_v8_t512_c4", "pipe_v8_e32_t1024_r1_c8_s3", "online_v4_t1024",
-  // "tiny_v8_e1_t256_g8", "wide_v8_e32_t512", "row_v8_e32_t160_r1_c1".
+  // "tiny_v8_e1_t256_g8", "wide_v8_e32_t512", "row_v8_e32_t160_r1_c1_s1".
   std::string name() const;
   // The config named `name`; throws Error naming the bad part.
   static NativeSoftmaxConfig parse(const std::string& name);
