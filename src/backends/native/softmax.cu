@@ -814,8 +814,9 @@ __global__ void __launch_bounds__(row_max_threads<E, PF>())
     Geo gm;
     gm.row = blk * rpb + g;
     gm.valid = gm.row < rows;
-    const int64_t a = gm.valid ? gm.row * ld % VEC : 0;
-    const int64_t np = (cols + a + VEC - 1) / VEC, q = (np + csize - 1) / csize;
+    const int64_t a = gm.valid ? (gm.row * ld) & (VEC - 1) : 0;  // VEC: a power of two
+    const int64_t np = (cols + a + VEC - 1) / VEC;
+    const int64_t q = csize == 1 ? np : (np + csize - 1) / csize;  // no 64-bit division without a cluster
     const int S = int(q * VEC);  // <= tw * E (cannot_run)
     const int64_t base = int64_t(rank) * S;
     gm.vs = virtual_slice<VEC>(a, cols, base, S);
