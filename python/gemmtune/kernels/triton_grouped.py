@@ -37,6 +37,9 @@ MAX_G (constexpr) is a power of two >= G (the scheduler's vectors). K-major oper
 needs them for fp8: A row-major, B [N, K]; lda, K and the base pointers 16-byte aligned (TMA).
 """
 
+import time
+from typing import Any, Optional
+
 import triton
 import triton.language as tl
 
@@ -143,3 +146,119 @@ def grouped_gemm(a, b, d, rows, bias, scale_a, scale_b,
 
 
 KERNELS = {"grouped_gemm": grouped_gemm}
+
+
+# ---- ahead-of-time compilation (gemmtune.worker: kernel "grouped_gemm") -------------------------
+# Launch ABI (src/backends/triton/triton_grouped.cpp): RUNTIME_ARGS in order, then Triton's two
+# hidden scratch pointers; grid (NUM_SMS, 1, 1).
+DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "e4m3": "fp8e4nv"}
+_SCHEMA = {  # name: (type, default; None = required)
+    "kernel": (str, None), "a_dtype": (str, None), "out_dtype": (str, None), "masked": (bool, None),
+    "has_bias": (bool, False), "act": (str, "none"), "scale": (str, "none"), "fp8_fast_accum": (bool, False),
+    "max_g": (int, None), "block_m": (int, None), "block_n": (int, None), "block_k": (int, None),
+    "group_m": (int, 8), "num_sms": (int, None), "num_warps": (int, 4), "num_stages": (int, 3),
+    "n_div16": (bool, False), "k_div16": (bool, False), "template": (str, ""),
+}
+
+
+def _pow2(v: int) -> bool:
+    return v > 0 and v & (v - 1) == 0
+
+
+def normalize_params(params: Any, kernel: Optional[str] = None) -> dict:
+    """Checks types and values, fills defaults; raises CompileFailure("bad_request")."""
+    from ..triton_compile import CompileFailure
+
+    def bad(msg):
+        return CompileFailure("bad_request", msg)
+
+    if not isinstance(params, dict):
+        raise bad("params: expected an object")
+    p = dict(params)
+    if kernel is not None:
+        if "kernel" in p and p["kernel"] != kernel:
+            raise bad(f"params.kernel {p['kernel']!r} differs from the request's kernel {kernel!r}")
+        p["kernel"] = kernel
+    unknown = sorted(set(p) - set(_SCHEMA))
+    if unknown:
+        raise bad(f"params: unknown field(s) {', '.join(unknown)}")
+    out = {}
+    for key, (typ, default) in _SCHEMA.items():
+        if key in p:
+            value = p[key]
+            if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+                raise bad(f"params.{key}: expected {typ.__name__}, got {type(value).__name__} {value!r}")
+            out[key] = value
+        elif default is None:
+            raise bad(f"params.{key}: missing")
+        else:
+            out[key] = default
+    if out["kernel"] not in KERNELS:
+        raise bad(f"params.kernel: {out['kernel']!r} is not one of {', '.join(KERNELS)}")
+    if out["a_dtype"] not in ("bf16", "fp16", "e4m3"):
+        raise bad(f"params.a_dtype: {out['a_dtype']!r} is not one of bf16, fp16, e4m3")
+    if out["out_dtype"] not in ("bf16", "fp16", "fp32"):
+        raise bad(f"params.out_dtype: {out['out_dtype']!r} is not one of bf16, fp16, fp32")
+    if out["act"] not in ACT_CODES:
+        raise bad(f"params.act: {out['act']!r} is not one of {', '.join(ACT_CODES)}")
+    if out["scale"] not in SCALE_CODES:
+        raise bad(f"params.scale: {out['scale']!r} is not one of {', '.join(SCALE_CODES)}")
+    if (out["scale"] != "none") != (out["a_dtype"] == "e4m3"):
+        raise bad("params.scale: fp8 inputs take tensorwise or rowwise scales, other inputs none")
+    for key, lo, hi in (("block_m", 16, 256), ("block_n", 16, 256), ("block_k", 16, 256), ("max_g", 16, 1024)):
+        if not _pow2(out[key]) or not lo <= out[key] <= hi:
+            raise bad(f"params.{key}: {out[key]} is not a power of two in [{lo}, {hi}]")
+    if not 1 <= out["group_m"] <= 64:
+        raise bad(f"params.group_m: {out['group_m']} not in [1, 64]")
+    if not 1 <= out["num_sms"] <= 1024:
+        raise bad(f"params.num_sms: {out['num_sms']} not in [1, 1024]")
+    if not _pow2(out["num_warps"]) or out["num_warps"] > 16:
+        raise bad(f"params.num_warps: {out['num_warps']} is not a power of two in [1, 16]")
+    if not 1 <= out["num_stages"] <= 8:
+        raise bad(f"params.num_stages: {out['num_stages']} not in [1, 8]")
+    return out
+
+
+def build_source_args(p: dict):
+    """(fn, signature, constexprs, attrs) for triton.compiler.ASTSource from normalized params."""
+    fn = KERNELS[p["kernel"]]
+    fp8 = p["a_dtype"] == "e4m3"
+    in_t, out_t = "*" + DTYPES[p["a_dtype"]], "*" + DTYPES[p["out_dtype"]]
+    types = {"a": in_t, "b": in_t, "d": out_t, "rows": "*i32", "bias": out_t, "scale_a": "*fp32", "scale_b": "*fp32",
+             "G": "i32", "M_ROWS": "i32", "MAX_M": "i32", "N": "i32", "K": "i32", "lda": "i32", "ldd": "i32",
+             "alpha": "fp32"}
+    constexprs = {"MASKED": p["masked"], "HAS_BIAS": p["has_bias"], "ACT": ACT_CODES[p["act"]],
+                  "SCALE": SCALE_CODES[p["scale"]],
+                  "MAX_IMPRECISE": p["block_k"] if fp8 and not p["fp8_fast_accum"] else None,
+                  "MAX_G": p["max_g"], "BLOCK_M": p["block_m"], "BLOCK_N": p["block_n"], "BLOCK_K": p["block_k"],
+                  "GROUP_M": p["group_m"], "NUM_SMS": p["num_sms"]}
+    arg_names = list(fn.arg_names)
+    assert arg_names[:len(RUNTIME_ARGS)] == list(RUNTIME_ARGS), arg_names
+    assert sorted(arg_names[len(RUNTIME_ARGS):]) == sorted(constexprs), arg_names
+    signature = {n: types[n] for n in RUNTIME_ARGS}
+    signature.update({n: "constexpr" for n in arg_names[len(RUNTIME_ARGS):]})
+    # Every pointer is 16-byte aligned (the engine checks); lda = K and ldd = N.
+    div16 = [n for n in RUNTIME_ARGS if types[n].startswith("*")]
+    div16 += (["N", "ldd"] if p["n_div16"] else []) + (["K", "lda"] if p["k_div16"] else [])
+    attrs = {(arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
+    return fn, signature, constexprs, attrs
+
+
+def compile_grouped(params: Any, out_dir: str, kernel: Optional[str] = None) -> dict:
+    """Compiles grouped_gemm for sm_90a into <out_dir>/<name>-<hash16>.cubin; returns {"artifact",
+    "name", "kernel", "hash", "meta", "compile_s"} (as compile_gemm). Raises CompileFailure."""
+    from .. import triton_compile as tc
+    t0 = time.perf_counter()
+    p = normalize_params(params, kernel)
+    if not isinstance(out_dir, str) or not out_dir:
+        raise tc.CompileFailure("bad_request", "out_dir: expected a path")
+    in_bytes = 1 if p["a_dtype"] == "e4m3" else 2
+    if p["block_m"] * p["block_n"] // (32 * p["num_warps"]) > tc.MAX_ACC_PER_THREAD:
+        raise tc.CompileFailure("resource", f"a {p['block_m']}x{p['block_n']} fp32 accumulator over "
+                                f"{p['num_warps']} warps spills")
+    stage = (p["block_m"] + p["block_n"]) * p["block_k"] * in_bytes
+    if stage * max(1, p["num_stages"] - 1) > tc.MAX_SHARED_BYTES:
+        raise tc.CompileFailure("resource", f"{p['num_stages'] - 1} stages of {stage} bytes exceed "
+                                f"{tc.MAX_SHARED_BYTES} bytes of shared memory")
+    out = tc.build_cubin(build_source_args(p), {"num_warps": p["num_warps"], "num_stages": p["num_stages"]}, out_dir)
+    return {**out, "kernel": p["kernel"], "compile_s": round(time.perf_counter() - t0, 4)}
