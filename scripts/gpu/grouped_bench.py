@@ -49,6 +49,11 @@ CONFIGS = [
     (128, 128, 64, 4, 4, 8),
     (64, 256, 64, 4, 4, 8),
     (64, 128, 128, 4, 4, 8),
+    # run 2: deeper pipelines for the bandwidth-bound short groups, a 256-row tile
+    (64, 128, 64, 4, 8, 8),
+    (64, 64, 128, 4, 6, 8),
+    (64, 256, 64, 4, 5, 8),
+    (256, 128, 64, 8, 4, 8),
 ]
 FP8_CONFIGS = [
     (128, 256, 128, 8, 3, 8),
@@ -56,6 +61,7 @@ FP8_CONFIGS = [
     (128, 128, 128, 4, 4, 8),
     (64, 256, 128, 4, 4, 8),
     (64, 128, 128, 4, 5, 8),
+    (128, 256, 128, 8, 4, 8),  # run 2
 ]
 SHAPES = [  # (name, G, n, k)
     ("mixtral-up", 8, 14336, 4096),
@@ -323,7 +329,24 @@ def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def bench(log, iters, check_all):
+def engine_contenders(log):
+    """gemmtune through its engine (libgemmtune_c.so, $GEMMTUNE_LIB): gemmtune.torch.grouped_mm (the
+    engine's tuned pick, selected on first use) and a dense loop of the cuBLASLt pick per group
+    (an engine limited to cuBLASLt: one dense tune per group size). None when not importable."""
+    try:
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        import gemmtune
+        import gemmtune.torch as gt
+        from gemmtune.torch import _grouped
+        gt.configure(backends=["triton", "cublaslt", "cutlass", "cutedsl"], log_level="warning")
+        dense = gemmtune.Engine(backends=["cublaslt"], log_level="warning")
+    except Exception as exc:  # noqa: BLE001 - reported
+        log(f"engine: not used: {type(exc).__name__}: {exc}")
+        return None
+    return gt, _grouped, dense
+
+
+def bench(log, iters, check_all, eng=None):
     gen = torch.Generator(device=DEV).manual_seed(2)
     cpu_gen = torch.Generator().manual_seed(3)
     rows_out, checks = [], []
@@ -360,17 +383,51 @@ def bench(log, iters, check_all):
                         if counts[g]:
                             torch.mm(a[bounds[g]:bounds[g + 1]], wt[g], out=d[bounds[g]:bounds[g + 1]])
                 fns = [tri, loop] + ([tgm] if tgm else [])
+                extra = {}
+                if eng is not None:
+                    gt, grouped_mod, dense = eng
+                    before = len(grouped_mod._kernels)
+                    t_sel = time.time()
+                    d2 = gt.grouped_mm(a, wt, offs=offs)
+                    torch.cuda.synchronize()
+                    extra["engine_select_s"] = time.time() - t_sel
+                    extra["engine_new_kernels"] = len(grouped_mod._kernels) - before
+                    ok, rel, why = check(a, w, counts, d2, False)
+                    extra["engine_check"] = why or "ok"
+                    if not ok:
+                        log(f"FAIL {label} gemmtune.torch.grouped_mm: {why}")
+                    checks.append({"case": label, "cfg": "engine", "ok": ok, "rel_err": rel, "reason": why})
+                    fns.append(lambda: gt.grouped_mm(a, wt, offs=offs))
+                    if skew == 0:  # the dense loop of the engine's cuBLASLt pick (one m for every group)
+                        kd, _ = dense.select({"m": per, "n": N, "k": K, "dtype": "bf16"})
+                        stream = torch.cuda.current_stream().cuda_stream
+                        esz = a.element_size()
+
+                        def dense_loop(kd=kd, stream=stream, esz=esz):
+                            for g in range(G):
+                                kd.run(a.data_ptr() + bounds[g] * K * esz, w.data_ptr() + g * N * K * esz, 0,
+                                       d.data_ptr() + bounds[g] * N * esz, stream_ptr=stream)
+                        fns.append(dense_loop)
                 t = timed(fns, iters)
                 flops = 2.0 * total * N * K
                 row = {"shape": name, "G": G, "n": N, "k": K, "rows_per_group": per, "skew": skew,
                        "counts": counts, "pick": list(pick), "triton_ms": t[0], "loop_ms": t[1],
                        "grouped_mm_ms": t[2] if tgm else None, "grouped_mm_error": err,
                        "triton_tflops": flops / t[0] / 1e9, "tune_ms": tune_ms if skew == 0 else None}
+                if eng is not None:
+                    i = 3 if tgm else 2
+                    row["engine_ms"] = t[i]
+                    row["engine_dense_loop_ms"] = t[i + 1] if skew == 0 else None
+                    row.update(extra)
+                    row["engine_vs_grouped_mm"] = row["grouped_mm_ms"] / t[i] if tgm else None
+                    row["engine_vs_loop"] = t[1] / t[i]
                 row["vs_grouped_mm"] = row["grouped_mm_ms"] / t[0] if tgm else None
                 row["vs_loop"] = t[1] / t[0]
                 rows_out.append(row)
                 log(f"{label}: triton {t[0]:.3f} ms ({row['triton_tflops']:.0f} TFLOP/s, cfg {pick}), "
-                    f"torch._grouped_mm {row['grouped_mm_ms'] if tgm else err}, loop {t[1]:.3f} ms")
+                    f"torch._grouped_mm {row['grouped_mm_ms'] if tgm else err}, loop {t[1]:.3f} ms"
+                    + (f", engine {row['engine_ms']:.3f} ms (new kernels {row['engine_new_kernels']}, "
+                       f"select {row['engine_select_s']:.1f} s), dense loop {row['engine_dense_loop_ms']}" if eng else ""))
                 del a, d
             torch.cuda.empty_cache()
         del w, wt
@@ -428,12 +485,18 @@ def bench_fp8(log, iters):
     return out
 
 
+def _f(v, decimals=3):
+    return "n/a" if v is None else f"{v:.{decimals}f}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--no-check-all", action="store_true", help="check only the small cases")
     ap.add_argument("--skip-fp8", action="store_true")
+    ap.add_argument("--engine", action="store_true",
+                    help="also time gemmtune.torch.grouped_mm (the engine's pick) and a dense cuBLASLt-pick loop")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
@@ -447,13 +510,17 @@ def main():
     log(f"{torch.cuda.get_device_name(0)}, {NUM_SMS} SMs, torch {torch.__version__}, triton {triton.__version__}")
     warm_cache(log)
     small = small_checks(log)
-    rows, checks = bench(log, args.iters, not args.no_check_all)
+    eng = engine_contenders(log) if args.engine else None
+    rows, checks = bench(log, args.iters, not args.no_check_all, eng)
     fp8 = [] if args.skip_fp8 else bench_fp8(log, args.iters)
     summary = {
         "small_checks_passed": sum(r["ok"] for r in small), "small_checks": len(small),
         "bench_checks_passed": sum(c["ok"] for c in checks), "bench_checks": len(checks),
         "geomean_vs_grouped_mm": geomean([r["vs_grouped_mm"] for r in rows]),
         "geomean_vs_loop": geomean([r["vs_loop"] for r in rows]),
+        "engine_geomean_vs_grouped_mm": geomean([r.get("engine_vs_grouped_mm") for r in rows]),
+        "engine_geomean_vs_loop": geomean([r.get("engine_vs_loop") for r in rows]),
+        "engine_kernels_selected": sum(r.get("engine_new_kernels", 0) for r in rows),
         "seconds": time.time() - t0,
     }
     log(f"summary: {json.dumps(summary)}")
@@ -462,14 +529,18 @@ def main():
                    "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "triton": triton.__version__},
                   f, indent=1)
     with open(os.path.join(args.out, "grouped.md"), "w") as f:
-        f.write("| shape | rows/group | split | triton ms | TFLOP/s | torch._grouped_mm ms | loop ms | vs grouped_mm | vs loop | config |\n")
-        f.write("|---|---|---|---|---|---|---|---|---|---|\n")
+        f.write("| shape | rows/group | split | triton ms | TFLOP/s | torch._grouped_mm ms | loop ms | vs grouped_mm | vs loop | config "
+                "| engine ms | engine vs grouped_mm | engine vs loop | dense cuBLASLt-pick loop ms |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             gm = f"{r['grouped_mm_ms']:.3f}" if r["grouped_mm_ms"] else "n/a"
             vg = f"{r['vs_grouped_mm']:.2f}" if r["vs_grouped_mm"] else "n/a"
             f.write(f"| {r['shape']} | {r['rows_per_group']} | {'skewed' if r['skew'] else 'balanced'} | {r['triton_ms']:.3f} | "
-                    f"{r['triton_tflops']:.0f} | {gm} | {r['loop_ms']:.3f} | {vg} | {r['vs_loop']:.2f} | {r['pick']} |\n")
-        f.write(f"\ngeomean vs torch._grouped_mm: {summary['geomean_vs_grouped_mm']}, vs loop: {summary['geomean_vs_loop']}\n\n")
+                    f"{r['triton_tflops']:.0f} | {gm} | {r['loop_ms']:.3f} | {vg} | {r['vs_loop']:.2f} | {r['pick']} | "
+                    f"{_f(r.get('engine_ms'))} | {_f(r.get('engine_vs_grouped_mm'), 2)} | {_f(r.get('engine_vs_loop'), 2)} | "
+                    f"{_f(r.get('engine_dense_loop_ms'))} |\n")
+        f.write(f"\ngeomean vs torch._grouped_mm: {summary['geomean_vs_grouped_mm']}, vs loop: {summary['geomean_vs_loop']}; "
+                f"engine: {summary['engine_geomean_vs_grouped_mm']}, {summary['engine_geomean_vs_loop']}\n\n")
         if fp8:
             f.write("| fp8 shape | rows/group | triton ms | TFLOP/s | _scaled_grouped_mm ms | dense _scaled_mm ms | config |\n")
             f.write("|---|---|---|---|---|---|---|\n")
