@@ -40,6 +40,14 @@ def test_compiles_for_sm90a(tmp_path):
     assert r["meta"]["global_scratch_size"] > 0                 # the in-kernel TMA descriptors
 
 
+def test_report_reads_grouped_cache_entries():
+    from gemmtune.report.load import _cache_entry, parse_canonical
+    canon = "grouped1;g=8;n=14336;k=4096;rows=512;layout=contiguous;a=bf16;d=bf16;scale=none;act=none;bias=0"
+    assert parse_canonical(canon)["op"] == "grouped"
+    p = _cache_entry({"problem": canon, "results": []}, "x", "entries[0]", 2)
+    assert p.op == "grouped" and p.m == 8 * 512 and p.flops == 2.0 * 8 * 512 * 14336 * 4096
+
+
 torch = pytest.importorskip("torch")
 
 
