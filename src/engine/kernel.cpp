@@ -49,9 +49,9 @@ void check_args(const GroupedGemmProblem& p, const GroupedGemmArgs& args) {
   GT_CHECK(args.capacity >= 1 && rows <= 0x7fffffff,
            "args.capacity: must be >= 1 and address fewer than 2^31 rows (got " + std::to_string(args.capacity) + ")");
   if (p.bias) need(args.bias, "bias");
-  if (p.scale != ScaleMode::none) {
-    GT_CHECK(args.scale_a, "args.scale_a: null, but the problem has fp8 scales");
-    GT_CHECK(args.scale_b, "args.scale_b: null, but the problem has fp8 scales");
+  if (p.scale != ScaleMode::none) {  // the kernels load them vectorized
+    need(args.scale_a, "scale_a (fp8 scales)");
+    need(args.scale_b, "scale_b (fp8 scales)");
   }
 }
 }  // namespace
