@@ -338,8 +338,9 @@ def engine_contenders(log):
         import gemmtune
         import gemmtune.torch as gt
         from gemmtune.torch import _grouped
-        gt.configure(backends=["triton", "cublaslt", "cutlass", "cutedsl"], log_level="warning")
-        dense = gemmtune.Engine(backends=["cublaslt"], log_level="warning")
+        quick = {"warmup_ms": 10, "min_rounds": 3, "max_rounds": 5}  # tunes kept short (the run's budget)
+        gt.configure(backends=["triton", "cublaslt", "cutlass", "cutedsl"], log_level="warning", tune=quick)
+        dense = gemmtune.Engine(backends=["cublaslt"], log_level="warning", tune=quick)
     except Exception as exc:  # noqa: BLE001 - reported
         log(f"engine: not used: {type(exc).__name__}: {exc}")
         return None
