@@ -35,7 +35,7 @@ echo "== bench: rc=$bench_rc after $(($(date +%s) - T0)) s"
 
 # 2. GPU tests (a fresh cache; the artifact store is shared with the bench's engine)
 t=$(date +%s)
-timeout "${GPU_TESTS_TIMEOUT_S:-200}" build/tests/gemmtune_gpu_tests \
+timeout "${GPU_TESTS_TIMEOUT_S:-110}" build/tests/gemmtune_gpu_tests \
   --gtest_filter='GroupedCandidates.*:GroupedCheck.*:GroupedEngine.*' >"$OUT/gpu_tests.log" 2>&1
 tests_rc=$?
 echo "== gpu tests: rc=$tests_rc in $(($(date +%s) - t)) s"
@@ -46,7 +46,7 @@ cli_rc=0
 for args in "8x14336x4096 --rows-per-group 512" "32x7168x2048 --rows-per-group 64 --layout masked --skew 1"; do
   name=$(echo "$args" | tr ' ' '_' | tr -d '-')
   for pass in 1 2; do
-    timeout 120 build/gemmtune tune grouped $args --json "$OUT/cli-$name-$pass.json" >"$OUT/cli-$name-$pass.txt" 2>&1 || cli_rc=1
+    timeout 60 build/gemmtune tune grouped $args --json "$OUT/cli-$name-$pass.json" >"$OUT/cli-$name-$pass.txt" 2>&1 || cli_rc=1
   done
   head -30 "$OUT/cli-$name-1.txt"
   grep -E "cache|key" "$OUT/cli-$name-2.txt" | head -3
