@@ -7,6 +7,8 @@
 #      rowwise beside torch._scaled_grouped_mm and the dense torch._scaled_mm  -> $OUT/grouped.{md,json,log}
 #   2. the grouped GPU tests (GroupedCandidates.*, GroupedCheck.*, GroupedEngine.*)  -> $OUT/gpu_tests.log
 #   3. the CLI: `gemmtune tune grouped` on two shapes, twice (the second from the cache)  -> $OUT/cli-*.json
+#   4. the CLI: fp8 grouped (Mixtral up, 512 rows per group) and the dense fp8 pick of the same total
+#      rows (4096x14336x4096, cuBLASLt)  -> $OUT/cli-fp8-*.json
 #
 #   run(command="bash scripts/gpu/grouped.sh",
 #       carry=["build/libgemmtune_c.so", "build/gemmtune", "build/tests/gemmtune_gpu_tests"])
@@ -51,6 +53,12 @@ for args in "8x14336x4096 --rows-per-group 512" "32x7168x2048 --rows-per-group 6
   head -30 "$OUT/cli-$name-1.txt"
   grep -E "cache|key" "$OUT/cli-$name-2.txt" | head -3
 done
+# 4. fp8 grouped (e4m3 rowwise) beside the dense fp8 pick of the same total rows (cuBLASLt candidates)
+timeout 60 build/gemmtune tune grouped 8x14336x4096 --rows-per-group 512 --dtype e4m3 --scale rowwise \
+  --json "$OUT/cli-fp8-grouped.json" >"$OUT/cli-fp8-grouped.txt" 2>&1 || cli_rc=1
+timeout 60 build/gemmtune tune 4096x14336x4096 --dtype e4m3 --scale rowwise --backends cublaslt \
+  --json "$OUT/cli-fp8-dense.json" >"$OUT/cli-fp8-dense.txt" 2>&1 || cli_rc=1
+head -8 "$OUT/cli-fp8-grouped.txt"; head -8 "$OUT/cli-fp8-dense.txt"
 echo "== total $(($(date +%s) - T0)) s; bench rc=$bench_rc, tests rc=$tests_rc, cli rc=$cli_rc"
 [ "$tests_rc" != 0 ] && exit 3
 [ "$cli_rc" != 0 ] && exit 4

@@ -193,6 +193,11 @@ TEST(TritonGrouped, ConfigsIdsAndParams) {
   EXPECT_EQ(configs[0].id(), "g128x256x64_w8_s4_gm8");
   for (const char* bad : {"", "g128x256x64_w8_s4", "g128x256x64_w8_s4_gm8x", "g0128x256x64_w8_s4_gm8"})
     EXPECT_THROW(triton::GroupedConfig::parse(bad), Error) << bad;
+  // An fp32 D needs shared memory for the epilogue: the 128x256 tiles do not fit.
+  auto f32 = p;
+  f32.d = DType::fp32;
+  for (const auto& c : triton::grouped_configs(f32)) EXPECT_LT(c.block_m * c.block_n, 128 * 256) << c.id();
+  EXPECT_NE(configs[0].cannot_run(f32), "");
   triton::GroupedConfig odd = configs[0];
   odd.block_n = 96;
   EXPECT_NE(odd.cannot_run(p), "");
