@@ -88,7 +88,7 @@ TEST(GroupedCandidates, EveryTritonCandidateMatchesTheHostReferenceOnEverySplit)
   if (Verdict v = backend->available(); !v) GTEST_FAIL() << "triton not available: " << v.reason;
   Stream s;
   uint64_t seed = 21;
-  int runs = 0;
+  size_t runs = 0, expected = 0;  // every candidate on every split
   for (const Case& c : cases()) {
     const GroupedGemmProblem& p = c.p;
     SCOPED_TRACE(p.str());
@@ -105,6 +105,7 @@ TEST(GroupedCandidates, EveryTritonCandidateMatchesTheHostReferenceOnEverySplit)
     sets.push_back(std::make_unique<GroupedOperands>(skewed, seed++, s.get()));
     sets.push_back(std::make_unique<GroupedOperands>(p, seed++, s.get(), /*ragged=*/true));
     for (const auto& split : c.splits) sets.push_back(std::make_unique<GroupedOperands>(p, split, seed++, s.get()));
+    expected += cands.size() * sets.size();
     for (const auto& ops : sets) {
       std::string counts;
       for (int64_t m : ops->counts()) counts += std::to_string(m) + " ";
@@ -126,7 +127,8 @@ TEST(GroupedCandidates, EveryTritonCandidateMatchesTheHostReferenceOnEverySplit)
       }
     }
   }
-  EXPECT_GT(runs, 150);
+  EXPECT_EQ(runs, expected);
+  EXPECT_GT(expected, 120u);
 }
 
 // The per-group GPU check fails a wrong value, a NaN, and a write into a row no group owns.
