@@ -22,6 +22,7 @@
 #include "gemmtune/device.hpp"
 #include "gemmtune/kernel.hpp"
 #include "gemmtune/engine_options.hpp"
+#include "gemmtune/grouped.hpp"
 #include "gemmtune/problem.hpp"
 #include "gemmtune/report.hpp"
 #include "gemmtune/softmax.hpp"
@@ -57,15 +58,23 @@ class Engine {
   SoftmaxKernel tune(const SoftmaxProblem& problem, TuneReport* report = nullptr);
   SoftmaxKernel load(const SoftmaxProblem& problem, const std::string& backend, const std::string& id);
 
+  // Grouped GEMM (gemmtune/grouped.hpp): the same, over the grouped backends. Keyed by the
+  // problem's rows bucket: a select at any rows per group of one bucket, and any split at run
+  // time, reuse one tune. The problem's alpha is baked into the returned kernel.
+  GroupedKernel select(const GroupedGemmProblem& problem, TuneReport* report = nullptr);
+  GroupedKernel tune(const GroupedGemmProblem& problem, TuneReport* report = nullptr);
+  GroupedKernel load(const GroupedGemmProblem& problem, const std::string& backend, const std::string& id);
+
   const DeviceInfo& device() const;
   // Versions that key the GEMM cache: device, driver, runtime, GEMM backend versions, engine.
   const std::string& environment() const;
-  // The same for one op by name ("gemm", "softmax"): each op's backends key its entries.
+  // The same for one op by name ("gemm", "softmax", "grouped"): each op's backends key its entries.
   const std::string& environment(std::string_view op) const;
   // The key under which `problem` is cached in this environment.
   std::string cache_key(const GemmProblem& problem) const;
   std::string cache_key(const SoftmaxProblem& problem) const;
-  // Every enabled backend's status: the GEMM backends, then the softmax ones.
+  std::string cache_key(const GroupedGemmProblem& problem) const;
+  // Every enabled backend's status: the GEMM backends, then the softmax ones, then the grouped ones.
   std::vector<BackendStatus> backends() const;
   TuningCache* cache();  // nullptr when use_cache is false
 

@@ -3,6 +3,7 @@
 
 #include "gemmtune/engine.hpp"
 #include "gemmtune/error.hpp"
+#include "gemmtune/grouped.hpp"
 #include "gemmtune/kernel.hpp"
 #include "gemmtune/problem.hpp"
 #include "gemmtune/report.hpp"

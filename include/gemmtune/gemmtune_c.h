@@ -35,6 +35,8 @@
 #ifndef GEMMTUNE_C_H
 #define GEMMTUNE_C_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,6 +50,7 @@ extern "C" {
 typedef struct gt_engine gt_engine;
 typedef struct gt_kernel gt_kernel;
 typedef struct gt_softmax_kernel gt_softmax_kernel;
+typedef struct gt_grouped_kernel gt_grouped_kernel;
 
 /* A failed call's status is the code of the gemmtune::Error behind it (gemmtune/error.hpp:
  * ErrorCode invalid, no_device, runtime, internal), wherever in the call it was raised; only
@@ -126,6 +129,26 @@ GT_API int gt_softmax_run(gt_softmax_kernel* kernel, const void* x, void* y, voi
 GT_API int gt_softmax_destroy(gt_softmax_kernel* kernel);
 /* {"backend", "id", "name", "problem", "cache_key"} */
 GT_API int gt_softmax_describe(gt_softmax_kernel* kernel, char** json);
+
+/* Grouped GEMM for mixture-of-experts layers (gemmtune/grouped.hpp). problem_json:
+ * {"groups": 8, "n": 14336, "k": 4096, "rows_per_group": 512, "layout": "contiguous" | "masked",
+ *  "dtype": "bf16" | "fp16" | "e4m3", "out_dtype", "scale": "tensorwise" | "rowwise" (fp8; default
+ *  rowwise), "act", "bias", "alpha", "skew"} (groups, n, k, rows_per_group required). The cache
+ * key holds rows_per_group's power-of-two bucket; the split is read on the GPU at every run.
+ * report_json as gt_select's, with "op": "grouped" and "problem_json" in these fields. */
+GT_API int gt_grouped_select(gt_engine* engine, const char* problem_json, int force_tune, gt_grouped_kernel** out,
+                             char** report_json);
+/* Enqueues the grouped GEMM on `stream`. a: [capacity, k] (contiguous) or [G, capacity, k]
+ * (masked); b: [G, n, k]; d like a with n; rows: int32 [G] on the GPU, the cumulative end of
+ * each group's rows (contiguous, as torch._grouped_mm's offs) or each group's count (masked);
+ * bias [G, n] when the problem has one; fp8 scales: scale_a [1] or one per row of A, scale_b [G]
+ * or [G, n]. Device pointers, 16-byte aligned. */
+GT_API int gt_grouped_run(gt_grouped_kernel* kernel, const void* a, const void* b, void* d, const int32_t* rows,
+                          int64_t capacity, const void* bias, const float* scale_a, const float* scale_b, void* stream);
+/* NULL is fine. */
+GT_API int gt_grouped_destroy(gt_grouped_kernel* kernel);
+/* {"backend", "id", "name", "problem", "cache_key"} */
+GT_API int gt_grouped_describe(gt_grouped_kernel* kernel, char** json);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gemmtune/problem.hpp"
+#include "gemmtune/grouped.hpp"
 #include "gemmtune/softmax.hpp"
 
 namespace gemmtune {
@@ -36,9 +37,10 @@ struct CandidateResult {
 bool best_first(const CandidateResult& a, const CandidateResult& b);
 
 struct TuneReport {
-  std::string op = "gemm";   // GemmOp::name or SoftmaxOp::name: which problem below is set
+  std::string op = "gemm";   // GemmOp::name, SoftmaxOp::name or GroupedOp::name: which problem below is set
   GemmProblem problem;       // op "gemm"
   SoftmaxProblem softmax;    // op "softmax"
+  GroupedGemmProblem grouped;  // op "grouped"
   std::string key;           // tuning-cache key
   bool from_cache = false;   // answered from the cache, nothing timed now
   double seconds = 0;        // wall time of select()

@@ -31,6 +31,7 @@ __all__ = [
     "Engine",
     "Kernel",
     "SoftmaxKernel",
+    "GroupedKernel",
     "GemmtuneError",
     "version",
     "library_path",
@@ -190,6 +191,34 @@ class SoftmaxKernel(_Owned):
             _capi.check(st)
 
 
+class GroupedKernel(_Owned):
+    """A selected grouped GEMM kernel (mixture-of-experts layers; docs/grouped.md):
+    run(a, b, d, rows, capacity, bias, scale_a, scale_b, stream) enqueues it. rows: int32 [G] on
+    the GPU (cumulative ends for the contiguous layout, counts for the masked one)."""
+
+    _destroy = "gt_grouped_destroy"
+
+    def __init__(self, handle: ctypes.c_void_p, problem: Any):
+        self._h = handle
+        self.problem = problem
+        self._info: Optional[dict] = None
+
+    def describe(self) -> dict:
+        """{"backend", "id", "name", "problem", "cache_key"}."""
+        if self._info is None:
+            out = ctypes.c_void_p()
+            _capi.check(_capi.lib().gt_grouped_describe(self._h, ctypes.byref(out)))
+            self._info = json.loads(_capi.take_string(out))
+        return self._info
+
+    def run(self, a_ptr: int, b_ptr: int, d_ptr: int, rows_ptr: int, capacity: int, bias_ptr: int = 0,
+            scale_a_ptr: int = 0, scale_b_ptr: int = 0, stream_ptr: int = 0) -> None:
+        st = _capi.lib().gt_grouped_run(self._h, _ptr(a_ptr), _ptr(b_ptr), _ptr(d_ptr), _ptr(rows_ptr), int(capacity),
+                                        _ptr(bias_ptr), _ptr(scale_a_ptr), _ptr(scale_b_ptr), _ptr(stream_ptr))
+        if st:
+            _capi.check(st)
+
+
 class Engine(_Owned):
     """Selects, tunes and remembers kernels (one gemmtune::Engine).
 
@@ -261,6 +290,16 @@ class Engine(_Owned):
         _capi.check(_capi.lib().gt_softmax_select(self._h, _problem_text(problem), 1 if force else 0,
                                                   ctypes.byref(k), ctypes.byref(rep)))
         return SoftmaxKernel(k, problem), json.loads(_capi.take_string(rep))
+
+    def select_grouped(self, problem: Any, force: bool = False) -> tuple["GroupedKernel", dict]:
+        """(kernel, report) for a grouped GEMM problem {"groups", "n", "k", "rows_per_group",
+        "layout", "dtype", "out_dtype", "scale", "act", "bias", "alpha", "skew"}: from the cache
+        (keyed by rows_per_group's power-of-two bucket), or tuned now."""
+        k = ctypes.c_void_p()
+        rep = ctypes.c_void_p()
+        _capi.check(_capi.lib().gt_grouped_select(self._h, _problem_text(problem), 1 if force else 0,
+                                                  ctypes.byref(k), ctypes.byref(rep)))
+        return GroupedKernel(k, problem), json.loads(_capi.take_string(rep))
 
     def info(self) -> dict:
         """{"version", "device": {...}, "environment", "backends": [...], "cache_path"}."""

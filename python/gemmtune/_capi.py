@@ -107,6 +107,11 @@ def _declare(L: ctypes.CDLL) -> None:
     L.gt_softmax_run.argtypes, L.gt_softmax_run.restype = [vp] * 4, i
     L.gt_softmax_destroy.argtypes, L.gt_softmax_destroy.restype = [vp], i
     L.gt_softmax_describe.argtypes, L.gt_softmax_describe.restype = [vp, pvp], i
+    L.gt_grouped_select.argtypes, L.gt_grouped_select.restype = [vp, cp, i, pvp, pvp], i
+    # a, b, d, rows, capacity (int64), bias, scale_a, scale_b, stream
+    L.gt_grouped_run.argtypes, L.gt_grouped_run.restype = [vp] * 5 + [ctypes.c_int64] + [vp] * 4, i
+    L.gt_grouped_destroy.argtypes, L.gt_grouped_destroy.restype = [vp], i
+    L.gt_grouped_describe.argtypes, L.gt_grouped_describe.restype = [vp, pvp], i
 
 
 def last_error() -> str:

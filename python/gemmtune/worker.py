@@ -419,6 +419,8 @@ class Worker:
         compile_fn = compile_gemm
         if isinstance(kernel, str) and kernel.startswith("softmax_"):  # kernels/triton_softmax.py
             from .kernels.triton_softmax import compile_softmax as compile_fn
+        elif kernel == "grouped_gemm":  # kernels/triton_grouped.py
+            from .kernels.triton_grouped import compile_grouped as compile_fn
         try:
             result = compile_fn(req["params"], out_dir, kernel=kernel)
         except CompileFailure as exc:

@@ -22,6 +22,7 @@
 #include "core/log.hpp"
 #include "core/verdict.hpp"
 #include "gemmtune/device.hpp"
+#include "gemmtune/grouped.hpp"
 #include "gemmtune/kernel.hpp"
 #include "gemmtune/problem.hpp"
 #include "gemmtune/softmax.hpp"
@@ -96,6 +97,7 @@ class BackendFor : public BackendBase {
 
 using Backend = BackendFor<GemmOp>;
 using SoftmaxBackend = BackendFor<SoftmaxOp>;
+using GroupedBackend = BackendFor<GroupedOp>;
 
 // Factories, one per backend folder and op; each constructs without throwing (an unusable
 // backend reports it through available()). The engine's registry (src/engine/registry.hpp)
@@ -108,6 +110,12 @@ std::unique_ptr<Backend> make_native_gemm_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_native_softmax_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_triton_softmax_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_cutedsl_softmax_backend(const BackendContext& ctx);
+std::unique_ptr<GroupedBackend> make_triton_grouped_backend(const BackendContext& ctx);
+// Grouped GEMM in cuBLASLt, CUTLASS and the CuTe DSL: backends that say why they do not support
+// it (src/backends/grouped_unsupported.cpp).
+std::unique_ptr<GroupedBackend> make_cublaslt_grouped_backend(const BackendContext& ctx);
+std::unique_ptr<GroupedBackend> make_cutlass_grouped_backend(const BackendContext& ctx);
+std::unique_ptr<GroupedBackend> make_cutedsl_grouped_backend(const BackendContext& ctx);
 
 // A backend's hold on one toolchain of the artifact cache (cutlass, triton, cutedsl): its
 // availability on this device (sm_90a kernels), and the load-only rule every backend follows:

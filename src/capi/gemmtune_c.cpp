@@ -15,6 +15,7 @@
 #include "gemmtune/engine.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/kernel.hpp"
+#include "gemmtune/grouped.hpp"
 #include "gemmtune/softmax.hpp"
 #include "gemmtune/tuning_cache.hpp"
 
@@ -93,6 +94,11 @@ struct gt_kernel {
 struct gt_softmax_kernel {
   std::shared_ptr<EngineState> state;
   gemmtune::SoftmaxKernel kernel;
+};
+
+struct gt_grouped_kernel {
+  std::shared_ptr<EngineState> state;
+  gemmtune::GroupedKernel kernel;
 };
 
 extern "C" {
@@ -277,6 +283,59 @@ GT_API int gt_softmax_describe(gt_softmax_kernel* kernel, char** out) {
   if (!out) return fail(GT_ERR_ARGUMENT, "gt_softmax_describe: json is NULL");
   *out = nullptr;
   if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_softmax_describe: kernel is NULL");
+  return call([&] {
+    const auto& k = kernel->kernel;
+    nlohmann::json j{{"backend", k.backend()}, {"id", k.id()}, {"name", k.name()}, {"problem", k.problem().str()},
+                     {"cache_key", kernel->state->engine.cache_key(k.problem())}};
+    *out = dup(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  });
+}
+
+GT_API int gt_grouped_select(gt_engine* engine, const char* problem_json, int force_tune, gt_grouped_kernel** out,
+                             char** report_json) {
+  if (report_json) *report_json = nullptr;
+  if (!out) return fail(GT_ERR_ARGUMENT, "gt_grouped_select: out is NULL");
+  *out = nullptr;
+  if (!engine) return fail(GT_ERR_ARGUMENT, "gt_grouped_select: engine is NULL");
+  if (!problem_json) return fail(GT_ERR_ARGUMENT, "gt_grouped_select: problem_json is NULL");
+  gemmtune::GroupedGemmProblem p;
+  if (int st = call([&] { p = gemmtune::grouped_problem_from_json(problem_json); })) return st;
+  return call([&] {
+    auto handle = std::make_unique<gt_grouped_kernel>();
+    handle->state = engine->state;
+    gemmtune::TuneReport report;
+    {
+      std::lock_guard lock(engine->state->mutex);
+      gemmtune::Engine& e = engine->state->engine;
+      handle->kernel = force_tune ? e.tune(p, &report) : e.select(p, &report);
+      if (report.key.empty()) report.key = e.cache_key(p);
+      if (report.from_cache && report.results.empty() && e.cache()) report.results = e.cache()->results(report.key);
+    }
+    char* text = report_json ? dup(gemmtune::report_to_json(report)) : nullptr;
+    *out = handle.release();
+    if (report_json) *report_json = text;
+  });
+}
+
+GT_API int gt_grouped_run(gt_grouped_kernel* kernel, const void* a, const void* b, void* d, const int32_t* rows,
+                          int64_t capacity, const void* bias, const float* scale_a, const float* scale_b, void* stream) {
+  if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_grouped_run: kernel is NULL");
+  return call([&] {
+    gemmtune::GroupedGemmArgs args;
+    args.a = a, args.b = b, args.d = d, args.rows = rows, args.capacity = capacity, args.bias = bias;
+    args.scale_a = scale_a, args.scale_b = scale_b;
+    kernel->kernel.run(args, static_cast<cudaStream_t>(stream));
+  });
+}
+
+GT_API int gt_grouped_destroy(gt_grouped_kernel* kernel) {
+  return call([&] { delete kernel; });
+}
+
+GT_API int gt_grouped_describe(gt_grouped_kernel* kernel, char** out) {
+  if (!out) return fail(GT_ERR_ARGUMENT, "gt_grouped_describe: json is NULL");
+  *out = nullptr;
+  if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_grouped_describe: kernel is NULL");
   return call([&] {
     const auto& k = kernel->kernel;
     nlohmann::json j{{"backend", k.backend()}, {"id", k.id()}, {"name", k.name()}, {"problem", k.problem().str()},

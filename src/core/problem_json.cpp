@@ -459,6 +459,8 @@ std::string report_to_json(const TuneReport& r) {
   if (softmax) {
     j["bytes"] = bytes;
     j["problem_json"] = json::parse(softmax_problem_to_json(r.softmax));
+  } else if (r.op == GroupedOp::name) {
+    j["problem_json"] = json::parse(grouped_problem_to_json(r.grouped));
   } else {
     j["problem_json"] = problem_object(r.problem);
   }

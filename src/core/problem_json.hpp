@@ -35,6 +35,7 @@
 #include "gemmtune/kernel.hpp"
 #include "gemmtune/problem.hpp"
 #include "gemmtune/report.hpp"
+#include "gemmtune/grouped.hpp"
 #include "gemmtune/softmax.hpp"
 
 namespace gemmtune {
@@ -49,6 +50,12 @@ std::string problem_to_json(const GemmProblem& p);
 // field. And back (every field).
 SoftmaxProblem softmax_problem_from_json(const std::string& json);
 std::string softmax_problem_to_json(const SoftmaxProblem& p);
+
+// A grouped GEMM problem: {"groups", "n", "k", "rows_per_group" (required), "layout", "dtype",
+// "out_dtype", "scale", "act", "bias", "alpha", "skew"}, validated; Error names the field. And
+// back (every field). Defined in core/grouped_problem.cpp.
+GroupedGemmProblem grouped_problem_from_json(const std::string& json);
+std::string grouped_problem_to_json(const GroupedGemmProblem& p);
 
 // Parses engine options; empty text means defaults. log_to_stderr installs a logger that
 // writes "gemmtune: <line>" to stderr. Throws Error naming the field ("options.device: ...").

@@ -56,10 +56,17 @@ const CandidateResult* TuneReport::default_pick() const {
   return nullptr;
 }
 
-std::string TuneReport::problem_str() const { return op == SoftmaxOp::name ? softmax.str() : problem.str(); }
+std::string TuneReport::problem_str() const {
+  if (op == GroupedOp::name) return grouped.str();
+  return op == SoftmaxOp::name ? softmax.str() : problem.str();
+}
 std::string TuneReport::problem_canonical() const {
+  if (op == GroupedOp::name) return grouped.canonical();
   return op == SoftmaxOp::name ? softmax.canonical() : problem.canonical();
 }
-double TuneReport::min_bytes() const { return op == SoftmaxOp::name ? softmax.min_bytes() : problem.min_bytes(); }
+double TuneReport::min_bytes() const {
+  if (op == GroupedOp::name) return grouped.min_bytes();
+  return op == SoftmaxOp::name ? softmax.min_bytes() : problem.min_bytes();
+}
 
 }  // namespace gemmtune

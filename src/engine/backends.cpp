@@ -78,8 +78,10 @@ std::vector<std::string> backend_names(const std::string& op) {
     for (auto& r : kGemmBackends) out.push_back(r.name);
   else if (op == SoftmaxOp::name)
     for (auto& r : kSoftmaxBackends) out.push_back(r.name);
+  else if (op == GroupedOp::name)
+    for (auto& r : kGroupedBackends) out.push_back(r.name);
   else
-    GT_THROW("op: unknown op '" + op + "' (gemm, softmax)");
+    GT_THROW("op: unknown op '" + op + "' (gemm, softmax, grouped)");
   return out;
 }
 
@@ -104,6 +106,7 @@ std::vector<BackendStatus> backend_status(const EngineOptions& options, const De
   std::vector<BackendStatus> out;
   add_status(out, make_backends<GemmOp>(setup.opt.backends, ctx));
   add_status(out, make_backends<SoftmaxOp>(setup.opt.backends, ctx));
+  add_status(out, make_backends<GroupedOp>(setup.opt.backends, ctx));
   return out;
 }
 

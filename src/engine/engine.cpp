@@ -88,6 +88,7 @@ struct Engine::Impl {
   std::unique_ptr<compile::ArtifactCache> artifacts;  // outlives the backends below
   OpState<GemmOp> gemm;
   OpState<SoftmaxOp> softmax;
+  OpState<GroupedOp> grouped;
   // Candidates that killed or hung the tuning helper in this engine: kept out of later tunes
   // even without a cache (with one, the cache holds them too).
   std::vector<Quarantined> session_quarantine;
@@ -95,6 +96,7 @@ struct Engine::Impl {
   template <class Op>
   OpState<Op>& state() {
     if constexpr (std::is_same_v<Op, GemmOp>) return gemm;
+    else if constexpr (std::is_same_v<Op, GroupedOp>) return grouped;
     else return softmax;
   }
   template <class Op>
@@ -158,6 +160,7 @@ Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>()) {
                            ";runtime=" + std::to_string(I.dev.runtime_version) + ";gemmtune=" + version();
   make_op_state(I.gemm, I.opt, ctx, base);
   make_op_state(I.softmax, I.opt, ctx, base);
+  make_op_state(I.grouped, I.opt, ctx, base);
 
   if (I.opt.use_cache) {
     try {
@@ -183,12 +186,14 @@ const std::string& Engine::environment() const { return impl_->gemm.env; }
 const std::string& Engine::environment(std::string_view op) const {
   if (op == GemmOp::name) return impl_->gemm.env;
   if (op == SoftmaxOp::name) return impl_->softmax.env;
-  GT_THROW("environment: unknown op '" + std::string(op) + "' (gemm, softmax)");
+  if (op == GroupedOp::name) return impl_->grouped.env;
+  GT_THROW("environment: unknown op '" + std::string(op) + "' (gemm, softmax, grouped)");
 }
 TuningCache* Engine::cache() { return impl_->cache.get(); }
 
 std::string Engine::cache_key(const GemmProblem& p) const { return impl_->key_of<GemmOp>(p); }
 std::string Engine::cache_key(const SoftmaxProblem& p) const { return impl_->key_of<SoftmaxOp>(p); }
+std::string Engine::cache_key(const GroupedGemmProblem& p) const { return impl_->key_of<GroupedOp>(p); }
 
 std::vector<BackendStatus> Engine::backends() const {
   std::vector<BackendStatus> out;
@@ -200,6 +205,7 @@ std::vector<BackendStatus> Engine::backends() const {
   };
   list(impl_->gemm, GemmOp::name);
   list(impl_->softmax, SoftmaxOp::name);
+  list(impl_->grouped, GroupedOp::name);
   return out;
 }
 
@@ -212,6 +218,11 @@ SoftmaxKernel Engine::select(const SoftmaxProblem& p, TuneReport* report) { retu
 SoftmaxKernel Engine::tune(const SoftmaxProblem& p, TuneReport* report) { return impl_->tune_now<SoftmaxOp>(p, report); }
 SoftmaxKernel Engine::load(const SoftmaxProblem& p, const std::string& backend, const std::string& id) {
   return impl_->load<SoftmaxOp>(p, backend, id);
+}
+GroupedKernel Engine::select(const GroupedGemmProblem& p, TuneReport* report) { return impl_->select<GroupedOp>(p, report); }
+GroupedKernel Engine::tune(const GroupedGemmProblem& p, TuneReport* report) { return impl_->tune_now<GroupedOp>(p, report); }
+GroupedKernel Engine::load(const GroupedGemmProblem& p, const std::string& backend, const std::string& id) {
+  return impl_->load<GroupedOp>(p, backend, id);
 }
 
 // ---- the tune path, once for every op ----------------------------------------------------------
@@ -526,6 +537,7 @@ KernelFor<Op> Engine::Impl::tune_isolated(const typename Op::Problem& p, const s
   isolate::Request req;
   req.op = Op::name;
   if constexpr (std::is_same_v<Op, GemmOp>) req.problem_json = problem_to_json(p);
+  else if constexpr (std::is_same_v<Op, GroupedOp>) req.problem_json = grouped_problem_to_json(p);
   else req.problem_json = softmax_problem_to_json(p);
   req.key = key;
   req.environment = state<Op>().env;
@@ -691,6 +703,9 @@ TuneReport EngineAccess::tune_here(Engine& e, const GemmProblem& p, const TuneHo
 }
 TuneReport EngineAccess::tune_here(Engine& e, const SoftmaxProblem& p, const TuneHooks& hooks) {
   return tune_op<SoftmaxOp>(e, p, hooks);
+}
+TuneReport EngineAccess::tune_here(Engine& e, const GroupedGemmProblem& p, const TuneHooks& hooks) {
+  return tune_op<GroupedOp>(e, p, hooks);
 }
 }  // namespace detail
 

@@ -578,6 +578,7 @@ int run_tuner(int fd) {
       };
       if (op == GemmOp::name) tune(problem_from_json(req.at("problem").dump()));
       else if (op == SoftmaxOp::name) tune(softmax_problem_from_json(req.at("problem").dump()));
+      else if (op == GroupedOp::name) tune(grouped_problem_from_json(req.at("problem").dump()));
       else GT_THROW_CODE(internal, "tuning helper: unknown op '" + op + "'");
       json results = json::array();
       for (const CandidateResult& c : r.results) results.push_back(to_json(c));

@@ -2,6 +2,7 @@
 #include "backends/backend.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/kernel.hpp"
+#include "gemmtune/grouped.hpp"
 #include "gemmtune/softmax.hpp"
 
 namespace gemmtune {
@@ -38,6 +39,21 @@ void check_args(const SoftmaxProblem&, const SoftmaxArgs& args) {
   need(args.x, "x");
   need(args.y, "y");
 }
+void check_args(const GroupedGemmProblem& p, const GroupedGemmArgs& args) {
+  need(args.a, "a");
+  need(args.b, "b");
+  need(args.d, "d");
+  need(args.rows, "rows");
+  // The kernels index rows in 32 bits: capacity (contiguous) or groups * capacity (masked).
+  const int64_t rows = p.layout == GroupedLayout::masked ? p.groups * args.capacity : args.capacity;
+  GT_CHECK(args.capacity >= 1 && rows <= 0x7fffffff,
+           "args.capacity: must be >= 1 and address fewer than 2^31 rows (got " + std::to_string(args.capacity) + ")");
+  if (p.bias) need(args.bias, "bias");
+  if (p.scale != ScaleMode::none) {  // the kernels load them vectorized
+    need(args.scale_a, "scale_a (fp8 scales)");
+    need(args.scale_b, "scale_b (fp8 scales)");
+  }
+}
 }  // namespace
 
 template <class Op>
@@ -53,5 +69,6 @@ bool KernelFor<Op>::can_overlap() const { return impl_ && impl_->can_overlap(); 
 
 template class KernelFor<GemmOp>;
 template class KernelFor<SoftmaxOp>;
+template class KernelFor<GroupedOp>;
 
 }  // namespace gemmtune

@@ -35,9 +35,17 @@ inline constexpr Registered<SoftmaxOp> kSoftmaxBackends[] = {
     {"cutedsl", &make_cutedsl_softmax_backend, true},
 };
 
+inline constexpr Registered<GroupedOp> kGroupedBackends[] = {
+    {"cublaslt", &make_cublaslt_grouped_backend, false},
+    {"triton", &make_triton_grouped_backend, true},
+    {"cutlass", &make_cutlass_grouped_backend, false},
+    {"cutedsl", &make_cutedsl_grouped_backend, false},
+};
+
 template <class Op>
 constexpr auto& registry() {
   if constexpr (std::is_same_v<Op, GemmOp>) return kGemmBackends;
+  else if constexpr (std::is_same_v<Op, GroupedOp>) return kGroupedBackends;
   else return kSoftmaxBackends;
 }
 

@@ -36,6 +36,7 @@ struct TuneHooks {
 struct EngineAccess {
   static TuneReport tune_here(Engine& e, const GemmProblem& p, const TuneHooks& hooks);
   static TuneReport tune_here(Engine& e, const SoftmaxProblem& p, const TuneHooks& hooks);
+  static TuneReport tune_here(Engine& e, const GroupedGemmProblem& p, const TuneHooks& hooks);
 
  private:
   template <class Op>

@@ -74,5 +74,6 @@ double GpuBench<Op>::sample(size_t i) {
 
 template class GpuBench<GemmOp>;
 template class GpuBench<SoftmaxOp>;
+template class GpuBench<GroupedOp>;
 
 }  // namespace gemmtune

@@ -64,5 +64,6 @@ class GpuBench {
 
 extern template class GpuBench<GemmOp>;
 extern template class GpuBench<SoftmaxOp>;
+extern template class GpuBench<GroupedOp>;
 
 }  // namespace gemmtune

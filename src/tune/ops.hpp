@@ -19,9 +19,11 @@
 #include <string>
 
 #include "core/cuda.hpp"
+#include "gemmtune/grouped.hpp"
 #include "gemmtune/kernel.hpp"
 #include "gemmtune/report.hpp"
 #include "gemmtune/softmax.hpp"
+#include "tune/grouped_check.hpp"
 #include "tune/operands.hpp"
 #include "tune/softmax_check.hpp"
 #include "tune/verify.hpp"
@@ -90,6 +92,26 @@ struct OpTraits<SoftmaxOp> {
     return buf;
   }
   static void set_problem(TuneReport& r, const SoftmaxProblem& p) { r.op = SoftmaxOp::name, r.softmax = p; }
+  static std::string guard_violation(const Operands&, cudaStream_t) { return {}; }
+};
+
+template <>
+struct OpTraits<GroupedOp> {
+  // Timing (GpuBench) uses the problem's split (skew); verification a ragged split with an empty
+  // group, so that each candidate is checked where tiles end mid-group (tune/grouped_check.hpp).
+  using Operands = GroupedOperands;
+  static Operands verify_operands(const GroupedGemmProblem& p, uint64_t seed, cudaStream_t s) {
+    return Operands(p, seed, s, /*ragged=*/true);
+  }
+  using Checker = GroupedChecker;
+
+  static std::string memo_suffix(const GroupedGemmProblem& p) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "/%a", double(p.alpha));
+    return buf;
+  }
+  static void set_problem(TuneReport& r, const GroupedGemmProblem& p) { r.op = GroupedOp::name, r.grouped = p; }
+  // The checker requires every row no group owns to be untouched.
   static std::string guard_violation(const Operands&, cudaStream_t) { return {}; }
 };
 

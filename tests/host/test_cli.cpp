@@ -295,14 +295,14 @@ TEST(CliExec, TuneWithoutGpuExitsThree) {
   // Every backend's availability without a GPU: those that need one say so.
   for (const char* line : {"  cublaslt: not available: ", "  triton: ", "  cutlass: ",
                            "  cutedsl: ", "  native: not available: ", "  softmax/native: not available: ",
-                           "  softmax/triton: "})
+                           "  softmax/triton: ", "  grouped/triton: "})
     EXPECT_NE(e.out.find(line), std::string::npos) << line << " in\n" << e.out;
   e = run_cli(dir.root, "info --json");
   EXPECT_EQ(e.code, 3);
   const nlohmann::json j = nlohmann::json::parse(e.out);
   EXPECT_EQ(j.at("version"), gemmtune::version());
   EXPECT_TRUE(j.at("device").is_null());
-  ASSERT_EQ(j.at("backends").size(), 8u);  // 5 GEMM + 3 softmax
+  ASSERT_EQ(j.at("backends").size(), 12u);  // 5 GEMM + 3 softmax + 4 grouped
   for (const auto& b : j.at("backends")) {
     EXPECT_TRUE(b.at("available").is_boolean());
     if (!b.at("available").get<bool>()) EXPECT_FALSE(b.at("reason").get<std::string>().empty()) << b.dump();

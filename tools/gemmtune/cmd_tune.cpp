@@ -1,5 +1,5 @@
 // `gemmtune tune PROBLEM [flags]`: select (or re-tune) one problem and print every candidate. The
-// problem names its op: MxNxK is a GEMM, `softmax ROWSxCOLS` a softmax. One implementation for
+// problem names its op: MxNxK is a GEMM, `softmax ROWSxCOLS` a softmax, `grouped GxNxK` a grouped GEMM. One implementation for
 // every op (tune_op); what differs per op is in OpCli<Op> (op_cli.hpp).
 #include <iostream>
 
@@ -100,6 +100,7 @@ int tune_op(const TuneArgs& args) {
 }  // namespace
 
 int cmd_tune(const TuneArgs& args) {
+  if (args.shape == GroupedOp::name) return tune_op<GroupedOp>(args);
   return args.shape == SoftmaxOp::name ? tune_op<SoftmaxOp>(args) : tune_op<GemmOp>(args);
 }
 

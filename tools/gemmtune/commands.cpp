@@ -110,6 +110,7 @@ std::vector<CandidateResult> report_results(Engine& engine, const TuneReport& re
 }
 template std::vector<CandidateResult> report_results(Engine&, const TuneReport&, const Kernel&);
 template std::vector<CandidateResult> report_results(Engine&, const TuneReport&, const SoftmaxKernel&);
+template std::vector<CandidateResult> report_results(Engine&, const TuneReport&, const GroupedKernel&);
 
 std::string cached_at(Engine& engine, const TuneReport& report) {
   if (report.from_cache && engine.cache())

@@ -42,6 +42,7 @@
 
 #include "gemmtune/engine.hpp"
 #include "gemmtune/report.hpp"
+#include "gemmtune/grouped.hpp"
 #include "gemmtune/softmax.hpp"
 #include "options.hpp"
 #include "tune/ceilings.hpp"
@@ -145,6 +146,38 @@ struct OpCli<SoftmaxOp> {
   // None.
   static void tail(Record& r, const Entry& e, const ProblemFlags& flags, const Problem* p);
 };
+
+// Grouped GEMM: `gemmtune tune grouped GxNxK --rows-per-group M [--layout contiguous|masked]
+// [--skew S]` (grouped_cli.cpp); tune only (no suites). Rate: TFLOP/s at the tuned rows (the
+// bucket's); no roof.
+template <>
+struct OpCli<GroupedOp> {
+  using Problem = GroupedGemmProblem;
+  struct Roof {
+    double rate = 0;  // none: the "%" column is "-"
+    std::string source;
+  };
+  static constexpr const char* kRateUnit = "TFLOP/s";
+  static constexpr int kRateDecimals = 1;
+  static constexpr const char* kRateKey = "tflops";
+  static constexpr const char* kPctKey = "pct_roof";
+  static constexpr const char* kPctHeader = "% roof";
+
+  static double rate(const Problem& p, double median_us);
+  static Problem tune_problem(const TuneArgs& args);
+  static std::string problem_text(const Problem& p);
+  static nlohmann::json problem_json(const Problem& p);
+  static Roof roof(Engine& engine, const Problem& p, bool measure);
+  static void roof_json(nlohmann::json& j, const Roof& roof);
+  // The legend (what TFLOP/s counts: the rows timed).
+  static void print_summary(std::ostream& os, const Problem& p, const TuneReport& report,
+                            const std::vector<CandidateResult>& results, const Roof& roof);
+};
+
+// The grouped problem GxNxK with `flags` (--rows-per-group required; --layout contiguous|masked,
+// default contiguous; --skew; --dtype bf16|fp16|e4m3, --out-dtype, --scale tensorwise|rowwise,
+// --bias, --act, --alpha), validated. Throws Error naming the bad flag or field.
+GroupedGemmProblem build_grouped_problem(const std::string& g_n_k, const ProblemFlags& flags);
 
 // A suite's column names, in order: the keys of each of its records (CSV header).
 template <class Op>

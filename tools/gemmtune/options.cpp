@@ -191,10 +191,14 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   app.set_version_flag("--version", std::string(gemmtune::version()));
 
   tune_ = app.add_subcommand("tune", "Tune one GEMM (or answer from the cache) and print every candidate's timing");
-  tune_->add_option("shape", tune.shape, "MxNxK, e.g. 4096x4096x4096; or softmax (then ROWSxCOLS)")->required();
-  tune_->add_option("rows_cols", tune.shape2, "after softmax: ROWSxCOLS, e.g. 4096x32768");
+  tune_->add_option("shape", tune.shape, "MxNxK, e.g. 4096x4096x4096; or softmax (then ROWSxCOLS); or grouped (then GxNxK)")->required();
+  tune_->add_option("rows_cols", tune.shape2, "after softmax: ROWSxCOLS, e.g. 4096x32768; after grouped: GxNxK, e.g. 8x14336x4096");
   add_problem_flags(tune_, tune.problem, true);
   tune_->add_option("--stride", tune.problem.stride, "softmax: elements between rows (0 = packed)");
+  tune_->add_option("--rows-per-group", tune.problem.rows_per_group,
+                    "grouped: expected rows per group (the cache keys its power-of-two bucket)");
+  tune_->add_option("--skew", tune.problem.skew,
+                    "grouped: the tune's split of the rows: 0 balanced (default), S > 0 Zipf(S) group sizes");
   add_engine_flags(tune_, tune.engine);
   tune_->add_flag("--force", tune.force, "re-tune even when cached (and overwrite the cache entry)");
   tune_->add_flag("--measure-roof", tune.measure_roof,

@@ -33,6 +33,8 @@ struct ProblemFlags {
   std::string scale;           // empty: tensorwise for fp8 inputs, else none
   bool tf32 = false;
   int64_t stride = 0;          // softmax: elements between rows (0 = packed)
+  int64_t rows_per_group = 0;  // grouped: expected rows per group (required there)
+  double skew = 0;             // grouped: the tune's split (0 balanced, s > 0 Zipf(s))
 };
 
 // Flags that configure the Engine.
@@ -57,7 +59,7 @@ struct EngineFlags {
 
 struct TuneArgs {
   std::string shape;
-  std::string shape2;  // with shape "softmax": ROWSxCOLS (tools/gemmtune/softmax_cli.hpp)
+  std::string shape2;  // with shape "softmax": ROWSxCOLS (tools/gemmtune/softmax_cli.hpp); "grouped": GxNxK
   ProblemFlags problem;
   EngineFlags engine;
   bool force = false;

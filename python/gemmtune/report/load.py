@@ -433,11 +433,13 @@ def _tunes(docs: list, path: str) -> Run:
 
 def parse_canonical(text: str) -> dict:
     """GemmProblem::canonical() ("gemm1;m=..;n=..;k=..;a=dtype/layout/ld;b=..;d=..;...;scale=..")
-    or SoftmaxProblem's ("softmax1;rows=..;cols=..;..;in=..;out=..") as a dict; {} when neither."""
+    or SoftmaxProblem's ("softmax1;rows=..;cols=..;..;in=..;out=..") or GroupedGemmProblem's
+    ("grouped1;g=..;n=..;k=..;rows=..;layout=..;a=..;d=..;...") as a dict; {} when none."""
     parts = text.split(";")
-    if not parts or parts[0] not in ("gemm1", "softmax1"):
+    ops = {"gemm1": "gemm", "softmax1": "softmax", "grouped1": "grouped"}
+    if not parts or parts[0] not in ops:
         return {}
-    out = {"op": "gemm" if parts[0] == "gemm1" else "softmax"}
+    out = {"op": ops[parts[0]]}
     for part in parts[1:]:
         k, _, v = part.partition("=")
         out[k] = v
@@ -452,6 +454,15 @@ def _cache_entry(e: dict, source: str, where: str, version: int) -> Problem:
     if canon.get("op") == "softmax":
         p = Problem(source=source, label=f"softmax {canon.get('rows')}x{canon.get('cols')} {canon.get('in')}",
                     op="softmax", dtype=str(canon.get("in")))
+    elif canon.get("op") == "grouped":
+        try:
+            g, n, k, rows = int(canon["g"]), int(canon["n"]), int(canon["k"]), int(canon["rows"])
+        except (KeyError, ValueError):
+            raise ReportError(f"{where}.problem: '{e['problem']}' has no valid g, n, k, rows") from None
+        a = canon.get("a", "bf16")
+        fam = family(a, canon.get("scale", "none"))
+        p = Problem(source=source, label=f"grouped {g}x{n}x{k} rows/group {rows} {canon.get('layout')} {fam}",
+                    op="grouped", dtype=fam, m=g * rows, n=n, k=k, flops=2.0 * g * rows * n * k)
     elif canon.get("op") == "gemm":
         try:
             m, n, k = int(canon["m"]), int(canon["n"]), int(canon["k"])
@@ -463,7 +474,7 @@ def _cache_entry(e: dict, source: str, where: str, version: int) -> Problem:
         p = Problem(source=source, label=f"{m}x{n}x{k} {fam}", op="gemm", dtype=fam, m=m, n=n, k=k,
                     flops=2.0 * m * n * k, min_bytes=gemm_traffic(m, n, k, a, d))
     else:
-        raise ReportError(f"{where}.problem: '{e['problem']}' is not a canonical gemm1 / softmax1 problem")
+        raise ReportError(f"{where}.problem: '{e['problem']}' is not a canonical gemm1 / softmax1 / grouped1 problem")
     for i, r in enumerate(results):
         if version == 1:  # export v1: candidate_id, candidate_name, rel_err -1 when not measured
             r = dict(r, id=r.get("candidate_id", ""), name=r.get("candidate_name", ""))

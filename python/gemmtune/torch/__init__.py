@@ -4,7 +4,8 @@
     report = gt.optimize(model, example_inputs)     # tunes every nn.Linear, swaps in gt.Linear
 
 Ops (torch.library custom ops `torch.ops.gemmtune.*`, traceable by torch.compile(fullgraph=True),
-capturable in CUDA graphs once warmed up): mm, linear, scaled_mm, softmax. They run on torch's
+capturable in CUDA graphs once warmed up): mm, linear, scaled_mm, softmax. grouped_mm (torch._grouped_mm's
+signature, mixture-of-experts layers) runs eagerly only (_grouped.py). They run on torch's
 current stream and allocate their outputs through torch. Arguments they cannot run raise
 gemmtune.GemmtuneError naming the argument ("gemmtune.torch.linear: weight: ...").
 """
@@ -16,6 +17,7 @@ except ImportError as e:  # pragma: no cover - exercised where torch is absent
 
 from ._ops import clear_kernels, configure, engine, linear, mm, scaled_mm, softmax
 from ._module import Linear, OptimizeReport, optimize
+from ._grouped import grouped_mm
 
-__all__ = ["mm", "linear", "scaled_mm", "softmax", "Linear", "optimize", "OptimizeReport", "configure", "engine",
+__all__ = ["mm", "linear", "scaled_mm", "softmax", "grouped_mm", "Linear", "optimize", "OptimizeReport", "configure", "engine",
            "clear_kernels"]

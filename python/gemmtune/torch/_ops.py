@@ -63,6 +63,8 @@ def configure(**engine_options) -> None:
         _State.engines.clear()
         _State.entries.clear()
         _State.buckets.clear()
+    from . import _grouped
+    _grouped.clear()
 
 
 def engine(device: int = 0) -> Engine:
@@ -79,6 +81,8 @@ def clear_kernels() -> None:
     """Forgets the kernels selected so far (the tuning cache keeps its entries)."""
     with _State.lock:
         _State.entries.clear()
+    from . import _grouped
+    _grouped.clear()
 
 
 def _bind() -> None:

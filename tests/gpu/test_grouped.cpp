@@ -1,0 +1,226 @@
+// Grouped GEMM: every Triton grouped candidate against a float64 host reference per group
+// (contiguous and masked layouts, balanced, skewed and ragged splits with empty groups, bf16,
+// fp16, fp8 tensorwise and rowwise, bias and activations), rows no group owns left poisoned; the
+// engine's per-group GPU check catches wrong outputs; select -> cache -> reload -> run on other
+// splits without a re-tune.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <future>
+#include <set>
+
+#include "backends/backend.hpp"
+#include "gemmtune/gemmtune.hpp"
+#include "gemmtune/grouped.hpp"
+#include "gpu/helpers.hpp"
+#include "support/gpu.hpp"
+#include "support/host_reference.hpp"
+#include "tune/grouped_check.hpp"
+
+using namespace gemmtune;
+namespace fs = std::filesystem;
+using gpu_test::quick;
+using gpu_test::temp_cache;
+
+namespace {
+
+// D of `ops` (after a run) against the float64 host reference of each group; every row no group
+// owns must still hold NaN. "" when correct.
+std::string host_check(const GroupedGemmProblem& p, const GroupedOperands& ops) {
+  const size_t out = size_of(p.d);
+  const std::vector<uint8_t> d = host::download_bytes(ops.args().d, size_t(ops.total_rows() * p.n) * out);
+  std::vector<bool> owned(size_t(ops.total_rows()), false);
+  for (size_t g = 0; g < ops.counts().size(); ++g) {
+    const int64_t m = ops.counts()[g], r0 = ops.first_row(g);
+    for (int64_t r = r0; r < r0 + m; ++r) owned[size_t(r)] = true;
+    if (m == 0) continue;
+    const GemmProblem gp = GroupedChecker::group_problem(p, m);
+    const GemmArgs ga = GroupedChecker::group_args(p, ops, g, ops.args().d);
+    const std::vector<double> ref = host::host_gemm(gp, host::download(gp, ga));
+    const std::vector<uint8_t> dg(d.begin() + r0 * p.n * int64_t(out), d.begin() + (r0 + m) * p.n * int64_t(out));
+    const CheckResult c = host::host_compare(gp, host::unpack_d(gp, dg), ref);
+    if (!c.ok) return "group " + std::to_string(g) + " (" + std::to_string(m) + " rows): " + c.reason;
+  }
+  for (int64_t r = 0; r < ops.total_rows(); ++r) {
+    if (owned[size_t(r)]) continue;
+    for (int64_t c = 0; c < p.n; ++c)
+      if (!std::isnan(host::load(p.d, d.data(), r * p.n + c)))
+        return "wrote row " + std::to_string(r) + ", which no group owns";
+  }
+  return {};
+}
+
+struct Case {
+  GroupedGemmProblem p;
+  std::vector<std::vector<int64_t>> splits;  // besides the balanced, Zipf(1.5) and ragged ones
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  auto add = [&](GroupedGemmProblem p, std::vector<std::vector<int64_t>> extra = {}) { out.push_back({p, extra}); };
+  add(GroupedGemmProblem::make(8, 384, 512, 64), {{0, 0, 300, 1, 17, 0, 100, 95}});
+  auto masked = GroupedGemmProblem::make(5, 200, 264, 48);
+  masked.layout = GroupedLayout::masked;
+  add(masked, {{0, 0, 0, 0, 0}, {1, 129, 0, 64, 15}});
+  auto half = GroupedGemmProblem::make(33, 256, 128, 20, DType::fp16);
+  half.bias = true, half.act = Activation::silu, half.alpha = 0.5f;
+  add(half);
+  add(GroupedGemmProblem::make(4, 256, 512, 100, DType::e4m3), {{400, 0, 0, 0}});
+  auto tw = GroupedGemmProblem::make(6, 128, 256, 40, DType::e4m3);
+  tw.scale = ScaleMode::tensorwise, tw.layout = GroupedLayout::masked, tw.act = Activation::gelu_tanh, tw.bias = true;
+  add(tw);
+  auto f32 = GroupedGemmProblem::make(3, 128, 64, 31);
+  f32.d = DType::fp32, f32.act = Activation::relu;
+  add(f32);
+  auto one = GroupedGemmProblem::make(1, 4096, 1024, 300);
+  add(one);
+  return out;
+}
+
+}  // namespace
+
+TEST(GroupedCandidates, EveryTritonCandidateMatchesTheHostReferenceOnEverySplit) {
+  REQUIRE_GPU();
+  const DeviceInfo dev = gpu_test::current_device();
+  BackendContext ctx = gpu_test::context(dev, [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); });
+  auto backend = make_triton_grouped_backend(ctx);
+  if (Verdict v = backend->available(); !v) GTEST_FAIL() << "triton not available: " << v.reason;
+  Stream s;
+  uint64_t seed = 21;
+  size_t runs = 0, expected = 0;  // every candidate on every split
+  for (const Case& c : cases()) {
+    const GroupedGemmProblem& p = c.p;
+    SCOPED_TRACE(p.str());
+    ASSERT_TRUE(backend->supports(p)) << backend->supports(p).reason;
+    auto cands = backend->candidates(p);
+    ASSERT_FALSE(cands.empty());
+    std::vector<std::future<std::string>> prepared = gpu_test::prepare_async(cands, dev.index);
+    std::vector<std::string> why(cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) why[i] = prepared[i].get();
+    std::vector<std::unique_ptr<GroupedOperands>> sets;
+    sets.push_back(std::make_unique<GroupedOperands>(p, seed++, s.get()));  // balanced
+    auto skewed = p;
+    skewed.skew = 1.5;
+    sets.push_back(std::make_unique<GroupedOperands>(skewed, seed++, s.get()));
+    sets.push_back(std::make_unique<GroupedOperands>(p, seed++, s.get(), /*ragged=*/true));
+    for (const auto& split : c.splits) sets.push_back(std::make_unique<GroupedOperands>(p, split, seed++, s.get()));
+    expected += cands.size() * sets.size();
+    for (const auto& ops : sets) {
+      std::string counts;
+      for (int64_t m : ops->counts()) counts += std::to_string(m) + " ";
+      SCOPED_TRACE("split " + counts);
+      for (size_t i = 0; i < cands.size(); ++i) {
+        if (!why[i].empty()) {
+          ADD_FAILURE() << cands[i]->name() << ": prepare: " << why[i];
+          continue;
+        }
+        ops->poison_outputs(s.get());
+        cands[i]->run(ops->args(), s.get());
+        GT_CUDA(cudaStreamSynchronize(s.get()));
+        ++runs;
+        EXPECT_EQ(host_check(p, *ops), "") << cands[i]->name();
+        // The engine's own GPU check agrees.
+        GroupedChecker checker(p, *ops, s.get());
+        const CheckResult r = checker.check(s.get());
+        EXPECT_TRUE(r.ok) << cands[i]->name() << ": " << r.reason;
+      }
+    }
+  }
+  EXPECT_EQ(runs, expected);
+  EXPECT_GT(expected, 120u);
+}
+
+// The per-group GPU check fails a wrong value, a NaN, and a write into a row no group owns.
+TEST(GroupedCheck, CatchesWrongOutputs) {
+  REQUIRE_GPU();
+  const DeviceInfo dev = gpu_test::current_device();
+  auto p = GroupedGemmProblem::make(4, 128, 256, 32);
+  p.layout = GroupedLayout::masked;
+  auto cand = std::move(make_triton_grouped_backend(gpu_test::context(dev))->candidates(p).at(0));
+  gpu_test::prepare(*cand);
+  Stream s;
+  GroupedOperands ops(p, std::vector<int64_t>{10, 0, 32, 5}, 3, s.get());
+  GroupedChecker checker(p, ops, s.get());
+  auto run = [&] {
+    ops.poison_outputs(s.get());
+    cand->run(ops.args(), s.get());
+    return checker.check(s.get());
+  };
+  CheckResult ok = run();
+  ASSERT_TRUE(ok.ok) << ok.reason;
+  auto poke = [&](int64_t row, int64_t col, uint16_t bits) {
+    GT_CUDA(cudaMemcpy(static_cast<uint16_t*>(ops.args().d) + row * p.n + col, &bits, 2, cudaMemcpyHostToDevice));
+    return checker.check(s.get());
+  };
+  const int64_t g2 = ops.first_row(2);
+  uint16_t v = 0;
+  GT_CUDA(cudaMemcpy(&v, static_cast<uint16_t*>(ops.args().d) + (g2 + 3) * p.n + 7, 2, cudaMemcpyDeviceToHost));
+  CheckResult wrong = poke(g2 + 3, 7, uint16_t(v + 8));
+  EXPECT_FALSE(wrong.ok);
+  EXPECT_NE(wrong.reason.find("group 2"), std::string::npos) << wrong.reason;
+  run();
+  EXPECT_FALSE(poke(g2, 0, 0x7fc0).ok);  // NaN where a value belongs
+  run();
+  CheckResult pad = poke(ops.first_row(1), 0, 0x3f80);  // 1.0 in the empty group's rows
+  EXPECT_FALSE(pad.ok);
+  EXPECT_NE(pad.reason.find("no group owns"), std::string::npos) << pad.reason;
+  run();
+  EXPECT_FALSE(poke(ops.first_row(0) + 10, 3, 0x3f80).ok);  // just past group 0's rows
+}
+
+// select tunes once per (shape, rows bucket); other rows in the bucket and other splits at run
+// time reuse it, from memory and from the cache; the kernel is right on splits it never saw.
+TEST(GroupedEngine, TunesOncePerBucketAndRunsAnySplit) {
+  REQUIRE_GPU();
+  const fs::path cache = temp_cache("grouped.sqlite");
+  auto p = GroupedGemmProblem::make(8, 512, 1024, 100);
+  p.skew = 1.0;
+  std::string id;
+  Stream s;
+  {
+    Engine e(quick(cache));
+    TuneReport r;
+    GroupedKernel k = e.select(p, &r);
+    ASSERT_TRUE(k);
+    EXPECT_EQ(r.op, "grouped");
+    EXPECT_FALSE(r.from_cache);
+    ASSERT_NE(r.winner(), nullptr);
+    EXPECT_EQ(k.backend(), "triton");
+    for (const auto& c : r.results) EXPECT_NE(c.status, CandidateStatus::wrong) << c.name << ": " << c.reason;
+    std::set<std::string> unsupported;
+    for (const auto& n : r.notes)
+      for (const char* b : {"cublaslt", "cutlass", "cutedsl"})
+        if (n.rfind(std::string(b) + ": does not support: ", 0) == 0) unsupported.insert(b);
+    EXPECT_EQ(unsupported.size(), 3u);
+    id = k.id();
+    // Another rows-per-group of the same bucket: the same key, answered without tuning.
+    auto q = p;
+    q.rows_per_group = 70, q.skew = 0;
+    TuneReport r2;
+    GroupedKernel k2 = e.select(q, &r2);
+    EXPECT_TRUE(r2.from_cache);
+    EXPECT_EQ(r2.key, r.key);
+    EXPECT_EQ(k2.id(), id);
+  }
+  Engine e(quick(cache));
+  TuneReport r;
+  GroupedKernel k = e.select(p, &r);
+  EXPECT_TRUE(r.from_cache);
+  EXPECT_EQ(k.id(), id);
+  for (const std::vector<int64_t>& split : std::vector<std::vector<int64_t>>{
+           {100, 100, 100, 100, 100, 100, 100, 100}, {800, 0, 0, 0, 0, 0, 0, 0}, {3, 97, 0, 250, 1, 1, 148, 300}}) {
+    GroupedOperands ops(p, split, 9, s.get());
+    k.run(ops.args(), s.get());
+    GT_CUDA(cudaStreamSynchronize(s.get()));
+    EXPECT_EQ(host_check(p, ops), "");
+  }
+  // Arguments are checked: no rows array, a capacity of 0.
+  GroupedOperands ops(p, 10, s.get());
+  GroupedGemmArgs bad = ops.args();
+  bad.rows = nullptr;
+  EXPECT_THROW(k.run(bad, s.get()), Error);
+  bad = ops.args();
+  bad.capacity = 0;
+  EXPECT_THROW(k.run(bad, s.get()), Error);
+}
