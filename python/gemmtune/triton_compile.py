@@ -100,6 +100,35 @@ def triton_version() -> Optional[str]:
 # Parameters
 
 
+def checked_fields(params: Any, schema: dict, kernel: Optional[str] = None) -> dict:
+    """The fields of a request's `params` against `schema` ({field: (type, default)}, default None:
+    required), the request's `kernel` filled in: unknown fields, wrong types and missing fields are
+    refused with CompileFailure("bad_request"); defaults filled. Used by the Triton templates whose
+    kernels share one schema (softmax, grouped GEMM)."""
+    if not isinstance(params, dict):
+        raise _bad("params: expected an object")
+    p = dict(params)
+    if kernel is not None:
+        if "kernel" in p and p["kernel"] != kernel:
+            raise _bad(f"params.kernel {p['kernel']!r} differs from the request's kernel {kernel!r}")
+        p["kernel"] = kernel
+    unknown = sorted(set(p) - set(schema))
+    if unknown:
+        raise _bad(f"params: unknown field(s) {', '.join(unknown)}")
+    out = {}
+    for key, (typ, default) in schema.items():
+        if key in p:
+            value = p[key]
+            if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+                raise _bad(f"params.{key}: expected {typ.__name__}, got {type(value).__name__} {value!r}")
+            out[key] = value
+        elif default is None:
+            raise _bad(f"params.{key}: missing")
+        else:
+            out[key] = default
+    return out
+
+
 def normalize_params(params: Any, kernel: Optional[str] = None) -> dict:
     """Checks types and values, fills defaults; raises CompileFailure("bad_request")."""
     if not isinstance(params, dict):

@@ -114,32 +114,12 @@ def _pow2(v: int) -> bool:
 
 def normalize_params(params: Any, kernel: Optional[str] = None) -> dict:
     """Checks types and values, fills defaults; raises CompileFailure("bad_request")."""
-    from ..triton_compile import CompileFailure
+    from ..triton_compile import CompileFailure, checked_fields
 
     def bad(msg):
         return CompileFailure("bad_request", msg)
 
-    if not isinstance(params, dict):
-        raise bad("params: expected an object")
-    p = dict(params)
-    if kernel is not None:
-        if "kernel" in p and p["kernel"] != kernel:
-            raise bad(f"params.kernel {p['kernel']!r} differs from the request's kernel {kernel!r}")
-        p["kernel"] = kernel
-    unknown = sorted(set(p) - set(_SCHEMA))
-    if unknown:
-        raise bad(f"params: unknown field(s) {', '.join(unknown)}")
-    out = {}
-    for key, (typ, default) in _SCHEMA.items():
-        if key in p:
-            value = p[key]
-            if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
-                raise bad(f"params.{key}: expected {typ.__name__}, got {type(value).__name__} {value!r}")
-            out[key] = value
-        elif default is None:
-            raise bad(f"params.{key}: missing")
-        else:
-            out[key] = default
+    out = checked_fields(params, _SCHEMA, kernel)
     if out["kernel"] not in KERNEL_NAMES:
         raise bad(f"params.kernel: {out['kernel']!r} is not one of {', '.join(KERNEL_NAMES)}")
     for key in ("in_dtype", "out_dtype"):
