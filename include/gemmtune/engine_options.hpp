@@ -133,6 +133,12 @@ struct EngineOptions {
   // Candidates per backend and problem at most (the backend's ranked best); 0:
   // $GEMMTUNE_MAX_CONFIGS, else each backend's default (CUTLASS, CuTe DSL GEMM: 16; CuTe DSL softmax: 12).
   int max_configs = 0;
+  // Of a tune's candidates that are not yet in the artifact store, how many per backend may
+  // compile: the best by the backend's cost model (CUTLASS and CuTe DSL GEMM; the others compile
+  // all theirs); candidates already stored always run. 0: $GEMMTUNE_COMPILE_BUDGET (a number,
+  // or "all"), else 8. Negative: no budget (every candidate compiles, as `--exhaustive`).
+  // `gemmtune precompile` has none.
+  int compile_budget = 0;
   TuneOptions tune;
   CompileOptions compile;
   IsolationOptions isolation;

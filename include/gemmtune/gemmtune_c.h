@@ -23,10 +23,12 @@
  *    the field, e.g. "problem.layout: 'x' is not two layout letters ...". Unknown fields are
  *    errors.
  *  - Engine options are a JSON object, or NULL / "" for defaults (gemmtune/engine_options.hpp;
- *    cache_path, log_level, max_configs and compile fields left out come from the GEMMTUNE_*
+ *    cache_path, log_level, max_configs, compile_budget and compile fields left out come from the GEMMTUNE_*
  *    variables, docs/compile-stage.md):
  *    cache_path, use_cache, backends (list of names), device, log_to_stderr, log_level (quiet,
  *    warning, info, debug), max_configs (candidates per backend and problem, 0 = the backend's),
+ *    compile_budget (candidates per backend a tune may compile, the cost model's best; 0 = the
+ *    default 8 or $GEMMTUNE_COMPILE_BUDGET, -1 = no budget),
  *    tune {warmup_ms, min_rounds, max_rounds, round_budget_ms, prune_ratio, tie_tolerance,
  *    tie_rounds, prefer_margin, duel_rounds, duel_window, duels, seed, spin_us, input_sets},
  *    compile {artifacts, workers, nvcc_jobs, timeout_s, load_only (list of cutlass, triton,

@@ -227,7 +227,9 @@ class Engine(_Owned):
     tune: dict of TuneOptions (warmup_ms, min_rounds, max_rounds, round_budget_ms, prune_ratio,
     tie_tolerance, tie_rounds, prefer_margin, duel_rounds, duel_window, duels, seed); log_to_stderr prints progress lines;
     compile: dict of CompileOptions (artifacts, workers, nvcc_jobs, timeout_s, load_only, python, python_dir);
-    max_configs: candidates per backend and problem at most; log_level: quiet, warning, info or debug;
+    max_configs: candidates per backend and problem at most; compile_budget: how many of them a tune
+    may compile per backend, the cost model's best (None: $GEMMTUNE_COMPILE_BUDGET or 8; -1: all);
+    log_level: quiet, warning, info or debug;
     remote_cache: a tuning cache shared by machines, "redis://host:port/db", in front of the local one
     (docs/remote-cache.md), remote_timeout_ms the bound on each of its operations.
     isolation: dict of IsolationOptions (mode: "process" (default: candidates run in a tuning helper
@@ -240,6 +242,7 @@ class Engine(_Owned):
     def __init__(self, cache_path: Optional[str] = None, backends: Optional[Iterable[str]] = None,
                  device: int = 0, use_cache: bool = True, log_to_stderr: bool = False,
                  tune: Optional[dict] = None, compile: Optional[dict] = None, max_configs: Optional[int] = None,
+                 compile_budget: Optional[int] = None,
                  log_level: Optional[str] = None, remote_cache: Optional[str] = None,
                  remote_timeout_ms: Optional[float] = None,
                  isolation: Optional[dict] = None):
@@ -255,6 +258,8 @@ class Engine(_Owned):
             opts["compile"] = compile_opts
         if max_configs is not None:
             opts["max_configs"] = int(max_configs)
+        if compile_budget is not None:
+            opts["compile_budget"] = int(compile_budget)
         if log_level is not None:
             opts["log_level"] = str(log_level)
         if remote_cache is not None:

@@ -79,7 +79,7 @@ mc cublaslt 60 application-only 'CublasLtBaseline.*'
 mc native-gemm 90 application-only 'NativeGemm.*'
 mc native-softmax 120 application-only 'SoftmaxNative.*'
 mc reference 90 application-only 'Reference.*:Compare.*:SoftmaxCheck.*'
-mc triton-gemm 150 application-only 'Candidates.*' GEMMTUNE_COMPILE_WORKERS=1
+mc triton-gemm 300 application-only 'Candidates.*' GEMMTUNE_COMPILE_WORKERS=1
 mc triton-softmax 150 application-only 'SoftmaxCandidates.*' GEMMTUNE_COMPILE_WORKERS=1
 mc triton-grouped 150 application-only 'Grouped*' GEMMTUNE_COMPILE_WORKERS=1
 mc cutlass-cutedsl 180 application-only 'Cutlass.*:Cutedsl.*:CutedslSoftmax.*:Fp8Block.*' GEMMTUNE_COMPILE_WORKERS=1

@@ -71,6 +71,9 @@ struct BackendContext {
   // which artifacts the store holds. Null only for backends that build nothing (tests).
   compile::ArtifactCache* artifacts = nullptr;
   int max_configs = 0;             // candidates per problem at most; 0: the backend's default
+  // Of a tune's ranked candidates not yet in the artifact store, how many may compile (the
+  // model's best); those already stored always stay. < 0: no budget (precompile, --exhaustive).
+  int compile_budget = -1;
 };
 
 class BackendBase {
@@ -128,6 +131,24 @@ struct ToolchainLink {
   std::string sources_digest() const;
   // Whether every job's artifact is in the store (cheap: files, no hash check).
   bool stored(const std::vector<compile::Job>& jobs) const;
+  // The compile budget (BackendContext::compile_budget) applied to `ranked` (best first): every
+  // config whose jobs(c) are all stored stays, and of the others only the first budget ones
+  // (they will compile); order kept. A line at info level says what was left out.
+  template <class C, class JobsOf>
+  std::vector<C> within_compile_budget(std::vector<C> ranked, JobsOf jobs_of) const {
+    if (ctx.compile_budget < 0 || load_only()) return ranked;
+    std::vector<C> out;
+    int to_compile = 0, left_out = 0;
+    for (C& c : ranked) {
+      if (stored(jobs_of(c))) out.push_back(std::move(c));
+      else if (to_compile < ctx.compile_budget) out.push_back(std::move(c)), ++to_compile;
+      else ++left_out;
+    }
+    if (left_out > 0)
+      ctx.log.info(toolchain + ": compile budget " + std::to_string(ctx.compile_budget) + ": " +
+                   std::to_string(left_out) + " of the model's lower-ranked candidates not compiled (--exhaustive compiles all)");
+    return out;
+  }
 
   BackendContext ctx;
   std::string toolchain;

@@ -347,6 +347,10 @@ EngineOptions engine_options_from_json(const std::string& text) {
   const int64_t max_configs = f.integer("max_configs", 0);
   if (max_configs < 0 || max_configs > 4096) GT_INVALID(f.name("max_configs") + ": must be in [0, 4096]");
   o.max_configs = int(max_configs);
+  const int64_t compile_budget = f.integer("compile_budget", 0);
+  if (compile_budget < -1 || compile_budget > 4096)
+    GT_INVALID(f.name("compile_budget") + ": must be in [-1, 4096] (-1: no budget, 0: the default)");
+  o.compile_budget = int(compile_budget);
   o.remote_cache = f.string("remote_cache", "");  // the URL is checked when the engine starts
   o.remote_timeout_ms = f.number("remote_timeout_ms", 0);
   if (!(o.remote_timeout_ms >= 0 && o.remote_timeout_ms <= 60000))
@@ -416,6 +420,7 @@ static json engine_options_object(const EngineOptions& o) {
       {"backends", o.backends},
       {"device", o.device},
       {"max_configs", o.max_configs},
+      {"compile_budget", o.compile_budget},
       {"log_level", levels[int(o.log_level)]},
       {"tune",
        {{"warmup_ms", t.warmup_ms}, {"min_rounds", t.min_rounds}, {"max_rounds", t.max_rounds},

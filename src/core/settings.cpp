@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <thread>
@@ -231,6 +232,16 @@ CompileOptions resolve(CompileOptions o) {
 EngineOptions resolve(EngineOptions o) {
   if (o.use_cache && o.cache_path.empty()) o.cache_path = user_cache_path("GEMMTUNE_CACHE", "tuning.sqlite");
   if (o.max_configs <= 0) o.max_configs = int(env_number("GEMMTUNE_MAX_CONFIGS", 0));
+  if (o.compile_budget == 0) {
+    // The best 8 by the cost model kept every pick of the s4 suite within 0.6% of the full
+    // list's (bench/results/2026-12-02-s9-compile-budget.md).
+    const std::string v = env("GEMMTUNE_COMPILE_BUDGET");
+    const double x = v.empty() || v == "all" ? 0 : env_number("GEMMTUNE_COMPILE_BUDGET", 0);
+    GT_CHECK_INVALID(v.empty() || v == "all" || (x == std::floor(x) && x <= 4096),
+                     "$GEMMTUNE_COMPILE_BUDGET: '" + v + "' is not 'all' or a whole number of candidates in [1, 4096]");
+    o.compile_budget = v.empty() ? 8 : v == "all" ? -1 : int(x);
+  }
+  if (o.compile_budget < 0) o.compile_budget = -1;
   if (o.log_level == LogLevel::info) {
     const std::string v = env("GEMMTUNE_LOG");
     if (v == "quiet") o.log_level = LogLevel::quiet;

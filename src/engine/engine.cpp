@@ -153,7 +153,7 @@ Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>()) {
   I.opt = std::move(setup.opt);
   I.log = setup.log;
   I.artifacts = std::move(setup.artifacts);
-  BackendContext ctx{I.dev, I.log, I.artifacts.get(), I.opt.max_configs};
+  BackendContext ctx{I.dev, I.log, I.artifacts.get(), I.opt.max_configs, I.opt.compile_budget};
   const std::string base = "device=" + I.dev.name + ";sms=" + std::to_string(I.dev.sm_count) + ";cc=" +
                            std::to_string(I.dev.cc_major) + std::to_string(I.dev.cc_minor) +
                            ";driver=" + std::to_string(I.dev.driver_version) +

@@ -2,7 +2,8 @@
 // probe, record/restore, keys, deps and compiles are scripted: misses compiled once and
 // published, store hits (in this cache and in another one on the same store), single flight,
 // remembered failures, the one timeout, build_all (isolation, order, duplicates, progress,
-// warm), load-only from a toolchain's record, deps and extras, unknown toolchains.
+// warm), load-only from a toolchain's record, deps and extras, unknown toolchains; a backend's
+// compile budget over it (ToolchainLink::within_compile_budget).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "compile/artifact_cache.hpp"
 #include "compile/toolchain.hpp"
 #include "core/verdict.hpp"
@@ -775,6 +777,41 @@ TEST(ArtifactCache, VerdictNoNeedsAReason) {
   EXPECT_EQ(v.reason, "why not");
   EXPECT_TRUE(Verdict::yes());
   EXPECT_EQ(Verdict::yes().reason, "");
+}
+
+// The compile budget (ToolchainLink::within_compile_budget): of ranked configs, every stored one
+// stays and only the first `budget` of the others (they would compile); order kept; < 0 keeps all;
+// load-only keeps all (they are the store's already); one info line says what was left out.
+TEST(ArtifactCache, CompileBudgetKeepsStoredAndTheBestMisses) {
+  TempStore dir;
+  auto s = std::make_shared<Script>();
+  auto cache = make_cache(options(dir.path()), s);
+  cache->build(job("c4"));  // a lower-ranked config already in the store
+  cache->build(job("c6"));
+  std::vector<std::string> lines;
+  BackendContext ctx;
+  ctx.artifacts = cache.get();
+  ctx.log = Log([&](const std::string& m) { lines.push_back(m); }, LogLevel::info);
+  const std::vector<int> ranked = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto jobs_of = [](int c) { return std::vector<Job>{job("c" + std::to_string(c))}; };
+
+  ctx.compile_budget = 2;
+  EXPECT_EQ(ToolchainLink(ctx, "fake").within_compile_budget(ranked, jobs_of), (std::vector<int>{0, 1, 4, 6}));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("compile budget 2: 4 of the model's lower-ranked"), std::string::npos) << lines[0];
+
+  ctx.compile_budget = 6;  // enough for every miss: all kept, nothing said
+  lines.clear();
+  EXPECT_EQ(ToolchainLink(ctx, "fake").within_compile_budget(ranked, jobs_of), ranked);
+  EXPECT_TRUE(lines.empty());
+
+  ctx.compile_budget = -1;  // no budget (precompile, --exhaustive)
+  EXPECT_EQ(ToolchainLink(ctx, "fake").within_compile_budget(ranked, jobs_of), ranked);
+
+  ctx.compile_budget = 1;  // a config is stored only when every job of it is
+  auto two_jobs = [](int c) { return std::vector<Job>{job("c" + std::to_string(c)), job("c" + std::to_string(c + 2))}; };
+  EXPECT_EQ(ToolchainLink(ctx, "fake").within_compile_budget(ranked, two_jobs), (std::vector<int>{0, 4}));
+  EXPECT_EQ(s->compiles.load(), 2);  // the budget only reads the store: it compiles nothing
 }
 
 }  // namespace

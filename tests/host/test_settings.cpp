@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/problem_json.hpp"
 #include "core/settings.hpp"
 #include "gemmtune/engine_options.hpp"
 #include "gemmtune/error.hpp"
@@ -35,6 +36,7 @@ const char* const kVars[] = {
     "GEMMTUNE_COMPILE_TIMEOUT", "GEMMTUNE_LOAD_ONLY",    "GEMMTUNE_PYTHON",             "GEMMTUNE_PYTHON_DIR",
     "GEMMTUNE_NVCC",          "GEMMTUNE_CUTLASS_DIR",    "GEMMTUNE_CUTLASS_KERNEL_DIR", "GEMMTUNE_KEEP_BUILD",
     "GEMMTUNE_COMPILE_FORK_SERVER", "GEMMTUNE_MAX_CONFIGS", "GEMMTUNE_LOG",             "GEMMTUNE_DEBUG",
+    "GEMMTUNE_COMPILE_BUDGET",
     "GEMMTUNE_ISOLATION",     "GEMMTUNE_TUNER",          "GEMMTUNE_CANDIDATE_TIMEOUT",
     "XDG_CACHE_HOME",
 };
@@ -117,6 +119,29 @@ TEST_F(Settings, BadValuesAreInvalid) {
   CompileOptions huge;
   huge.timeout_s = 1e12;
   EXPECT_EQ(code_of([&] { resolve(huge); }), ErrorCode::invalid);
+}
+
+// The compile budget: 8 by default, a whole number or "all" (-1) from the environment, an
+// explicit field kept (any negative value meaning no budget).
+TEST_F(Settings, CompileBudget) {
+  EXPECT_EQ(resolve(EngineOptions{}).compile_budget, 8);
+  env.set("GEMMTUNE_COMPILE_BUDGET", "3");
+  EXPECT_EQ(resolve(EngineOptions{}).compile_budget, 3);
+  env.set("GEMMTUNE_COMPILE_BUDGET", "all");
+  EXPECT_EQ(resolve(EngineOptions{}).compile_budget, -1);
+  EngineOptions explicit_budget;
+  explicit_budget.compile_budget = 5;
+  EXPECT_EQ(resolve(explicit_budget).compile_budget, 5);
+  explicit_budget.compile_budget = -7;
+  EXPECT_EQ(resolve(explicit_budget).compile_budget, -1);
+  // It travels to the tuning helper.
+  EngineOptions o;
+  o.compile_budget = 4;
+  EXPECT_EQ(engine_options_from_json(engine_options_to_json(o)).compile_budget, 4);
+  o.compile_budget = -1;
+  EXPECT_EQ(engine_options_from_json(engine_options_to_json(o)).compile_budget, -1);
+  EXPECT_NE(error_of([] { engine_options_from_json(R"({"compile_budget": -2})"); }).find("compile_budget"), std::string::npos);
+  EXPECT_NE(error_of([] { engine_options_from_json(R"({"compile_budget": 5000})"); }).find("compile_budget"), std::string::npos);
 }
 
 TEST_F(Settings, EnvironmentFillsTheDefaults) {
@@ -249,6 +274,12 @@ TEST_F(Settings, BadValuesNameTheVariable) {
   env.set("GEMMTUNE_MAX_CONFIGS", "x");
   EXPECT_NE(error_of([] { resolve(EngineOptions{}); }).find("GEMMTUNE_MAX_CONFIGS"), std::string::npos);
   unsetenv("GEMMTUNE_MAX_CONFIGS");
+  for (const char* bad : {"x", "0", "-3", "2.5", "5000", "al"}) {
+    env.set("GEMMTUNE_COMPILE_BUDGET", bad);
+    const std::string why = error_of([] { resolve(EngineOptions{}); });
+    EXPECT_NE(why.find("GEMMTUNE_COMPILE_BUDGET"), std::string::npos) << bad << ": " << why;
+  }
+  unsetenv("GEMMTUNE_COMPILE_BUDGET");
 
   env.set("GEMMTUNE_LOG", "loud");
   const std::string why = error_of([] { resolve(EngineOptions{}); });

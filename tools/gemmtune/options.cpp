@@ -155,6 +155,13 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f) {
                   "seconds one candidate step may run in the tuning helper before it is killed and\n"
                   "the candidate quarantined (default: $GEMMTUNE_CANDIDATE_TIMEOUT, else 30)")
       ->check(CLI::Range(0.1, 86400.0));
+  auto* budget = cmd->add_option("--compile-budget", f.compile_budget,
+                                 "candidates per backend a tune may compile, the best by the cost model (CUTLASS,\n"
+                                 "CuTe DSL GEMM; stored ones always run; default: $GEMMTUNE_COMPILE_BUDGET, else 8)")
+                     ->check(CLI::Range(1, 4096));
+  cmd->add_flag_callback("--exhaustive", [&f] { f.compile_budget = -1; },
+                         "no compile budget: compile every candidate (docs/compile-stage.md)")
+      ->excludes(budget);
   add_compile_flags(cmd, f);
 }
 
@@ -429,6 +436,7 @@ EngineOptions engine_options(const EngineFlags& f, std::function<void(const std:
   o.compile.timeout_s = f.compile_timeout;
   o.compile.load_only = f.load_only;
   o.max_configs = f.max_configs;
+  o.compile_budget = f.compile_budget;
   o.remote_cache = f.remote;
   o.remote_timeout_ms = f.remote_timeout_ms;
   if (f.in_process) o.isolation.mode = Isolation::in_process;

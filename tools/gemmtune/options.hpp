@@ -50,6 +50,7 @@ struct EngineFlags {
   double compile_timeout = 0;         // --compile-timeout (seconds per job)
   std::vector<std::string> load_only; // --load-only cutlass,cutedsl,...
   int max_configs = 0;                // --max-configs
+  int compile_budget = 0;             // --compile-budget N; --exhaustive: -1
   std::string log_level;              // --log-level quiet|warning|info|debug
   std::string remote;                 // --remote redis://host:port/db
   double remote_timeout_ms = 0;       // --remote-timeout

@@ -169,9 +169,12 @@ class CutedslBackend final : public Backend {
 
  private:
   const DeviceInfo& dev() const { return link_.ctx.device; }
-  // The ranked configs for `p`; in load-only mode ranked over those whose artifact is in the store.
+  // The ranked configs for `p` within the compile budget; in load-only mode ranked over those
+  // whose artifact is in the store.
   std::vector<Config> configs(const GemmProblem& p) const {
-    if (!link_.load_only()) return configs_for(p, sms_, max_configs_);
+    if (!link_.load_only())
+      return link_.within_compile_budget(configs_for(p, sms_, max_configs_),
+                                         [&](const Config& c) { return std::vector<compile::Job>{job(c, p)}; });
     return configs_for(p, sms_, max_configs_, [&](const Config& c) { return link_.stored({job(c, p)}); });
   }
 

@@ -494,7 +494,7 @@ class CutedslSoftmaxBackend final : public SoftmaxBackend {
   }
 
  private:
-  // The ranked configs for p; in load-only mode ranked over those whose artifact is in the store.
+  // The ranked configs for p (no compile budget: see docs/compile-stage.md); in load-only mode ranked over those whose artifact is in the store.
   std::vector<SoftmaxConfig> configs(const SoftmaxProblem& p) const {
     if (!link_.load_only()) return softmax_configs(p, max_configs_);
     return softmax_configs(p, max_configs_, [&](const SoftmaxConfig& c) { return link_.stored({softmax_job(c, p, digest_)}); });

@@ -158,13 +158,16 @@ class CutlassBackend final : public Backend {
 
  private:
   const DeviceInfo& dev() const { return link_.ctx.device; }
-  // The ranked configs for `p`. In load-only mode the ranking and the cap run over the configs
+  // The ranked configs for `p` within the compile budget. In load-only mode the ranking and the cap run over the configs
   // whose artifact is in the store: a pack built for other shapes of this instance class (or
   // with fixed test configs) holds instances that can run `p` but that the unrestricted top
   // `max_configs` for `p` may not include; intersecting that top list with the store would
   // offer none of them. Where the pack holds the whole top list, the result is that list.
   std::vector<Config> configs(const GemmProblem& p) const {
-    if (!link_.load_only()) return configs_for(p, dev().sm_count, max_configs_);
+    if (!link_.load_only())
+      return link_.within_compile_budget(configs_for(p, dev().sm_count, max_configs_), [&](const Config& c) {
+        return std::vector<compile::Job>{job(InstanceSpec::of(c, p))};
+      });
     return configs_for(p, dev().sm_count, max_configs_,
                        [&](const Config& c) { return link_.stored({job(InstanceSpec::of(c, p))}); });
   }
