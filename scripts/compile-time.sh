@@ -6,10 +6,11 @@
 # their child processes, which other work on the machine does not inflate as much as wall).
 #
 #   scripts/compile-time.sh [--backends cutedsl,triton,cutlass] [--max-configs N] [--workers N]
-#                           [--together] [--out FILE.md] PROBLEMS
+#                           [--compile-budget N] [--together] [--out FILE.md] PROBLEMS
 #
 # PROBLEMS is what `gemmtune precompile` takes: a suite CSV (header m,n,k), or a .jsonl of
-# problems as the C API takes them. Problem flags (--dtype, --bias, ...) go after `--`:
+# problems as the C API takes them. --compile-budget N builds what a cold tune with that budget
+# would (the default tune budget is 8; without the flag, every candidate). Problem flags (--dtype, --bias, ...) go after `--`:
 #   scripts/compile-time.sh --max-configs 6 /tmp/p.csv -- --dtype bf16
 #
 # Caches, all empty or unused for every run (the report says so): the artifact store (a fresh
@@ -21,13 +22,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-BACKENDS=cutedsl,triton,cutlass MAX_CONFIGS="" WORKERS="" TOGETHER=0 OUT="" PROBLEMS=""
+BACKENDS=cutedsl,triton,cutlass MAX_CONFIGS="" WORKERS="" BUDGET="" TOGETHER=0 OUT="" PROBLEMS=""
 EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --backends) BACKENDS=$2; shift 2 ;;
     --max-configs) MAX_CONFIGS=$2; shift 2 ;;
     --workers) WORKERS=$2; shift 2 ;;
+    --compile-budget) BUDGET=$2; shift 2 ;;
     --together) TOGETHER=1; shift ;;
     --out) OUT=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
@@ -47,6 +49,7 @@ unset GEMMTUNE_ARTIFACTS GEMMTUNE_LOAD_ONLY
 
 FLAGS=()
 [ -n "$MAX_CONFIGS" ] && FLAGS+=(--max-configs "$MAX_CONFIGS")
+[ -n "$BUDGET" ] && FLAGS+=(--compile-budget "$BUDGET")
 [ -n "$WORKERS" ] && FLAGS+=(--compile-workers "$WORKERS" --nvcc-jobs "$WORKERS")
 
 REPORT="$WORK/report.md"

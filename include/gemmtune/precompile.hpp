@@ -27,6 +27,10 @@ struct PrecompileRequest {
   // test sets whose configs are fixed); an id a backend cannot use for a problem is an item
   // with the reason.
   std::vector<std::string> candidates;
+  // -1: every ranked candidate. N >= 1: only what a cold tune with compile budget N would build
+  // (EngineOptions::compile_budget: per problem and backend, the cost model's best N of those not
+  // already in the store), e.g. to measure a cold tune's compile time.
+  int compile_budget = -1;
 };
 
 struct PrecompileItem {

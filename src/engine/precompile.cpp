@@ -77,7 +77,8 @@ std::vector<PrecompileItem> precompile(const PrecompileRequest& request, const E
                                        const std::function<void(const PrecompileItem&)>& progress) {
   const EngineSetup setup(options);
   compile::ArtifactCache& artifacts = *setup.artifacts;
-  const BackendContext ctx = setup.context(target);
+  BackendContext ctx = setup.context(target);
+  ctx.compile_budget = request.compile_budget;
   auto gemm = make_backends<GemmOp>(setup.opt.backends, ctx, true);
   auto softmax = make_backends<SoftmaxOp>(setup.opt.backends, ctx, true);
 

@@ -67,7 +67,7 @@ void check_backend_names(const std::vector<std::string>& names);
 // probes started.
 struct EngineSetup {
   explicit EngineSetup(const EngineOptions& options);
-  // No compile budget: a precompile builds every candidate it is asked for.
+  // No compile budget (a precompile's unless its request sets one).
   BackendContext context(const DeviceInfo& dev) const { return {dev, log, artifacts.get(), opt.max_configs, -1}; }
 
   EngineOptions opt;

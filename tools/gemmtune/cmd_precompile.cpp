@@ -23,6 +23,7 @@ int cmd_precompile(const PrecompileArgs& args) {
   const std::string shapes = read_text_file(args.file);
   PrecompileRequest req;
   req.candidates = args.configs;
+  req.compile_budget = args.compile_budget;
   if (args.file.size() > 6 && args.file.compare(args.file.size() - 6, 6, ".jsonl") == 0) {
     // One problem per line, as the C API takes them: a softmax problem has "rows", a GEMM "m".
     std::istringstream in(shapes);

@@ -311,6 +311,11 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
                           "comma-separated candidate ids (e.g. co128x128x64c2x1): build exactly these for every\n"
                           "problem instead of its ranked candidates (test sets)")
       ->delimiter(',');
+  precompile_->add_option("--compile-budget", precompile.compile_budget,
+                          "build only what a cold tune with this compile budget would (per problem and\n"
+                          "backend, the cost model's best N not yet stored; default: every candidate)")
+      ->check(CLI::Range(1, 4096))
+      ->excludes("--configs");
   precompile_->add_option("--json", precompile.json, "one JSON line per artifact to FILE (- = stdout)");
   precompile_->footer("Copy the artifact directory to the GPU machine as a kernel pack: docs/kernel-packs.md.");
 

@@ -117,6 +117,7 @@ struct PrecompileArgs {
   EngineFlags engine;     // --backends, --artifacts, --nvcc-jobs, --compile-workers, --max-configs, ...
   int sms = 132;          // SMs of the target device (H200: 132)
   std::vector<std::string> configs;  // non-empty: exactly these candidate ids per problem
+  int compile_budget = -1;           // --compile-budget N: only what a cold tune with budget N builds
   std::string json;       // one JSON line per artifact to FILE (- = stdout)
 };
 
