@@ -13,7 +13,8 @@
 # no tuning cache: the full store twice, the budgeted store once. Every tune is one race
 # (candidates interleaved), so the budgeted pick's median in a full race against that race's
 # winner is a side-by-side comparison; the two full races' winners against each other give the
-# noise. Writes $OUT/budget-store.{md,json} and each tune's JSON; exit 0, or 1 when a tune failed.
+# noise, as does the winner's spread (p80 - p20) / median. Writes $OUT/budget-store.{md,json}
+# and each tune's JSON; exit 0, or 1 when a tune failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 [ $# -ge 3 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
@@ -74,14 +75,15 @@ for line in open(problems).read().split()[1:]:
            "full_pick_2": f'{win["full2"]["backend"]} {win["full2"]["name"]}', "candidates_ok": ran,
            "budget_pick_over_full_winner_1": in_full("full1"), "budget_pick_over_full_winner_2": in_full("full2"),
            "full_winner_2_over_1": win["full2"]["median_us"] / win["full1"]["median_us"],
-           "winner_us": {r: win[r]["median_us"] for r in t}}
+           "winner_us": {r: win[r]["median_us"] for r in t},
+           "winner_spread_1": (win["full1"]["p80_us"] - win["full1"]["p20_us"]) / win["full1"]["median_us"]}
     rows.append(row)
     f = lambda v: "-" if v is None else f"{v:.3f}"
     lines.append(f'| {p} | {row["budget_pick"]} | {row["full_pick_1"]} | {row["full_pick_2"]} | {ran["budget"]} / {ran["full1"]} | '
-                 f'{f(row["budget_pick_over_full_winner_1"])} | {f(row["budget_pick_over_full_winner_2"])} | {f(row["full_winner_2_over_1"])} |')
+                 f'{f(row["budget_pick_over_full_winner_1"])} | {f(row["budget_pick_over_full_winner_2"])} | {f(row["full_winner_2_over_1"])} | {f(row["winner_spread_1"])} |')
 json.dump(rows, open(f"{out}/budget-store.json", "w"), indent=1)
-md = ["| problem | budgeted store's pick | full store's pick (race 1) | (race 2) | candidates run: budgeted / full | budget pick / winner, race 1 | race 2 | full winner race 2 / race 1 |",
-      "|---|---|---|---|---|---|---|---|"] + lines
+md = ["| problem | budgeted store's pick | full store's pick (race 1) | (race 2) | candidates run: budgeted / full | budget pick / winner, race 1 | race 2 | full winner race 2 / race 1 | winner's spread, race 1 |",
+      "|---|---|---|---|---|---|---|---|---|"] + lines
 open(f"{out}/budget-store.md", "w").write("\n".join(md) + "\n")
 print("\n".join(md))
 PY
