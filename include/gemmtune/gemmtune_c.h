@@ -112,6 +112,10 @@ GT_API int gt_kernel_run(gt_kernel* kernel, const void* a, const void* b, const 
 #define GT_RUN_OVERLAP_PREVIOUS 1
 GT_API int gt_kernel_run_ex(gt_kernel* kernel, const void* a, const void* b, const void* c, void* d,
                             const void* bias, const float* scale_a, const float* scale_b, void* stream, int flags);
+/* gt_kernel_run(kernel, a, b, NULL, d, bias, NULL, NULL, stream) in six arguments: D = A @ B (+ bias,
+ * the epilogue of the kernel's problem), no C, no scales. For callers that pay per argument
+ * (Python's ctypes converts each one: gemmtune.torch's mm and linear). */
+GT_API int gt_kernel_run_abd(gt_kernel* kernel, const void* a, const void* b, void* d, const void* bias, void* stream);
 /* NULL is fine. */
 GT_API int gt_kernel_destroy(gt_kernel* kernel);
 /* {"backend", "id", "name", "problem", "problem_json", "cache_key"} */

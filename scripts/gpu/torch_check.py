@@ -323,7 +323,7 @@ def rel(a, b):
     return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
-def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False):
+def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autotune_budget_s=0.0):
     torch.manual_seed(0)
     plain = DecoderBlock().to("cuda", torch.bfloat16)
     with torch.no_grad():
@@ -361,6 +361,7 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False):
             RESULTS["block"].append(row)
             log(f"block T={T}: eager plain {row['eager_plain_ms']:.3f} ms, gemmtune {row['eager_gemmtune_ms']:.3f} ms "
                 f"(x{row['eager_speedup']:.3f}) kernels {row['kernels']}")
+            write_now()
     # CUDA graph of the optimized block (T = 16)
     x = torch.randn(1, 16, 4096, device="cuda", dtype=torch.bfloat16)
     with torch.no_grad():
@@ -377,26 +378,7 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False):
         torch.cuda.synchronize()
         d = rel(y, opt(x))
         check("CUDA graph of the optimized block (T=16) replays == eager", d <= 1e-3, f"rel diff {d:.2e}")
-    if max_autotune:
-        # Plain PyTorch under torch.compile(mode="max-autotune") (Inductor's own GEMM tuning):
-        # minutes of compiles, so a separate call (--max-autotune --no-compile).
-        for T in tokens:
-            x = torch.randn(1, T, 4096, device="cuda", dtype=torch.bfloat16)
-            with torch.no_grad():
-                torch._dynamo.reset()
-                cm = torch.compile(plain, mode="max-autotune", dynamic=False)
-                t = time.perf_counter()
-                cm(x)
-                torch.cuda.synchronize()
-                row = next(r for r in RESULTS["block"] if r["tokens"] == T)
-                row["max_autotune_compile_s"] = time.perf_counter() - t
-                row["max_autotune_plain_ms"] = time_ms(lambda: cm(x), 50 if T <= 16 else 20)
-                row["gemmtune_vs_max_autotune"] = row["max_autotune_plain_ms"] / row["eager_gemmtune_ms"]
-                log(f"block T={T}: torch max-autotune {row['max_autotune_plain_ms']:.3f} ms "
-                    f"(compiles {row['max_autotune_compile_s']:.0f} s); gemmtune eager {row['eager_gemmtune_ms']:.3f} ms")
-    if not do_compile:
-        return
-    for T in tokens:
+    for T in (tokens if do_compile else []):
         if time.perf_counter() - T0 > budget_s:
             log(f"torch.compile rows skipped from T={T}: past the {budget_s:.0f} s budget")
             break
@@ -420,12 +402,39 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False):
             row["compile_s"] = ct
             log(f"block T={T}: compiled plain {row['compiled_plain_ms']:.3f} ms, gemmtune "
                 f"{row['compiled_gemmtune_ms']:.3f} ms (x{row['compiled_speedup']:.3f}), compiles {ct:.1f} s")
+            write_now()
+
+    if max_autotune:
+        # Plain PyTorch under torch.compile(mode="max-autotune") (Inductor's own GEMM tuning),
+        # after everything else: minutes of compiles, each row started only within its budget.
+        for T in tokens:
+            if time.perf_counter() - T0 > max_autotune_budget_s:
+                log(f"max-autotune rows skipped from T={T}: past the {max_autotune_budget_s:.0f} s budget")
+                break
+            x = torch.randn(1, T, 4096, device="cuda", dtype=torch.bfloat16)
+            with torch.no_grad():
+                torch._dynamo.reset()
+                cm = torch.compile(plain, mode="max-autotune", dynamic=False)
+                t = time.perf_counter()
+                cm(x)
+                torch.cuda.synchronize()
+                row = next(r for r in RESULTS["block"] if r["tokens"] == T)
+                row["max_autotune_compile_s"] = time.perf_counter() - t
+                row["max_autotune_plain_ms"] = time_ms(lambda: cm(x), 50 if T <= 16 else 20)
+                row["gemmtune_vs_max_autotune"] = row["max_autotune_plain_ms"] / row["eager_gemmtune_ms"]
+                if "compiled_gemmtune_ms" in row:
+                    row["compiled_gemmtune_vs_max_autotune"] = row["max_autotune_plain_ms"] / row["compiled_gemmtune_ms"]
+                log(f"block T={T}: torch max-autotune {row['max_autotune_plain_ms']:.3f} ms "
+                    f"(compiles {row['max_autotune_compile_s']:.0f} s); gemmtune eager {row['eager_gemmtune_ms']:.3f} ms, "
+                    f"compiled {row.get('compiled_gemmtune_ms', float('nan')):.3f} ms")
+                write_now()
 
 
 def _kernel_of(gt, mod, x):
     from gemmtune.torch import _ops
-    for key, ent in _ops._State.entries.items():
-        if key[0] == "linear" and key[5] == mod.weight.shape and key[1][:-1] == x.shape[:-1]:
+    # linear's keys: (x.shape, x.stride(), x.dtype, x device, weight.shape, ...)
+    for key, ent in _ops._State.entries["linear"].items():
+        if key[4] == mod.weight.shape and key[0][:-1] == x.shape[:-1]:
             return f"{ent.backend}:{ent.name}"
     return "?"
 
@@ -433,22 +442,40 @@ def _kernel_of(gt, mod, x):
 # ---- host overhead -------------------------------------------------------------------------------
 
 def overhead(gt):
-    """Host time per call, Python call to kernel enqueued (eager, no_grad): N back-to-back calls
-    timed on the host, the GPU kept ahead by a tiny problem; median of 7 interleaved repeats."""
+    """Host time per call, Python call to kernel enqueued: N back-to-back calls timed on the
+    host, the GPU kept ahead by a tiny problem; median of 7 interleaved repeats, each beside
+    torch's call. Checked (<= torch + 5 us): gt.mm, gt.linear, gt.Linear in eager no_grad. The
+    other rows answer where the time goes: the op through the dispatcher (what torch.compile's
+    code calls), the registrations it replaced (bench/torch_host.py's variants), the autograd
+    path, and the pieces of the hot path on their own."""
+    from gemmtune.torch import _ops
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+    import torch_host
+    keep, mm_autograd, mm_custom = torch_host.variants("CUDA")
     m, n, k = 16, 512, 512
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     wt = w.t()
     lin_t = torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
     lin_g = gt.Linear.from_linear(lin_t)
+    wg = w.clone().requires_grad_()
+    # name -> (torch's call, gemmtune's, checked, grad mode)
     cases = {
-        "mm": (lambda: torch.mm(x, wt), lambda: gt.mm(x, wt)),
-        "linear": (lambda: F.linear(x, w), lambda: gt.linear(x, w)),
-        "nn.Linear": (lambda: lin_t(x), lambda: lin_g(x)),
+        "mm": (lambda: torch.mm(x, wt), lambda: gt.mm(x, wt), True, False),
+        "linear": (lambda: F.linear(x, w), lambda: gt.linear(x, w), True, False),
+        "nn.Linear": (lambda: lin_t(x), lambda: lin_g(x), True, False),
+        "mm op torch.ops.gemmtune.mm (compiled code's call)": (lambda: torch.mm(x, wt), lambda: _ops._mm_op(x, wt),
+                                                                False, False),
+        "linear op torch.ops.gemmtune.linear": (lambda: F.linear(x, w), lambda: _ops._linear_op(x, w, None, None),
+                                                False, False),
+        "mm op as a custom_op (s8's registration)": (lambda: torch.mm(x, wt), lambda: mm_custom(x, wt), False, False),
+        "mm op with register_autograd": (lambda: torch.mm(x, wt), lambda: mm_autograd(x, wt), False, False),
+        "linear, weight requiring grad (autograd.Function)": (lambda: F.linear(x, wg), lambda: gt.linear(x, wg),
+                                                              False, True),
     }
     N = 300
-    with torch.no_grad():
-        for name, (ft, fg) in cases.items():
+    for name, (ft, fg, checked, grad) in cases.items():
+        with torch.set_grad_enabled(grad):
             ft(), fg()
             torch.cuda.synchronize()
             tt, tg = [], []
@@ -460,11 +487,57 @@ def overhead(gt):
                         fn()
                     acc.append((time.perf_counter_ns() - t) / N / 1000)
             torch.cuda.synchronize()
-            row = {"op": name, "torch_us": statistics.median(tt), "gemmtune_us": statistics.median(tg)}
-            row["delta_us"] = row["gemmtune_us"] - row["torch_us"]
-            RESULTS["overhead"].append(row)
-            check(f"host overhead {name}: gemmtune {row['gemmtune_us']:.2f} us vs torch {row['torch_us']:.2f} us",
-                  row["delta_us"] <= 5.0, f"delta {row['delta_us']:+.2f} us (target <= +5)")
+        row = {"op": name, "torch_us": statistics.median(tt), "gemmtune_us": statistics.median(tg), "checked": checked}
+        row["delta_us"] = row["gemmtune_us"] - row["torch_us"]
+        RESULTS["overhead"].append(row)
+        msg = f"host overhead {name}: gemmtune {row['gemmtune_us']:.2f} us vs torch {row['torch_us']:.2f} us"
+        if checked:
+            check(msg, row["delta_us"] <= 5.0, f"delta {row['delta_us']:+.2f} us (target <= +5)")
+        else:
+            log(f"     {msg} (delta {row['delta_us']:+.2f} us)")
+    # The pieces of the hot path, each on its own (no kernel launched; a NULL kernel makes the C
+    # call return at its first check, so that row is ctypes' argument conversion and the call).
+    key = (16, 512)
+    dev, bf16 = x.device, torch.bfloat16
+    _ops._bind()
+    abd, ex = _ops._State.run_abd, _ops._State.run
+    pieces = {
+        "_plain(x, wt)": lambda: _ops._plain(x, wt),
+        "key tuple": lambda: (x.shape, x.stride(), x.dtype, x.get_device(), wt.shape, wt.stride(), wt.dtype,
+                              wt.get_device()),
+        "torch.empty(shape, dtype=, device=)": lambda: torch.empty(key, dtype=bf16, device=dev),
+        "x.new_empty(shape)": lambda: x.new_empty(key),
+        "data_ptr() x3": lambda: (x.data_ptr(), wt.data_ptr(), x.data_ptr()),
+        "current raw stream": lambda: _ops._raw_stream(0),
+        "ctypes gt_kernel_run_abd (6 args, NULL kernel)": lambda: abd(None, 1 << 40, 1 << 41, 1 << 42, None, 1 << 43),
+        "ctypes gt_kernel_run_ex (10 args, NULL kernel)": lambda: ex(None, 1 << 40, 1 << 41, None, 1 << 42, None, None,
+                                                                     None, 1 << 43, 0),
+        "gt.mm hot path, whole": lambda: gt.mm(x, wt),
+    }
+    RESULTS["pieces"] = []
+    with torch.no_grad():
+        res = {name: [] for name in pieces}
+        for _ in range(7):
+            for name, fn in pieces.items():
+                torch.cuda.synchronize()
+                t = time.perf_counter_ns()
+                for _ in range(N):
+                    fn()
+                res[name].append((time.perf_counter_ns() - t) / N / 1000)
+        torch.cuda.synchronize()
+    for name, v in res.items():
+        RESULTS["pieces"].append({"piece": name, "us": statistics.median(v)})
+        log(f"     piece {name}: {statistics.median(v):.3f} us")
+    del keep
+
+
+OUT_DIR = None
+
+
+def write_now():
+    """Results so far to --out (a run killed at its time limit keeps what it measured)."""
+    if OUT_DIR:
+        write(OUT_DIR)
 
 
 def write(out_dir):
@@ -483,16 +556,21 @@ def write(out_dir):
         for r in RESULTS["block"]:
             c = lambda k: f"{r[k]:.3f}" if k in r else "-"
             if "max_autotune_plain_ms" in r:
-                lines.append(f"| {r['tokens']} (torch max-autotune) | | | | {c('max_autotune_plain_ms')} | | "
-                             f"{c('gemmtune_vs_max_autotune')} (gemmtune eager) | |")
+                lines.append(f"| {r['tokens']} (torch max-autotune, compiled in {r['max_autotune_compile_s']:.0f} s) | | | | "
+                             f"{c('max_autotune_plain_ms')} | | {c('compiled_gemmtune_vs_max_autotune')} (compiled "
+                             f"gemmtune), {c('gemmtune_vs_max_autotune')} (eager gemmtune) | |")
             lines.append(f"| {r['tokens']} | {c('eager_plain_ms')} | {c('eager_gemmtune_ms')} | {c('eager_speedup')} | "
                          f"{c('compiled_plain_ms')} | {c('compiled_gemmtune_ms')} | {c('compiled_speedup')} | "
                          f"{r['rel_err_gemmtune']:.2e} / {r['rel_err_plain']:.2e} |")
         lines.append("")
     if RESULTS["overhead"]:
-        lines += ["## Host overhead per call (eager, no_grad, 16x512x512 bf16)", "", "| op | torch us | gemmtune us | delta |",
+        lines += ["## Host overhead per call (eager, 16x512x512 bf16; no_grad but the autograd row)", "", "| op | torch us | gemmtune us | delta |",
                   "|---|---|---|---|"]
         lines += [f"| {r['op']} | {r['torch_us']:.2f} | {r['gemmtune_us']:.2f} | {r['delta_us']:+.2f} |" for r in RESULTS["overhead"]]
+        lines.append("")
+    if RESULTS.get("pieces"):
+        lines += ["## Host cost of the hot path's pieces (us per call, each alone)", "", "| piece | us |", "|---|---|"]
+        lines += [f"| {r['piece']} | {r['us']:.3f} |" for r in RESULTS["pieces"]]
         lines.append("")
     lines += ["## Checks", ""] + [f"- {'ok' if c['ok'] else '**FAIL**'} {c['name']} {c['detail']}" for c in RESULTS["checks"]]
     with open(os.path.join(out_dir, "torch.md"), "w") as f:
@@ -507,8 +585,12 @@ def main():
     ap.add_argument("--max-autotune", action="store_true",
                     help="also time plain PyTorch under torch.compile(mode='max-autotune') (minutes of compiles)")
     ap.add_argument("--budget-s", type=float, default=200, help="start no torch.compile row after this")
+    ap.add_argument("--max-autotune-budget-s", type=float, default=150,
+                    help="start no max-autotune row after this many seconds of the run")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    global OUT_DIR
+    OUT_DIR = args.out
     if not torch.cuda.is_available():
         print("torch_check: SKIP: no CUDA device")
         return 77
@@ -531,7 +613,8 @@ def main():
                      ("graphs", lambda: graph_checks(gt)),
                      ("configure", lambda: configure(["cublaslt", "native", "triton"])),
                      ("overhead", lambda: overhead(gt)),
-                     ("block", lambda: block_checks(gt, tokens, not args.no_compile, args.budget_s, args.max_autotune))):
+                     ("block", lambda: block_checks(gt, tokens, not args.no_compile, args.budget_s, args.max_autotune,
+                                                    args.max_autotune_budget_s))):
         t = time.perf_counter()
         try:
             fn()

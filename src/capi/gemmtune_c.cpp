@@ -229,6 +229,10 @@ GT_API int gt_kernel_run(gt_kernel* kernel, const void* a, const void* b, const 
   return gt_kernel_run_ex(kernel, a, b, c, d, bias, scale_a, scale_b, stream, 0);
 }
 
+GT_API int gt_kernel_run_abd(gt_kernel* kernel, const void* a, const void* b, void* d, const void* bias, void* stream) {
+  return gt_kernel_run_ex(kernel, a, b, nullptr, d, bias, nullptr, nullptr, stream, 0);
+}
+
 GT_API int gt_kernel_destroy(gt_kernel* kernel) {
   return call([&] { delete kernel; });
 }

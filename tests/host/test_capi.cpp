@@ -303,6 +303,7 @@ struct CApi {
   decltype(&gt_select) select = nullptr;
   decltype(&gt_load) load = nullptr;
   decltype(&gt_kernel_run) kernel_run = nullptr;
+  decltype(&gt_kernel_run_abd) kernel_run_abd = nullptr;
   decltype(&gt_kernel_destroy) kernel_destroy = nullptr;
   decltype(&gt_kernel_describe) kernel_describe = nullptr;
 
@@ -331,6 +332,7 @@ struct CApi {
     bind(select, "gt_select");
     bind(load, "gt_load");
     bind(kernel_run, "gt_kernel_run");
+    bind(kernel_run_abd, "gt_kernel_run_abd");
     bind(kernel_destroy, "gt_kernel_destroy");
     bind(kernel_describe, "gt_kernel_describe");
   }
@@ -390,6 +392,8 @@ TEST(CApi, NullArgumentsFailCleanly) {
   EXPECT_EQ(c.kernel_run(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
             GT_ERR_ARGUMENT);
   EXPECT_NE(std::string(c.last_error()).find("gt_kernel_run"), std::string::npos);
+  EXPECT_EQ(c.kernel_run_abd(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), GT_ERR_ARGUMENT);
+  EXPECT_NE(std::string(c.last_error()).find("kernel is NULL"), std::string::npos);
   char* json_out = reinterpret_cast<char*>(0x1);
   EXPECT_EQ(c.kernel_describe(nullptr, &json_out), GT_ERR_ARGUMENT);
   EXPECT_EQ(json_out, nullptr);

@@ -137,6 +137,85 @@ def test_fake_impls_on_meta():
                           test_utils=("test_schema", "test_faketensor"))
 
 
+SCHEMAS = {
+    "mm": "gemmtune::mm(Tensor a, Tensor b) -> Tensor",
+    "linear": "gemmtune::linear(Tensor x, Tensor weight, Tensor? bias, str? activation) -> Tensor",
+    "scaled_mm": "gemmtune::scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, ScalarType? out_dtype, "
+                 "Tensor? bias) -> Tensor",
+    "softmax": "gemmtune::softmax(Tensor x, int dim, float scale) -> Tensor",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_ops_are_library_kernels_without_python_autograd(name):
+    """Each op is a torch.library.Library definition: a CUDA (and CPU) kernel and a fake one, no
+    Python autograd kernel (autograd lives in the public functions) and not a custom_op, whose
+    Python layers ran on every call (3.1x the implementation's own time in bench/torch_host.py)."""
+    op = getattr(torch.ops.gemmtune, name).default
+    assert str(op._schema) == SCHEMAS[name]
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    qual = f"gemmtune::{name}"
+    assert has(qual, "CUDA") and has(qual, "CPU") and has(qual, "Meta")
+    assert not has(qual, "AutogradCUDA") and not has(qual, "Autograd")
+    assert qual not in torch._library.custom_ops.OPDEFS
+
+
+def test_ops_fake_shapes_under_fake_tensor_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        x, w, b = t(3, 7, 64), t(96, 64), t(96)
+        y = torch.ops.gemmtune.linear.default(x, w, b, "silu")
+        assert y.shape == (3, 7, 96) and y.dtype == bf16 and y.is_contiguous()
+        z = torch.ops.gemmtune.mm.default(t(40, 64).t().t(), t(96, 64).t())
+        assert z.shape == (40, 96) and z.stride() == (96, 1)
+        s = torch.ops.gemmtune.softmax.default(t(10, 128)[:, :100], -1, 0.5)
+        assert s.shape == (10, 100) and s.stride() == (128, 1)
+        f8 = torch.float8_e4m3fn
+        q = torch.ops.gemmtune.scaled_mm.default(t(32, 64, dtype=f8), t(16, 64, dtype=f8).t(), t(dtype=torch.float32),
+                                                 t(dtype=torch.float32), torch.float32, None)
+        assert q.shape == (32, 16) and q.dtype == torch.float32
+
+
+def test_ops_refuse_bad_input_naming_the_field():
+    # Through the dispatcher (what torch.compile's code calls): the fake kernel on meta, the real
+    # one on CPU; both plan, so the error names the argument.
+    raises(lambda: torch.ops.gemmtune.linear.default(t(8, 64), t(128, 32), None, None), "linear: weight: shape")
+    raises(lambda: torch.ops.gemmtune.mm.default(t(8, 64), t(64, 16, dtype=torch.float16)), "mm: b: dtype")
+    raises(lambda: torch.ops.gemmtune.softmax.default(t(8, 64), 0, 1.0), "softmax: dim: 0")
+    raises(lambda: torch.ops.gemmtune.linear.default(t(8, 64, device="cpu"), t(128, 64, device="cpu"), None, None),
+           "linear: x: is on cpu")
+    for ok in (1, 2):
+        torch.library.opcheck(torch.ops.gemmtune.linear.default, (t(2, 5, 64), t(96, 64), t(96) if ok == 2 else None,
+                                                                   "relu"), test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(torch.ops.gemmtune.softmax.default, (t(4, 100), -1, 0.5),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def test_autograd_goes_through_the_function_only_when_needed():
+    w = t(96, 64).requires_grad_()
+    y = gt.linear(t(4, 64), w)
+    assert type(y.grad_fn).__name__ == "_LinearFnBackward"
+    with torch.no_grad():
+        assert gt.linear(t(4, 64), w).grad_fn is None
+    assert gt.linear(t(4, 64), t(96, 64)).grad_fn is None
+    assert type(gt.mm(t(8, 64).requires_grad_(), t(64, 16)).grad_fn).__name__ == "_MmFnBackward"
+    assert type(gt.softmax(t(8, 64).requires_grad_()).grad_fn).__name__ == "_SoftmaxFnBackward"
+
+
+def test_compile_fullgraph_with_autograd():
+    """Training through the ops under torch.compile: the autograd.Functions trace, no break."""
+    torch._dynamo.reset()
+
+    def fn(x, w):
+        return gt.softmax(gt.mm(x, w), -1, 0.5).sum()
+
+    x, w = t(16, 64).requires_grad_(), t(64, 32).requires_grad_()
+    explain = torch._dynamo.explain(fn)(x, w)
+    assert explain.graph_break_count == 0 and explain.graph_count == 1
+    torch.compile(fn, fullgraph=True, backend="aot_eager")(x, w).backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape
+
+
 def test_compile_fullgraph_traces_every_op():
     torch._dynamo.reset()
     f8 = torch.float8_e4m3fn
@@ -281,10 +360,11 @@ def test_hot_path_with_a_fake_kernel(monkeypatch):
     calls, selects = [], []
     monkeypatch.setattr(P, "_check_cuda", lambda op, name, t, device: None)
     monkeypatch.setattr(_ops, "_select", lambda op, plan, device: selects.append(plan.problem) or FakeKernel(plan.problem))
-    monkeypatch.setattr(_ops, "_stream", lambda device: 1234)
+    monkeypatch.setattr(_ops, "_raw_stream", lambda device: 1234)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
-    monkeypatch.setattr(_ops._State, "run", lambda *args: calls.append(args) or 0)
+    monkeypatch.setattr(_ops._State, "run", object())  # bound: _entry binds nothing
+    monkeypatch.setattr(_ops._State, "run_abd", lambda *args: calls.append(args) or 0)
     w = torch.randn(48, 32, dtype=bf16)
     b = torch.randn(48, dtype=bf16)
     x = torch.randn(2, 5, 32, dtype=bf16)
@@ -292,13 +372,13 @@ def test_hot_path_with_a_fake_kernel(monkeypatch):
         y = _ops._linear_impl(x, w, b, "silu")
     assert y.shape == (2, 5, 48) and y.dtype == bf16
     assert len(selects) == 1 and selects[0]["m"] == 10 and selects[0]["act"] == "silu" and selects[0]["bias"]
-    h, pa, pb, pc, pd, pbias, psa, psb, stream, flags = calls[-1]
-    assert (pa, pb, pc, pbias, psa, psb, stream, flags) == (x.data_ptr(), w.data_ptr(), None, b.data_ptr(), None, None, 1234, 0)
+    h, pa, pb, pd, pbias, stream = calls[-1]   # gt_kernel_run_abd
+    assert (pa, pb, pbias, stream) == (x.data_ptr(), w.data_ptr(), b.data_ptr(), 1234)
     assert pd == y.data_ptr()
     # Leading dims that do not flatten to a view: a new signature, its rows gathered by a copy.
     xt = torch.randn(5, 2, 32, dtype=bf16).transpose(0, 1)
     y2 = _ops._linear_impl(xt, w, None, None)
-    assert y2.shape == (2, 5, 48) and len(selects) == 2 and calls[-1][1] != xt.data_ptr() and calls[-1][5] is None
+    assert y2.shape == (2, 5, 48) and len(selects) == 2 and calls[-1][1] != xt.data_ptr() and calls[-1][4] is None
     # A misaligned x is refused before anything is selected.
     xm = torch.randn(2 * 32 + 1, dtype=bf16)[1:].view(2, 32)
     raises(lambda: _ops._linear_impl(xm, w, None, None), "linear: x: data pointer")

@@ -1,11 +1,22 @@
-"""The torch ops: torch.library custom ops with fake implementations, and the eager hot path.
+"""The torch ops: torch.library ops with fake implementations, and the eager hot path.
 
-Hot path (eager, plain CUDA tensors, no dispatch or function mode, nothing needing grad): a key
-of the arguments' shapes, strides, dtypes and devices -> a dict lookup -> torch.empty for the
-output -> one C call (gt_kernel_run_ex, through ctypes.PyDLL: the GIL stays held, so one kernel
-never runs on two threads at once, as the C API asks) on torch's current stream. Everything
-else (torch.compile, fake and meta tensors, modes, autograd) goes through torch.ops.gemmtune.*,
-whose implementation is the same function.
+Registration (the cheapest torch offers for a Python kernel, measured in
+tests/python/bench_torch_host.py): `torch.library.Library("gemmtune", "DEF")` defines
+gemmtune::mm / linear / scaled_mm / softmax, each with one implementation registered for the CUDA
+(and CPU, to refuse CPU tensors by name) dispatch key and a fake one (register_fake) for meta /
+fake tensors, so torch.compile(fullgraph=True) traces them and Inductor's compiled code calls the
+CUDA implementation straight from the dispatcher. No autograd kernel: the public functions wrap
+the op in a torch.autograd.Function when an input needs grad, so a call that does not pays
+nothing for autograd (a torch.library.custom_op, or register_autograd, runs Python autograd and
+dispatch layers on every call).
+
+Hot path (eager, plain CUDA tensors, no dispatch or function mode, nothing needing grad): the
+public function calls the implementation itself: a key of the arguments' shapes, strides, dtypes
+and devices -> a dict lookup (one dict per op) -> torch.empty for the output -> one C call
+(gt_kernel_run_abd / gt_softmax_run, six or four arguments, through ctypes.PyDLL: the GIL stays
+held, so one kernel never runs on two threads at once, as the C API asks) on torch's current
+stream. Everything else (torch.compile, fake and meta tensors, modes, autograd) goes through
+torch.ops.gemmtune.*, whose CUDA implementation is the same function.
 
 A key seen for the first time is planned (_plan.py: every check, errors naming the argument)
 and its kernel selected: from the process's kernels, from optimize()'s buckets (loaded, never
@@ -26,33 +37,45 @@ from . import _plan as P
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter  # a plain tensor to the dispatcher (no __torch_function__ of its own)
+_raw_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") else None
 
 
 class _Entry:
     """A selected kernel for one argument key: the C handle and what the hot path needs."""
 
-    __slots__ = ("kernel", "handle", "plan", "device", "backend", "name", "copy_rows", "out_shape")
+    __slots__ = ("kernel", "handle", "plan", "device", "backend", "name", "copy_rows", "out_shape", "out_dtype")
 
-    def __init__(self, kernel, plan: P.Plan, device: int, copy_rows: bool = False, out_shape=None):
+    def __init__(self, kernel, plan: P.Plan, device: torch.device, copy_rows: bool = False, out_shape=None):
         self.kernel = kernel          # gemmtune.Kernel / SoftmaxKernel (owns the handle)
         self.handle = kernel._h       # ctypes.c_void_p
         self.plan = plan
-        self.device = device
+        self.device = device.index    # the operands' device: its current stream
         info = kernel.describe()
         self.backend, self.name = info["backend"], info["name"]
         self.copy_rows = copy_rows    # linear: x's rows must be gathered by a copy (not a view)
         self.out_shape = plan.out_shape if out_shape is None else out_shape
+        self.out_dtype = plan.out_dtype
 
 
 class _State:
     lock = threading.RLock()
     options: dict = {}                 # gemmtune.Engine keyword arguments (configure())
     engines: dict = {}                 # device index -> Engine
-    entries: dict = {}                 # argument key -> _Entry
+    # One dict per op: argument key (shapes, strides, dtypes, devices, ...) -> _Entry.
+    entries: dict = {"mm": {}, "linear": {}, "scaled_mm": {}, "softmax": {}}
     # optimize()'s m buckets: family (a GEMM plan key without m) -> [(m, backend, id)], sorted by m.
     buckets: dict = {}
-    run = None                         # gt_kernel_run_ex, GIL held
+    run_abd = None                     # gt_kernel_run_abd (mm, linear), GIL held
+    run = None                         # gt_kernel_run_ex (scaled_mm), GIL held
     softmax_run = None                 # gt_softmax_run, GIL held
+
+
+_MM, _LINEAR, _SCALED, _SOFTMAX = (_State.entries[k] for k in ("mm", "linear", "scaled_mm", "softmax"))
+
+
+def _clear_entries() -> None:
+    for d in _State.entries.values():
+        d.clear()
 
 
 def configure(**engine_options) -> None:
@@ -61,7 +84,7 @@ def configure(**engine_options) -> None:
     with _State.lock:
         _State.options = dict(engine_options)
         _State.engines.clear()
-        _State.entries.clear()
+        _clear_entries()
         _State.buckets.clear()
     from . import _grouped
     _grouped.clear()
@@ -80,7 +103,7 @@ def engine(device: int = 0) -> Engine:
 def clear_kernels() -> None:
     """Forgets the kernels selected so far (the tuning cache keeps its entries)."""
     with _State.lock:
-        _State.entries.clear()
+        _clear_entries()
     from . import _grouped
     _grouped.clear()
 
@@ -88,15 +111,17 @@ def clear_kernels() -> None:
 def _bind() -> None:
     lib = ctypes.PyDLL(_capi.lib()._name)  # the same loaded library; calls keep the GIL
     vp = ctypes.c_void_p
+    abd = lib.gt_kernel_run_abd
+    abd.argtypes, abd.restype = [vp] * 6, ctypes.c_int
     f = lib.gt_kernel_run_ex
     f.argtypes, f.restype = [vp] * 9 + [ctypes.c_int], ctypes.c_int
     s = lib.gt_softmax_run
     s.argtypes, s.restype = [vp] * 4, ctypes.c_int
-    _State.run, _State.softmax_run = f, s
+    _State.run_abd, _State.run, _State.softmax_run = abd, f, s
 
 
 def _stream(device: int) -> int:
-    return torch._C._cuda_getCurrentRawStream(device)
+    return _raw_stream(device)
 
 
 def _raise_status(op: str, status: int) -> None:
@@ -151,44 +176,50 @@ def _select(op: str, plan: P.Plan, device: int):
 
 def _entry(op: str, key: tuple, plan: P.Plan, t: Tensor, copy_rows: bool = False, out_shape=None) -> _Entry:
     with _State.lock:
-        ent = _State.entries.get(key)
+        entries = _State.entries[op]
+        ent = entries.get(key)
         if ent is None:
             if _State.run is None:
                 _bind()
-            device = t.device.index if t.device.index is not None else torch.cuda.current_device()
-            with torch.cuda.device(device):
-                ent = _Entry(_select(op, plan, device), plan, device, copy_rows, out_shape)
-            _State.entries[key] = ent
+            device = t.device
+            if device.index is None:
+                device = torch.device(device.type, torch.cuda.current_device())
+            with torch.cuda.device(device.index):
+                ent = _Entry(_select(op, plan, device.index), plan, device, copy_rows, out_shape)
+            entries[key] = ent
         return ent
 
 
-def _guard(ent: _Entry):
-    return torch.cuda.device(ent.device) if torch.cuda.current_device() != ent.device else None
-
-
-# ---- implementations (real tensors) -----------------------------------------------------------
+# ---- implementations (real tensors): the ops' CUDA kernels and the eager hot path -------------------
+# Each builds its key from what a plan depends on, so a hit needs no check but the data pointers'
+# alignment (they change per call); a miss plans, which checks everything and names the argument.
 
 def _mm_impl(a: Tensor, b: Tensor) -> Tensor:
-    key = ("mm", a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device())
-    ent = _State.entries.get(key)
+    key = (a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device())
+    ent = _MM.get(key)
     pa, pb = a.data_ptr(), b.data_ptr()
     if (pa | pb) & 15:
         _misaligned("mm", a=pa, b=pb)
     if ent is None:
         ent = _entry("mm", key, P.plan_mm(a, b), a)
-    plan = ent.plan
-    d = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=a.device)
-    st = _State.run(ent.handle, pa, pb, None, d.data_ptr(), None, None, None, _stream(ent.device), 0)
+    d = a.new_empty(ent.out_shape)  # a's dtype and device (cheaper than torch.empty(..., dtype=, device=))
+    st = _State.run_abd(ent.handle, pa, pb, d.data_ptr(), None, _raw_stream(ent.device))
     if st:
         _raise_status("mm", st)
     return d
 
 
+def _linear_key(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: Optional[str]) -> tuple:
+    if bias is None:
+        return (x.shape, x.stride(), x.dtype, x.get_device(), weight.shape, weight.stride(), weight.dtype,
+                weight.get_device(), activation)
+    return (x.shape, x.stride(), x.dtype, x.get_device(), weight.shape, weight.stride(), weight.dtype,
+            weight.get_device(), activation, bias.shape, bias.stride(), bias.dtype, bias.get_device())
+
+
 def _linear_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: Optional[str]) -> Tensor:
-    bkey = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device())
-    key = ("linear", x.shape, x.stride(), x.dtype, x.get_device(), weight.shape, weight.stride(), weight.dtype,
-           weight.get_device(), bkey, activation)
-    ent = _State.entries.get(key)
+    key = _linear_key(x, weight, bias, activation)
+    ent = _LINEAR.get(key)
     if ent is None:
         x2, copy_rows = _rows(x)
         if (x2.data_ptr() | weight.data_ptr() | (bias.data_ptr() if bias is not None else 0)) & 15:
@@ -198,11 +229,11 @@ def _linear_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: 
     if ent.copy_rows:
         x = x.reshape(-1, x.shape[-1])  # leading dimensions that do not flatten to a view
     pa, pb = x.data_ptr(), weight.data_ptr()
-    pbias = bias.data_ptr() if bias is not None else None
-    if (pa | pb | (pbias or 0)) & 15:
+    pbias = bias.data_ptr() if bias is not None else 0
+    if (pa | pb | pbias) & 15:
         _misaligned("linear", x=pa, weight=pb, bias=pbias)
-    d = torch.empty(ent.out_shape, dtype=ent.plan.out_dtype, device=x.device)
-    st = _State.run(ent.handle, pa, pb, None, d.data_ptr(), pbias, None, None, _stream(ent.device), 0)
+    d = x.new_empty(ent.out_shape)  # x's dtype and device
+    st = _State.run_abd(ent.handle, pa, pb, d.data_ptr(), pbias or None, _raw_stream(ent.device))
     if st:
         _raise_status("linear", st)
     return d
@@ -224,10 +255,10 @@ def _rows(x: Tensor) -> tuple:
 def _scaled_mm_impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_dtype: Optional[torch.dtype],
                     bias: Optional[Tensor]) -> Tensor:
     bkey = None if bias is None else (bias.shape, bias.stride(), bias.dtype, bias.get_device())
-    key = ("scaled_mm", a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device(),
+    key = (a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device(),
            scale_a.shape, scale_a.stride(), scale_a.dtype, scale_a.get_device(), scale_b.shape, scale_b.stride(),
            scale_b.dtype, scale_b.get_device(), out_dtype, bkey)
-    ent = _State.entries.get(key)
+    ent = _SCALED.get(key)
     pa, pb = a.data_ptr(), b.data_ptr()
     psa, psb = scale_a.data_ptr(), scale_b.data_ptr()
     pbias = bias.data_ptr() if bias is not None else None
@@ -237,148 +268,156 @@ def _scaled_mm_impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_
         raise P.invalid("scaled_mm", "scale_a, scale_b: data pointers must be 4-byte aligned")
     if ent is None:
         ent = _entry("scaled_mm", key, P.plan_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias), a)
-    plan = ent.plan
-    d = torch.empty(plan.out_shape, dtype=plan.out_dtype, device=a.device)
-    pd = d.data_ptr()
+    d = a.new_empty(ent.out_shape, dtype=ent.out_dtype)
     # Whatever the scale mode (tensorwise, rowwise, block), both scale pointers go to the
     # kernel as they are (_plan.scale_mode checked their layout).
-    st = _State.run(ent.handle, pa, pb, None, pd, pbias, psa, psb, _stream(ent.device), 0)
+    st = _State.run(ent.handle, pa, pb, None, d.data_ptr(), pbias, psa, psb, _raw_stream(ent.device), 0)
     if st:
         _raise_status("scaled_mm", st)
     return d
 
 
 def _softmax_impl(x: Tensor, dim: int, scale: float) -> Tensor:
-    key = ("softmax", x.shape, x.stride(), x.dtype, x.get_device(), dim, scale)
-    ent = _State.entries.get(key)
+    key = (x.shape, x.stride(), x.dtype, x.get_device(), dim, scale)
+    ent = _SOFTMAX.get(key)
     px = x.data_ptr()
     if px & 15:
         _misaligned("softmax", x=px)
     if ent is None:
         ent = _entry("softmax", key, P.plan_softmax(x, dim, scale), x)
     plan = ent.plan
-    y = torch.empty_strided(plan.out_shape, plan.out_stride, dtype=plan.out_dtype, device=x.device)
-    st = _State.softmax_run(ent.handle, px, y.data_ptr(), _stream(ent.device))
+    y = x.new_empty_strided(plan.out_shape, plan.out_stride)  # x's dtype and device
+    st = _State.softmax_run(ent.handle, px, y.data_ptr(), _raw_stream(ent.device))
     if st:
         _raise_status("softmax", st)
     return y
 
 
-# ---- custom ops and their fake implementations --------------------------------------------------
+# ---- the ops: definitions, kernels, fake implementations -------------------------------------------
 
-@torch.library.custom_op("gemmtune::mm", mutates_args=())
-def _mm_op(a: Tensor, b: Tensor) -> Tensor:
-    return _mm_impl(a, b)
+_LIB = torch.library.Library("gemmtune", "DEF")
+# The schemas torch.library.custom_op inferred from these signatures before (names, types).
+_SCHEMAS = {
+    "mm": "mm(Tensor a, Tensor b) -> Tensor",
+    "linear": "linear(Tensor x, Tensor weight, Tensor? bias, str? activation) -> Tensor",
+    "scaled_mm": "scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, ScalarType? out_dtype, Tensor? bias) "
+                 "-> Tensor",
+    "softmax": "softmax(Tensor x, int dim, float scale) -> Tensor",
+}
 
 
-@_mm_op.register_fake
 def _mm_fake(a, b):
     p = P.plan_mm(a, b)
     return a.new_empty_strided(p.out_shape, p.out_stride, dtype=p.out_dtype)
 
 
-@torch.library.custom_op("gemmtune::linear", mutates_args=())
-def _linear_op(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: Optional[str]) -> Tensor:
-    return _linear_impl(x, weight, bias, activation)
-
-
-@_linear_op.register_fake
 def _linear_fake(x, weight, bias, activation):
     k = x.shape[-1] if x.dim() else 0
     p = P.plan_linear(P.flatten_rows("linear", x, k), weight, bias, activation)
     return x.new_empty((*x.shape[:-1], p.out_shape[1]), dtype=p.out_dtype)
 
 
-@torch.library.custom_op("gemmtune::scaled_mm", mutates_args=())
-def _scaled_mm_op(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_dtype: Optional[torch.dtype],
-                  bias: Optional[Tensor]) -> Tensor:
-    return _scaled_mm_impl(a, b, scale_a, scale_b, out_dtype, bias)
-
-
-@_scaled_mm_op.register_fake
 def _scaled_mm_fake(a, b, scale_a, scale_b, out_dtype, bias):
     p = P.plan_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias)
     return a.new_empty_strided(p.out_shape, p.out_stride, dtype=p.out_dtype)
 
 
-@torch.library.custom_op("gemmtune::softmax", mutates_args=())
-def _softmax_op(x: Tensor, dim: int, scale: float) -> Tensor:
-    return _softmax_impl(x, dim, scale)
-
-
-@_softmax_op.register_fake
 def _softmax_fake(x, dim, scale):
     p = P.plan_softmax(x, dim, scale)
     return x.new_empty_strided(p.out_shape, p.out_stride, dtype=p.out_dtype)
 
 
-# Backward of mm, linear without an activation and softmax, in plain torch ops (gemmtune's
-# kernels are for the forward pass; training through them is allowed, not tuned).
-def _mm_setup(ctx, inputs, output):
-    ctx.save_for_backward(*inputs)
+for _name, _impl, _fake in (("mm", _mm_impl, _mm_fake), ("linear", _linear_impl, _linear_fake),
+                            ("scaled_mm", _scaled_mm_impl, _scaled_mm_fake), ("softmax", _softmax_impl, _softmax_fake)):
+    _LIB.define(_SCHEMAS[_name])
+    _LIB.impl(_name, _impl, "CUDA")
+    _LIB.impl(_name, _impl, "CPU")  # plans, so a CPU tensor is refused naming the argument
+    torch.library.register_fake(f"gemmtune::{_name}", _fake, lib=_LIB)
+
+_mm_op = torch.ops.gemmtune.mm.default
+_linear_op = torch.ops.gemmtune.linear.default
+_scaled_mm_op = torch.ops.gemmtune.scaled_mm.default
+_softmax_op = torch.ops.gemmtune.softmax.default
 
 
-def _mm_backward(ctx, grad):
-    a, b = ctx.saved_tensors
-    return grad @ b.t().to(grad.dtype), a.t().to(grad.dtype) @ grad
+# ---- autograd: torch.autograd.Functions around the ops, used only when an input needs grad -----------
+# Backward of mm, linear without an activation and softmax, in plain torch ops (gemmtune's kernels
+# are for the forward pass; training through them is allowed, not tuned). scaled_mm has none.
+
+class _MmFn(torch.autograd.Function):
+    @staticmethod
+    def forward(a, b):
+        return _mm_impl(a, b) if _plain(a, b) else _mm_op(a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad @ b.t().to(grad.dtype), a.t().to(grad.dtype) @ grad
 
 
-_mm_op.register_autograd(_mm_backward, setup_context=_mm_setup)
+class _LinearFn(torch.autograd.Function):
+    @staticmethod
+    def forward(x, weight, bias, activation):
+        return _linear_impl(x, weight, bias, activation) if _plain(x, weight, bias) else _linear_op(x, weight, bias, activation)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, weight, bias, activation = inputs
+        ctx.activation = activation
+        ctx.has_bias = bias is not None
+        ctx.save_for_backward(x, weight)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if P.ACTIVATIONS.get(ctx.activation, "none") != "none":
+            raise P.invalid("linear", f"activation: {ctx.activation!r} has no backward in gemmtune; use it under "
+                                      "torch.no_grad() / torch.inference_mode()")
+        x, weight = ctx.saved_tensors
+        g2 = grad.reshape(-1, grad.shape[-1])
+        gx = (g2 @ weight).view(x.shape)
+        gw = g2.t() @ x.reshape(-1, x.shape[-1])
+        gb = g2.sum(0) if ctx.has_bias else None
+        return gx, gw, gb, None
 
 
-def _linear_setup(ctx, inputs, output):
-    x, weight, bias, activation = inputs
-    ctx.activation = activation
-    ctx.has_bias = bias is not None
-    ctx.save_for_backward(x, weight)
+class _SoftmaxFn(torch.autograd.Function):
+    @staticmethod
+    def forward(x, dim, scale):
+        return _softmax_impl(x, dim, scale) if _plain(x) else _softmax_op(x, dim, scale)
 
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.scale = inputs[2]
+        ctx.save_for_backward(output)
 
-def _linear_backward(ctx, grad):
-    if P.ACTIVATIONS.get(ctx.activation, "none") != "none":
-        raise P.invalid("linear", f"activation: {ctx.activation!r} has no backward in gemmtune; use it under "
-                                  "torch.no_grad() / torch.inference_mode()")
-    x, weight = ctx.saved_tensors
-    g2 = grad.reshape(-1, grad.shape[-1])
-    gx = (g2 @ weight).view(x.shape)
-    gw = g2.t() @ x.reshape(-1, x.shape[-1])
-    gb = g2.sum(0) if ctx.has_bias else None
-    return gx, gw, gb, None
-
-
-_linear_op.register_autograd(_linear_backward, setup_context=_linear_setup)
-
-
-def _softmax_setup(ctx, inputs, output):
-    ctx.scale = inputs[2]
-    ctx.save_for_backward(output)
-
-
-def _softmax_backward(ctx, grad):
-    # d/dx softmax(s * x) = s * y * (g - sum(g * y)), in fp32.
-    (y,) = ctx.saved_tensors
-    yf, g = y.float(), grad.float()
-    gx = ctx.scale * yf * (g - (g * yf).sum(-1, keepdim=True))
-    return gx.to(y.dtype), None, None
-
-
-_softmax_op.register_autograd(_softmax_backward, setup_context=_softmax_setup)
+    @staticmethod
+    def backward(ctx, grad):
+        # d/dx softmax(s * x) = s * y * (g - sum(g * y)), in fp32.
+        (y,) = ctx.saved_tensors
+        yf, g = y.float(), grad.float()
+        gx = ctx.scale * yf * (g - (g * yf).sum(-1, keepdim=True))
+        return gx.to(y.dtype), None, None
 
 
 # ---- public functions: the eager fast path, else the op -------------------------------------------
 
-_is_compiling = torch.compiler.is_compiling
+_compiling = torch.compiler.is_dynamo_compiling  # True while dynamo traces (other tracers: modes, subclasses)
 _dispatch_stack = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
 _function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: False)
-_grad_enabled = torch.is_grad_enabled
+_grad_enabled = torch._C.is_grad_enabled
 
 
-def _plain(*ts) -> bool:
-    """True when the call can skip the dispatcher: eager, plain CUDA tensors, no mode active,
-    and no autograd to record."""
-    if _is_compiling() or _dispatch_stack() or _function_mode():
+def _plain(a, b=None, c=None) -> bool:
+    """True when the call can skip the dispatcher: eager, plain CUDA tensors (a, and b, c
+    unless None), no mode active, and no autograd to record."""
+    if _compiling() or _dispatch_stack() or _function_mode():
         return False
     grad = _grad_enabled()
-    for t in ts:
+    for t in (a, b, c):
         if t is None:
             continue
         if (type(t) is not _Tensor and type(t) is not _Parameter) or not t.is_cuda or (grad and t.requires_grad):
@@ -386,11 +425,17 @@ def _plain(*ts) -> bool:
     return True
 
 
+def _needs_grad(*ts) -> bool:
+    return _grad_enabled() and any(t is not None and t.requires_grad for t in ts)
+
+
 def mm(a: Tensor, b: Tensor) -> Tensor:
     """a[m, k] @ b[k, n] (bf16, fp16 or fp32; each row- or column-major, any leading dimension),
     row-major output of a's dtype."""
     if _plain(a, b):
         return _mm_impl(a, b)
+    if _needs_grad(a, b):
+        return _MmFn.apply(a, b)
     return _mm_op(a, b)
 
 
@@ -400,6 +445,8 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation:
     approximation) or 'silu', fused into the GEMM's epilogue."""
     if _plain(x, weight, bias):
         return _linear_impl(x, weight, bias, activation)
+    if _needs_grad(x, weight, bias):
+        return _LinearFn.apply(x, weight, bias, activation)
     return _linear_op(x, weight, bias, activation)
 
 
@@ -408,14 +455,17 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_dtype:
     """scale_a * scale_b * (a @ b) + bias as torch._scaled_mm: a [m, k] and b [k, n] fp8 (e4m3 /
     e5m2, not both e5m2), float32 scales tensorwise ([] or [1] each), rowwise (scale_a [m, 1],
     scale_b [1, n]) or block (scale_a [m, k/128] M-major, scale_b one per 128x128 block of b^T:
-    _plan.scale_mode); output out_dtype (bfloat16, float16 or float32)."""
-    if _plain(a, b, scale_a, scale_b, bias):
+    _plan.scale_mode); output out_dtype (bfloat16, float16 or float32). Inference only (no backward)."""
+    if _plain(a, b) and _plain(scale_a, scale_b, bias):
         return _scaled_mm_impl(a, b, scale_a, scale_b, out_dtype, bias)
     return _scaled_mm_op(a, b, scale_a, scale_b, out_dtype, bias)
 
 
 def softmax(x: Tensor, dim: int = -1, scale: float = 1.0) -> Tensor:
     """softmax(scale * x) over the last dimension (bf16, fp16, fp32), as torch.softmax."""
+    scale = float(scale)
     if _plain(x):
-        return _softmax_impl(x, dim, float(scale))
-    return _softmax_op(x, dim, float(scale))
+        return _softmax_impl(x, dim, scale)
+    if _needs_grad(x):
+        return _SoftmaxFn.apply(x, dim, scale)
+    return _softmax_op(x, dim, scale)
