@@ -32,9 +32,12 @@ class _FakeKernel:
         return {"backend": "fake", "id": "f", "name": "f"}
 
 
-def _fake_engine() -> None:
+def _fake_engine():
+    """Fakes the engine and the C calls; returns a fake of gt_kernel_run_ex's arity."""
     labs = ctypes.PyDLL(None).labs  # any C function: the extra arguments are ignored (SysV x86-64)
     labs.argtypes, labs.restype = [ctypes.c_void_p] * 6, ctypes.c_int
+    labs10 = ctypes.PyDLL(None).labs  # gt_kernel_run_ex's arity, for comparison
+    labs10.argtypes, labs10.restype = [ctypes.c_void_p] * 9 + [ctypes.c_int], ctypes.c_int
     _ops._State.run = object()   # "bound"
     _ops._State.run_abd = labs
     _ops._raw_stream = lambda device: 0x20000
@@ -42,6 +45,7 @@ def _fake_engine() -> None:
     P._check_cuda = lambda op, name, t, device: None
     torch.cuda.current_device = lambda: 0
     torch.cuda.device = lambda d: contextlib.nullcontext()
+    return labs10
 
 
 def variants(dispatch_key: str = "CPU"):
@@ -76,7 +80,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=9)
     args = ap.parse_args()
-    _fake_engine()
+    ex = _fake_engine()
     keep, mm_autograd, mm_custom = variants()
     bf16 = torch.bfloat16
     a = torch.randn(16, 512, dtype=bf16)
@@ -91,7 +95,9 @@ def main() -> None:
                                 b.get_device()),
         "  torch.empty(shape, dtype=, device=)": lambda: torch.empty((16, 512), dtype=bf16, device=dev),
         "  a.new_empty(shape)": lambda: a.new_empty((16, 512)),
-        "  ctypes call, 6 arguments": lambda: abd(None, 0x30000, 0x40000, 0x50000, None, 0x20000),
+        "  ctypes call, 6 arguments (gt_kernel_run_abd)": lambda: abd(None, 0x30000, 0x40000, 0x50000, None, 0x20000),
+        "  ctypes call, 10 arguments (gt_kernel_run_ex)": lambda: ex(None, 0x30000, 0x40000, None, 0x50000, None, None,
+                                                                    None, 0x20000, 0),
         "op: Library CPU kernel (gemmtune's)": lambda: _ops._mm_op(a, b),
         "op: Library + register_autograd": lambda: mm_autograd(a, b),
         "op: torch.library.custom_op (s8)": lambda: mm_custom(a, b),

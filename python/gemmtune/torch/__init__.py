@@ -3,7 +3,7 @@
     import gemmtune.torch as gt
     report = gt.optimize(model, example_inputs)     # tunes every nn.Linear, swaps in gt.Linear
 
-Ops (torch.library custom ops `torch.ops.gemmtune.*`, traceable by torch.compile(fullgraph=True),
+Ops (torch.library ops `torch.ops.gemmtune.*`, traceable by torch.compile(fullgraph=True),
 capturable in CUDA graphs once warmed up): mm, linear, scaled_mm, softmax. grouped_mm (torch._grouped_mm's
 signature, mixture-of-experts layers) runs eagerly only (_grouped.py). They run on torch's
 current stream and allocate their outputs through torch. Arguments they cannot run raise
