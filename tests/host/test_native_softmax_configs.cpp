@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/native/softmax.hpp"
@@ -40,11 +41,14 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
           EXPECT_LE(c.threads, max_threads) << c.name();
           EXPECT_TRUE(c.vec == 1 || c.vec == int(16 / size_of(in))) << c.name();
           const bool own_alignment = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ||
-                                     c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::wide;
+                                     c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::wide ||
+                                     c.kind == SoftmaxKind::span;
           if (c.vec > 1 && !own_alignment) EXPECT_EQ(p.row_stride() % c.vec, 0) << c.name();
           if (own_alignment) EXPECT_EQ(c.vec * int(size_of(in)), 16) << c.name();
-          if (c.kind != SoftmaxKind::tiny) EXPECT_EQ(c.group, 0) << c.name();
-          if (c.kind != SoftmaxKind::online && c.kind != SoftmaxKind::tiny) EXPECT_EQ(c.elems % c.vec, 0) << c.name();
+          if (c.kind != SoftmaxKind::tiny && c.kind != SoftmaxKind::span) EXPECT_EQ(c.group, 0) << c.name();
+          if (c.kind != SoftmaxKind::span) EXPECT_EQ(c.chunk_kib, 0) << c.name();
+          if (c.kind != SoftmaxKind::online && c.kind != SoftmaxKind::tiny && c.kind != SoftmaxKind::span)
+            EXPECT_EQ(c.elems % c.vec, 0) << c.name();
           if (c.kind == SoftmaxKind::cluster) {
             EXPECT_GE(c.cluster, 2);
             EXPECT_LE(c.cluster, 16);
@@ -96,6 +100,19 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
             EXPECT_GE(int64_t(c.group) * c.elems, cols) << c.name();
             if (c.group > 1) EXPECT_LT(int64_t(c.group) * c.elems, 2 * cols) << c.name() << ": most of a group idle";
             EXPECT_EQ(c.cluster, 1);
+          } else if (c.kind == SoftmaxKind::span) {
+            EXPECT_EQ(p.row_stride(), cols) << c.name() << ": packed rows only";
+            EXPECT_TRUE(c.threads == 256 || c.threads == 512) << c.name();
+            EXPECT_EQ(c.threads % c.group, 0) << c.name();
+            if (c.elems > 0) {
+              EXPECT_LE(cols, 256) << c.name();
+              EXPECT_LE(c.group, 32) << c.name();
+              EXPECT_GE(int64_t(c.group) * c.elems, cols) << c.name();
+            } else {
+              EXPECT_GT(cols, 256) << c.name();
+            }
+            EXPECT_TRUE(c.stages >= 2 && c.stages <= 4) << c.name();
+            EXPECT_EQ(c.cluster, 1);
           } else if (c.kind == SoftmaxKind::wide) {
             EXPECT_GE(cols, 8192) << c.name();
             EXPECT_LE(c.elems, 32) << c.name();
@@ -105,7 +122,7 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
             EXPECT_EQ(c.cluster, 1);
           }
           if (c.kind == SoftmaxKind::row) EXPECT_TRUE(c.stages == 1 || (c.stages == 2 && c.threads <= 512)) << c.name();
-          else if (c.kind != SoftmaxKind::pipe) EXPECT_EQ(c.stages, 0) << c.name();
+          else if (c.kind != SoftmaxKind::pipe && c.kind != SoftmaxKind::span) EXPECT_EQ(c.stages, 0) << c.name();
           if (c.kind != SoftmaxKind::pipe && c.kind != SoftmaxKind::row) EXPECT_EQ(c.block_rows, 1) << c.name();
           EXPECT_EQ(NativeSoftmaxConfig::parse(c.name()), c) << c.name();
           online += c.kind == SoftmaxKind::online;
@@ -125,17 +142,20 @@ TEST(NativeSoftmaxConfigs, KindsByRowLength) {
   };
   using K = SoftmaxKind;
   // online only past 1024 columns (tiny holds every shorter row)
-  EXPECT_EQ(kinds(1), (std::set<K>{K::warp, K::tiny}));
-  EXPECT_EQ(kinds(256), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny}));  // pipe: a warp a row, 4 rows a CTA
-  EXPECT_EQ(kinds(128), (std::set<K>{K::warp, K::block, K::row, K::tiny}));  // pipe: a warp x 8 elems = 256 columns at least
-  EXPECT_EQ(kinds(257), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny}));  // ld 257: pipe in virtual columns
-  EXPECT_EQ(kinds(1024), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny}));
-  EXPECT_EQ(kinds(4097), (std::set<K>{K::block, K::pipe, K::row, K::online}));  // ld 4097: pipe in virtual columns
-  EXPECT_EQ(kinds(4096), (std::set<K>{K::block, K::smem, K::pipe, K::row, K::online}));
-  EXPECT_EQ(kinds(16384), (std::set<K>{K::block, K::cluster, K::smem, K::pipe, K::row, K::online}));
-  EXPECT_EQ(kinds(16385), (std::set<K>{K::cluster, K::pipe, K::row, K::online}));  // ld 16385: pipe in virtual columns only
+  // span: packed rows whose chunk share fits shared memory (bf16 rows of at most ~110 KiB)
+  EXPECT_EQ(kinds(1), (std::set<K>{K::warp, K::tiny, K::span}));
+  EXPECT_EQ(kinds(256), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny, K::span}));  // pipe: a warp a row, 4 rows a CTA
+  EXPECT_EQ(kinds(128), (std::set<K>{K::warp, K::block, K::row, K::tiny, K::span}));  // pipe: a warp x 8 elems = 256 columns at least
+  EXPECT_EQ(kinds(257), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny, K::span}));  // ld 257: pipe in virtual columns
+  EXPECT_EQ(kinds(1024), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny, K::span}));
+  EXPECT_EQ(kinds(4097), (std::set<K>{K::block, K::pipe, K::row, K::span, K::online}));  // ld 4097: pipe in virtual columns
+  EXPECT_EQ(kinds(4097, 4104), (std::set<K>{K::block, K::smem, K::pipe, K::row, K::online}));  // strided: no span
+  EXPECT_EQ(kinds(4096), (std::set<K>{K::block, K::smem, K::pipe, K::row, K::span, K::online}));
+  EXPECT_EQ(kinds(16384), (std::set<K>{K::block, K::cluster, K::smem, K::pipe, K::row, K::span, K::online}));
+  EXPECT_EQ(kinds(16385), (std::set<K>{K::cluster, K::pipe, K::row, K::span, K::online}));  // ld 16385: pipe in virtual columns only
   EXPECT_EQ(kinds(16385, 16392), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
   EXPECT_EQ(kinds(65535, 65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(50257), (std::set<K>{K::cluster, K::pipe, K::row, K::span, K::online}));  // span: a row a chunk, 2 stages
   EXPECT_EQ(kinds(65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
   EXPECT_EQ(kinds(262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
   EXPECT_EQ(kinds(262143, 262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
@@ -157,7 +177,7 @@ TEST(NativeSoftmaxConfigs, SuiteRowsHaveAOnePassConfig) {
 }
 
 // warp, block, cluster, smem, online: 16-byte packs where every row starts on one, else 1;
-// pipe, row, tiny, wide: 16-byte packs always (each row's head and tail element-wise).
+// pipe, row, tiny, wide, span: 16-byte packs always (each row's head and tail element-wise).
 TEST(NativeSoftmaxConfigs, OneVectorWidthWhereLdAllows) {
   auto vecs = [](int64_t cols, int64_t ld, DType in, bool own) {
     auto p = SoftmaxProblem::make(4, cols, in);
@@ -165,7 +185,7 @@ TEST(NativeSoftmaxConfigs, OneVectorWidthWhereLdAllows) {
     std::set<int> v;
     for (const auto& c : native_softmax_configs(p))
       if (own == (c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row || c.kind == SoftmaxKind::tiny ||
-                  c.kind == SoftmaxKind::wide))
+                  c.kind == SoftmaxKind::wide || c.kind == SoftmaxKind::span))
         v.insert(c.vec);
     return v;
   };
@@ -339,7 +359,8 @@ TEST(NativeSoftmaxConfigs, PinnedListForOneProblem) {
       "pipe_v8_e32_t128_r4_c1_s3", "pipe_v8_e32_t256_r8_c1_s2", "pipe_v8_e32_t256_r8_c1_s3", "pipe_v8_e16_t256_r4_c1_s2",
       "pipe_v8_e16_t256_r4_c1_s3", "pipe_v8_e8_t256_r2_c1_s2",  "pipe_v8_e8_t256_r2_c1_s3",  "row_v8_e8_t128_r1_c1_s1", "row_v8_e8_t128_r1_c1_s2",
       "row_v8_e16_t128_r2_c1_s1", "row_v8_e16_t128_r2_c1_s2",     "row_v8_e16_t256_r4_c1_s1", "row_v8_e16_t256_r4_c1_s2",     "row_v8_e32_t128_r4_c1_s1", "row_v8_e32_t128_r4_c1_s2",     "row_v8_e32_t256_r8_c1_s1", "row_v8_e32_t256_r8_c1_s2",
-      "row_v8_e64_t128_r8_c1_s1", "row_v8_e64_t128_r8_c1_s2",     "row_v8_e64_t256_r16_c1_s1", "row_v8_e64_t256_r16_c1_s2",    "tiny_v8_e32_t256_g32"};
+      "row_v8_e64_t128_r8_c1_s1", "row_v8_e64_t128_r8_c1_s2",     "row_v8_e64_t256_r16_c1_s1", "row_v8_e64_t256_r16_c1_s2",    "tiny_v8_e32_t256_g32",
+      "span_v8_e0_t512_g32_k48_s4", "span_v8_e0_t256_g32_k24_s4", "span_v8_e0_t512_g64_k48_s4", "span_v8_e0_t256_g64_k24_s4"};
   EXPECT_EQ(names, want);
 }
 
@@ -517,10 +538,11 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
             ((c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row) && c.cluster > 1);
         EXPECT_EQ(l.cluster > 1, clustered) << c.name();
         const bool ones = c.kind == SoftmaxKind::tiny && p.cols == 1 && p.row_stride() == 1;  // tiny's element-wise path
-        EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || (c.kind == SoftmaxKind::tiny && !ones))
+        EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ||
+                                          c.kind == SoftmaxKind::span || (c.kind == SoftmaxKind::tiny && !ones))
             << c.name();
         EXPECT_EQ(l.persistent, c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row || c.kind == SoftmaxKind::wide ||
-                                    c.kind == SoftmaxKind::tiny)
+                                    c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::span)
             << c.name();
         EXPECT_EQ(l.cooperative, c.kind == SoftmaxKind::wide) << c.name();
         if (ones) {  // packed rows of one value: 4 16-byte packs of x a thread
@@ -531,6 +553,14 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
           EXPECT_LE(l.dynamic_smem, 48 * 1024) << c.name();
           const int64_t rows_per_cta = std::max<int64_t>(1, 24576 / (p.cols * int64_t(size_of(p.in) + size_of(p.out))));
           EXPECT_EQ(l.grid, (p.rows + rows_per_cta - 1) / rows_per_cta) << c.name();
+          continue;
+        }
+        if (c.kind == SoftmaxKind::span) {  // an upper bound: every chunk of rows (a multiple of the CTA's groups) on its own CTA
+          const int64_t ng = c.threads / c.group, rb = p.cols * int64_t(size_of(p.in));
+          const int64_t R = int64_t(c.chunk_kib) * 1024 / (ng * rb) * ng;
+          ASSERT_GE(R, ng) << c.name();
+          EXPECT_EQ(l.grid, (p.rows + R - 1) / R) << c.name();
+          EXPECT_EQ(l.dynamic_smem, c.stages * ((R * rb + 32 + 127) / 128 * 128)) << c.name();
           continue;
         }
         if (c.kind == SoftmaxKind::wide) {  // an upper bound: every slice of every row on its own CTA
@@ -609,4 +639,65 @@ TEST(NativeSoftmaxLaunch, RefusesWhatAConfigCannotRun) {
   EXPECT_EQ(q.dynamic_smem, 3 * 32768 * 2);
   EXPECT_TRUE(q.persistent);
   EXPECT_EQ(q.str(), "grid 16384 x 1024 threads, 196608 B dynamic smem, cluster 8, persistent");
+}
+
+// span (packed rows as one flat span, chunks staged by the copy engine): the pinned lists of the
+// odd widths and short rows of bench/suites/softmax-shapes.csv, the chunk's rows a multiple of the
+// CTA's groups within its KiB and the stages within shared memory; refusals.
+TEST(NativeSoftmaxConfigs, SpanConfigs) {
+  auto names = [](int64_t rows, int64_t cols, DType in) {
+    std::vector<std::string> out;
+    for (const auto& c : native_softmax_configs(SoftmaxProblem::make(rows, cols, in)))
+      if (c.kind == SoftmaxKind::span) out.push_back(c.name());
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(names(19173961, 7, DType::bf16),
+            (V{"span_v8_e8_t512_g1_k48_s4", "span_v8_e8_t256_g1_k24_s4", "span_v8_e4_t512_g2_k48_s4", "span_v8_e4_t256_g2_k24_s4"}));
+  EXPECT_EQ(names(134217728, 1, DType::bf16), (V{"span_v8_e1_t512_g1_k48_s4", "span_v8_e1_t256_g1_k24_s4"}));
+  EXPECT_EQ(names(131072, 1001, DType::bf16),
+            (V{"span_v8_e0_t512_g16_k72_s3", "span_v8_e0_t256_g16_k36_s3", "span_v8_e0_t512_g32_k48_s4", "span_v8_e0_t256_g32_k24_s4"}));
+  EXPECT_EQ(names(32768, 4097, DType::bf16),
+            (V{"span_v8_e0_t512_g128_k48_s4", "span_v8_e0_t256_g128_k24_s4", "span_v8_e0_t512_g256_k48_s4", "span_v8_e0_t256_g256_k24_s4"}));
+  EXPECT_EQ(names(8192, 16385, DType::bf16),
+            (V{"span_v8_e0_t512_g512_k48_s4", "span_v8_e0_t256_g256_k36_s3"}));
+  EXPECT_EQ(names(4096, 50257, DType::bf16), (V{"span_v8_e0_t512_g512_k110_s2"}));
+  EXPECT_TRUE(names(4096, 50257, DType::fp32).empty());  // 201 KiB a row: not two stages
+  EXPECT_TRUE(names(4096, 128256, DType::bf16).empty());
+  for (const auto& [rows, cols, in] : {std::tuple{19173961, 7, DType::bf16}, {131072, 1001, DType::fp32}, {32768, 4097, DType::fp16},
+                                       {8192, 16385, DType::fp32}, {4096, 50257, DType::bf16}}) {
+    const auto p = SoftmaxProblem::make(rows, cols, in);
+    for (const auto& c : native_softmax_configs(p)) {
+      if (c.kind != SoftmaxKind::span) continue;
+      const NativeSoftmaxLaunch l = native_softmax_launch(c, p);
+      EXPECT_TRUE(l.persistent) << c.name();
+      EXPECT_LE(l.dynamic_smem, kNativeSmemDynamicOptIn) << c.name();
+      EXPECT_GE(l.dynamic_smem, c.stages * (cols * int64_t(size_of(in)) * (c.threads / c.group) + 32)) << c.name();
+      EXPECT_EQ(native_softmax_launch_violation(l, NativeSoftmaxDeviceLimits{}, 2048, 64), "") << c.name();
+    }
+  }
+  using C = NativeSoftmaxConfig;
+  const auto span = SoftmaxKind::span;
+  const C ok{span, 8, 8, 512, 1, 4, 1, 1, 48};
+  EXPECT_EQ(ok.name(), "span_v8_e8_t512_g1_k48_s4");
+  EXPECT_EQ(C::parse("span_v8_e0_t512_g64_k48_s4"), (C{span, 8, 0, 512, 1, 4, 1, 64, 48}));
+  const auto p7 = SoftmaxProblem::make(1000, 7);
+  EXPECT_EQ(ok.cannot_run(p7), "");
+  auto mixed = p7;
+  mixed.out = DType::fp32;
+  EXPECT_NE(ok.cannot_run(mixed), "");  // y over x in shared memory: one dtype
+  auto strided = p7;
+  strided.ld = 8;
+  EXPECT_NE(ok.cannot_run(strided), "");  // packed rows only
+  EXPECT_NE((C{span, 8, 4, 512, 1, 4, 1, 1, 48}).cannot_run(p7), "");    // 1 lane x 4 values < 7
+  EXPECT_NE((C{span, 8, 8, 512, 1, 7, 1, 1, 48}).cannot_run(p7), "");    // stages 2 .. 6
+  EXPECT_NE((C{span, 8, 8, 512, 1, 4, 1, 64, 48}).cannot_run(p7), "");   // elems > 0: a group within a warp
+  EXPECT_NE((C{span, 8, 0, 512, 1, 4, 1, 1, 48}).cannot_run(p7), "");    // packs: 2 lanes at least
+  EXPECT_NE((C{span, 8, 0, 1024, 1, 4, 1, 64, 48}).cannot_run(p7), "");  // 16 groups of warps: 15 named barriers
+  EXPECT_NE((C{span, 8, 0, 512, 1, 4, 1, 48, 48}).cannot_run(p7), "");   // 48 lanes: not whole warps
+  EXPECT_NE((C{span, 4, 8, 512, 1, 4, 1, 1, 48}).cannot_run(p7), "");    // 16-byte packs
+  EXPECT_NE((C{span, 8, 0, 512, 1, 4, 1, 512, 48}).cannot_run(SoftmaxProblem::make(10, 50257)), "");  // a row past 48 KiB
+  EXPECT_NE((C{span, 8, 0, 512, 1, 3, 1, 512, 110}).cannot_run(SoftmaxProblem::make(10, 50257)), "");  // 3 x 98 KiB
+  EXPECT_THROW(C::parse("span_v8_e0_t512_g64_k48"), Error);
+  EXPECT_THROW(C::parse("span_v8_e0_t512_g64_s4_k48"), Error);
 }

@@ -1137,6 +1137,272 @@ __global__ void __launch_bounds__(kTinyMaxThreads)
   }
 }
 
+// ---- span: packed rows as one flat span, chunks of whole rows staged by the copy engine -------
+//
+// Packed rows (ld == cols) of one dtype T (y's dtype is x's) are one flat array: a chunk of R
+// consecutive rows is one contiguous byte span [b0, b1) of x and of y, whatever the row width
+// (rows of 4097 bf16 start on every even byte). Persistent CTA b takes the chunks b, b + G, ...
+// and keeps S stages of shared memory (an mbarrier each). Thread 0 copies the 16-byte aligned
+// span [a0, a1) covering a chunk into its stage with cp.async.bulk (a0 = b0 rounded down to 16,
+// a1 = b1 rounded up but at most x's last whole 16 bytes; the few bytes of the neighbouring
+// chunks that come along are never used, x's last partial 16 bytes come element by element), so
+// that stage byte o holds x's byte a0 + o and 16-byte packs of x are 16-byte packs of the stage.
+// Groups of `group` lanes reduce the rows from the stage and write y over x in place; then
+// thread 0 stores the chunk's whole 16-byte packs [B0, B1) (b0 rounded up, b1 down) with a bulk
+// copy shared -> global, and lanes of warp 1 store the partial edge packs' own elements. Thread 0
+// refills a stage once its store has read it (cp.async.bulk.wait_group.read 1: the previous
+// chunk's store is done reading, this chunk's may go on): S - 2 chunks stream in while one is
+// reduced and one is stored.
+//
+// A row: E > 0: lane k of a group (1 .. 32 lanes of one warp) holds the columns k, k + group, ...
+// (E of them, cols <= group E) in registers: max and sum by xor shuffles, exp once. E = 0 (long
+// rows): lane k of a group (2 .. 32 lanes, or whole warps: a multiple of 32 dividing the CTA)
+// takes the row's 16-byte packs of the stage k, k + group, ... in three passes (max; sum of exp;
+// y), exp twice, the row's partial first and last packs masked (their other elements belong to
+// the neighbouring rows, which other groups may be writing: only the row's own elements are
+// used and written); a group of warps merges its warps' max and sum through shared memory
+// behind a named barrier (id 1 + group). R is a multiple of the groups of a CTA, so that every
+// group has a row in every full chunk. Special values as tiny: a NaN, a +Inf or an all -Inf row
+// makes the sum NaN (the row NaN), -Inf entries of a finite row give 0.
+constexpr int kSpanMaxThreads = 1024;  // the launch bound (64 registers a thread)
+constexpr int kSpanMaxStages = 6;
+constexpr int kSpanStageSlack = 32;  // bytes of a stage past its rows: the partial packs at both ends
+
+__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// bytes (a multiple of 16; both addresses 16-byte aligned) from this CTA's shared src to global
+// dst, in the current bulk group.
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Every bulk group but the newest has read its shared memory.
+__device__ __forceinline__ void bulk_wait_read_1() { asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// The threads of a group of `count` (a multiple of 32) wait for each other (not .aligned: warp 0
+// may arrive after its lane 0 issued copies).
+__device__ __forceinline__ void named_barrier(int id, int count) {
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+// The bytes of chunk k: rows [k R, k R + nr), bytes [b0, b1) of x and y; the bulk-copied bytes
+// [a0, a1) of x (a1 >= a0; x's bytes [a1, b1) past its last whole 16 come element by element).
+struct SpanChunk {
+  int64_t b0, b1, a0, a1;
+  int nr;
+};
+__device__ __forceinline__ SpanChunk span_chunk(int64_t k, int64_t R, int64_t rows, int64_t row_bytes, int64_t xend16) {
+  SpanChunk c;
+  const int64_t r0 = k * R, r1 = r0 + R < rows ? r0 + R : rows;
+  c.nr = int(r1 - r0);
+  c.b0 = r0 * row_bytes;
+  c.b1 = r1 * row_bytes;
+  c.a0 = c.b0 & ~int64_t(15);
+  const int64_t up = (c.b1 + 15) & ~int64_t(15);
+  c.a1 = up < xend16 ? up : xend16;
+  if (c.a1 < c.a0) c.a1 = c.a0;
+  return c;
+}
+
+// max (SUM false) or sum of v over a group of G lanes: G <= 32 (xor shuffles within the group;
+// every lane of the warp calls it), or G a multiple of 32 (then the group's warps merge through
+// red[32] behind named barrier 1 + q; red_m and red_s are distinct arrays, so that one barrier
+// per reduction suffices: a warp rewrites its slot of red only after the group's next barrier,
+// which every thread reaches after it read the slot).
+template <bool SUM>
+__device__ __forceinline__ float group_reduce(float v, int G, int q, float* red) {
+  for (int o = (G < 32 ? G : 32) >> 1; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = SUM ? v + w : fmaxf(v, w);
+  }
+  if (G <= 32) return v;
+  const int W = G >> 5, w0 = q * W;
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  named_barrier(1 + q, G);
+  v = red[w0];
+  for (int i = 1; i < W; ++i) v = SUM ? v + red[w0 + i] : fmaxf(v, red[w0 + i]);
+  return v;
+}
+
+// 16 bytes of T as floats and back.
+template <class T>
+__device__ __forceinline__ void unpack16(const uint4& r, float* v) {
+  constexpr int V = int(16 / sizeof(T));
+  const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(&r);
+#pragma unroll
+  for (int i = 0; i < V; ++i) v[i] = to_float(p.v[i]);
+}
+template <class T>
+__device__ __forceinline__ uint4 pack16(const float* v) {
+  constexpr int V = int(16 / sizeof(T));
+  Pack<T, V> p;
+#pragma unroll
+  for (int i = 0; i < V; ++i) p.v[i] = from_float<T>(v[i]);
+  return *reinterpret_cast<const uint4*>(&p);
+}
+
+// exp(a - m) for the a of a row whose max is m, as ex2(a log2e - m log2e) (one FFMA; m = -Inf or
+// +Inf give NaN as exp_sub does), unless m log2e overflows (|m| > 2.3e38).
+struct ExpAgainst {
+  float m, ml;
+  bool fast;
+  __device__ __forceinline__ explicit ExpAgainst(float m_) : m(m_), ml(m_ * kLog2e), fast(isfinite(m_ * kLog2e) || !isfinite(m_)) {}
+  __device__ __forceinline__ float operator()(float a) const { return fast ? ex2(fmaf(a, kLog2e, -ml)) : exp_sub(a, m); }
+};
+
+template <class T, int E>
+__global__ void __launch_bounds__(kSpanMaxThreads)
+    softmax_span_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, float scale, int64_t R,
+                        int S, int stage_bytes, int G) {
+  constexpr int V = int(16 / sizeof(T)), SZ = int(sizeof(T));
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kSpanMaxStages];
+  __shared__ float red_m[32], red_s[32];
+  const int t = int(threadIdx.x), T_ = int(blockDim.x);
+  const int64_t row_bytes = cols * SZ, xend16 = (rows * row_bytes) & ~int64_t(15);
+  const int64_t nchunks = (rows + R - 1) / R, G0 = gridDim.x;
+  if (t == 0) {
+    for (int s = 0; s < S; ++s) mbar_init(&full[s], 1);
+    fence_mbar_init();
+  }
+  __syncthreads();
+  const uint64_t policy = evict_first_policy();
+  // Thread 0: chunk k's bytes [a0, a1) of x into stage st (nothing past the last chunk).
+  auto issue = [&](int64_t k, int st) {
+    if (k >= nchunks) return;
+    const SpanChunk c = span_chunk(k, R, rows, row_bytes, xend16);
+    const uint32_t bytes = uint32_t(c.a1 - c.a0);
+    mbar_arrive_expect_tx(&full[st], bytes);
+    unsigned char* const dst = smem_raw + int64_t(st) * stage_bytes;
+    const char* const src = reinterpret_cast<const char*>(x) + c.a0;
+    for (uint32_t o = 0; o < bytes; o += kBulkChunk)
+      bulk_load(dst + o, src + o, bytes - o < kBulkChunk ? bytes - o : kBulkChunk, &full[st], policy);
+  };
+  if (t == 0)
+    for (int s = 0; s + 1 < S; ++s) issue(blockIdx.x + s * G0, s);
+
+  const int q = t / G, k = t - q * G, ng = T_ / G;
+  const int qw = G < 32 ? (t & ~31) / G : q;  // the first group of this thread's warp
+  int it = 0;
+  for (int64_t ch = blockIdx.x; ch < nchunks; ch += G0, ++it) {
+    const int st = it % S;
+    unsigned char* const stage = smem_raw + int64_t(st) * stage_bytes;
+    const SpanChunk c = span_chunk(ch, R, rows, row_bytes, xend16);
+    mbar_wait(&full[st], uint32_t(it / S) & 1u);
+    if (c.b1 > c.a1) {  // x's last partial 16 bytes (the last chunk only: uniform)
+      const int64_t e0 = (c.b0 > c.a1 ? c.b0 : c.a1) / SZ, e1 = c.b1 / SZ;
+      for (int64_t e = e0 + t; e < e1; e += T_) *reinterpret_cast<T*>(stage + (e * SZ - c.a0)) = x[e];
+      __syncthreads();
+    }
+    const int ob = int(c.b0 - c.a0);  // the chunk's first byte in the stage (0 .. 15)
+    const int rb = int(row_bytes);    // a row fits a stage (cannot_run)
+    for (int lr0 = 0; lr0 + qw < c.nr; lr0 += ng) {
+      const int lr = lr0 + q;
+      const bool valid = lr < c.nr;
+      if constexpr (E > 0) {
+        T* const rx = reinterpret_cast<T*>(stage + ob + (valid ? lr : 0) * rb);
+        const int n = int(cols);
+        float v[E];
+#pragma unroll
+        for (int j = 0; j < E; ++j) {
+          const int cc = k + j * G;
+          v[j] = valid && cc < n ? scale * to_float(rx[cc]) : -INFINITY;
+        }
+        float m = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < E; ++j) m = fmaxf(m, v[j]);
+        m = group_reduce<false>(m, G, q, red_m);
+        const ExpAgainst ex(m);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < E; ++j)
+          if (k + j * G < n) {
+            v[j] = ex(v[j]);
+            sum += v[j];
+          }
+        sum = group_reduce<true>(sum, G, q, red_s);
+        const float inv = 1.0f / sum;
+        if (valid) {
+#pragma unroll
+          for (int j = 0; j < E; ++j)
+            if (k + j * G < n) rx[k + j * G] = from_float<T>(v[j] * inv);
+        }
+      } else {
+        const int o0 = ob + lr * rb, o1 = o0 + rb;            // the row's bytes in the stage
+        const int p0 = o0 >> 4, p1 = valid ? (o1 + 15) >> 4 : p0;  // its packs
+        // a = s x of element i of pack p, -Inf for the neighbours' elements
+        auto scaled = [&](int p, const uint4& r, float* a) {
+          unpack16<T>(r, a);
+          const bool whole = 16 * p >= o0 && 16 * p + 16 <= o1;
+#pragma unroll
+          for (int i = 0; i < V; ++i) {
+            const int b = 16 * p + i * SZ;
+            a[i] = whole || (b >= o0 && b < o1) ? scale * a[i] : -INFINITY;
+          }
+        };
+        float m = -INFINITY;
+#pragma unroll 2
+        for (int p = p0 + k; p < p1; p += G) {
+          float a[V];
+          scaled(p, *reinterpret_cast<const uint4*>(stage + 16 * p), a);
+#pragma unroll
+          for (int i = 0; i < V; ++i) m = fmaxf(m, a[i]);
+        }
+        m = group_reduce<false>(m, G, q, red_m);
+        const ExpAgainst ex(m);
+        float sum = 0.0f;
+#pragma unroll 2
+        for (int p = p0 + k; p < p1; p += G) {
+          float a[V];
+          scaled(p, *reinterpret_cast<const uint4*>(stage + 16 * p), a);
+#pragma unroll
+          for (int i = 0; i < V; ++i) sum += ex(a[i]);  // ex2(-Inf) = 0 for the neighbours'
+        }
+        sum = group_reduce<true>(sum, G, q, red_s);
+        const float inv = 1.0f / sum;
+#pragma unroll 2
+        for (int p = p0 + k; p < p1; p += G) {
+          float a[V];
+          uint4* const sp = reinterpret_cast<uint4*>(stage + 16 * p);
+          scaled(p, *sp, a);
+#pragma unroll
+          for (int i = 0; i < V; ++i) a[i] = ex(a[i]) * inv;
+          if (16 * p >= o0 && 16 * p + 16 <= o1) {
+            *sp = pack16<T>(a);
+          } else {
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+              const int b = 16 * p + i * SZ;
+              if (b >= o0 && b < o1) *reinterpret_cast<T*>(stage + b) = from_float<T>(a[i]);
+            }
+          }
+        }
+      }
+    }
+    fence_proxy_async_smem();  // y in the stage, visible to the bulk store
+    __syncthreads();
+    const int64_t B0 = (c.b0 + 15) & ~int64_t(15), B1 = c.b1 & ~int64_t(15);
+    if (t == 0) {
+      if (B1 > B0) {
+        const uint32_t bytes = uint32_t(B1 - B0);
+        const unsigned char* const src = stage + (B0 - c.a0);
+        char* const dst = reinterpret_cast<char*>(y) + B0;
+        for (uint32_t o = 0; o < bytes; o += kBulkChunk) bulk_store(dst + o, src + o, bytes - o < kBulkChunk ? bytes - o : kBulkChunk);
+      }
+      bulk_commit();
+      bulk_wait_read_1();  // the previous chunk's stage is free
+      issue(ch + int64_t(S - 1) * G0, (it + S - 1) % S);
+    } else if (t >= 32 && t < 32 + 2 * V) {  // the partial edge packs: head [b0, min(B0, b1)), tail [max(B1, B0), b1)
+      const int i = t - 32;
+      const int64_t b = i < V ? c.b0 + i * SZ : B1 + (i - V) * SZ;
+      const bool own = i < V ? b < (B0 < c.b1 ? B0 : c.b1) : b >= B0 && b < c.b1;
+      if (own) y[b / SZ] = *reinterpret_cast<const T*>(stage + (b - c.a0));
+    }
+    __syncwarp();
+  }
+  if (t == 0) bulk_wait_all();
+}
+
 // ---- wide: few long rows, each cut into slices spread over the whole GPU ----------------------
 //
 // Slice sl of row r covers the virtual columns [sl S, sl S + S) (S = threads x E; nsl slices a
@@ -1645,6 +1911,40 @@ void launch_tiny(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
   }
 }
 
+// span: the rows of a chunk (a multiple of the CTA's threads / group, as many as chunk_kib KiB of x
+// hold; 0 when not even one row a group fits) and the bytes of one stage (the chunk and its two
+// partial edge packs, rounded to 128).
+int64_t span_rows(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
+  if (c.group < 1 || c.threads % c.group) return 0;
+  const int64_t ng = c.threads / c.group, row_bytes = p.cols * int64_t(size_of(p.in));
+  return int64_t(c.chunk_kib) * 1024 / (ng * row_bytes) * ng;
+}
+int64_t span_stage_bytes(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
+  return (span_rows(c, p) * p.cols * int64_t(size_of(p.in)) + kSpanStageSlack + 127) / 128 * 128;
+}
+
+template <class Ti, class To, int VEC>
+void launch_span(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  if constexpr (std::is_same_v<Ti, To> && VEC * sizeof(Ti) == 16) {
+    int64_t rows = p.rows, cols = p.cols, R = span_rows(c, p);
+    float scale = p.scale;
+    int S = c.stages, stage_bytes = int(span_stage_bytes(c, p)), G = c.group;
+    void* args[] = {&x, &y, &rows, &cols, &scale, &R, &S, &stage_bytes, &G};
+    const void* kernel = nullptr;
+    switch (c.elems) {
+      case 0: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 0>); break;
+      case 1: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 1>); break;
+      case 2: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 2>); break;
+      case 4: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 4>); break;
+      case 8: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 8>); break;
+      default: GT_THROW("native softmax: " + c.name() + ": elems must be 0, 1, 2, 4 or 8 for the span kind");
+    }
+    launch(c, p, kernel, args, s);
+  } else {
+    GT_THROW("native softmax: " + c.name() + ": the span kind needs 16-byte vectors and y of x's dtype");
+  }
+}
+
 template <class Ti, class To, int E, int VEC>
 void launch_rows(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
   if constexpr (E % VEC == 0) {
@@ -1679,6 +1979,7 @@ void launch_vec(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti*
   if (c.kind == SoftmaxKind::row) return launch_row<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::wide) return launch_wide<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::tiny) return launch_tiny<Ti, To, VEC>(c, p, x, y, s);
+  if (c.kind == SoftmaxKind::span) return launch_span<Ti, To, VEC>(c, p, x, y, s);
   switch (c.elems) {
     case 1: return launch_rows<Ti, To, 1, VEC>(c, p, x, y, s);
     case 2: return launch_rows<Ti, To, 2, VEC>(c, p, x, y, s);
@@ -1728,6 +2029,7 @@ int launch_bound(const NativeSoftmaxConfig& c) {
     case SoftmaxKind::pipe: return c.elems > 32 ? pipe_max_threads<64>() : pipe_max_threads<32>();
     case SoftmaxKind::row: return c.elems > 32 || c.stages == 2 ? row_max_threads<64, true>() : row_max_threads<32, false>();
     case SoftmaxKind::tiny: return kTinyMaxThreads;
+    case SoftmaxKind::span: return kSpanMaxThreads;
     case SoftmaxKind::wide: return kWideMaxThreads;
     case SoftmaxKind::smem:
     case SoftmaxKind::online: return kMaxThreads;
@@ -1764,6 +2066,7 @@ const char* to_string(SoftmaxKind k) {
     case SoftmaxKind::tiny: return "tiny";
     case SoftmaxKind::wide: return "wide";
     case SoftmaxKind::row: return "row";
+    case SoftmaxKind::span: return "span";
   }
   return "?";
 }
@@ -1779,6 +2082,7 @@ int64_t NativeSoftmaxConfig::max_cols() const {
     case SoftmaxKind::online: return -1;
     case SoftmaxKind::tiny: return std::min<int64_t>(int64_t(group) * elems, kTinyMaxCols);
     case SoftmaxKind::wide: return -1;  // any: slices as many as the row needs
+    case SoftmaxKind::span: return -1;  // rows that fit a chunk: see cannot_run
   }
   return 0;
 }
@@ -1787,7 +2091,8 @@ std::string NativeSoftmaxConfig::name() const {
   std::string n = std::string(to_string(kind)) + "_v" + std::to_string(vec);
   if (kind != SoftmaxKind::online && kind != SoftmaxKind::smem) n += "_e" + std::to_string(elems);
   n += "_t" + std::to_string(threads);
-  if (kind == SoftmaxKind::tiny) n += "_g" + std::to_string(group);
+  if (kind == SoftmaxKind::tiny || kind == SoftmaxKind::span) n += "_g" + std::to_string(group);
+  if (kind == SoftmaxKind::span) n += "_k" + std::to_string(chunk_kib) + "_s" + std::to_string(stages);
   if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row) n += "_r" + std::to_string(block_rows);
   if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe || kind == SoftmaxKind::row)
     n += "_c" + std::to_string(cluster);
@@ -1799,7 +2104,8 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   auto bad = [&](const std::string& why) {
     GT_THROW("native softmax config '" + name + "': " + why +
              " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
-             "pipe_v8_e32_t1024_r1_c8_s3, row_v8_e32_t160_r1_c1_s1, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512)");
+             "pipe_v8_e32_t1024_r1_c8_s3, row_v8_e32_t160_r1_c1_s1, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512, "
+             "span_v8_e0_t512_g64_k48_s4)");
   };
   NativeSoftmaxConfig c;
   size_t pos = name.find('_');
@@ -1813,6 +2119,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   else if (kind == "tiny") c.kind = SoftmaxKind::tiny;
   else if (kind == "wide") c.kind = SoftmaxKind::wide;
   else if (kind == "row") c.kind = SoftmaxKind::row;
+  else if (kind == "span") c.kind = SoftmaxKind::span;
   else bad("unknown kind '" + kind + "'");
   auto field = [&](char tag) -> int {
     if (pos == std::string::npos || pos + 2 > name.size() || name[pos + 1] != tag) bad(std::string("missing _") + tag);
@@ -1826,13 +2133,17 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   c.vec = field('v');
   c.elems = c.kind == SoftmaxKind::online || c.kind == SoftmaxKind::smem ? 0 : field('e');
   c.threads = field('t');
-  c.group = c.kind == SoftmaxKind::tiny ? field('g') : 0;
+  c.group = c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::span ? field('g') : 0;
+  if (c.kind == SoftmaxKind::span) {
+    c.chunk_kib = field('k');
+    c.stages = field('s');
+  }
   c.block_rows = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? field('r') : 1;
   c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ||
                       c.kind == SoftmaxKind::row
                   ? field('c')
                   : 1;
-  c.stages = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? field('s') : 0;
+  if (c.kind != SoftmaxKind::span) c.stages = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? field('s') : 0;
   if (pos != std::string::npos) bad("trailing text");
   if (c.name() != name) bad("not in canonical form");
   return c;
@@ -1881,6 +2192,26 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32 for the tiny kind";
     if (!pow2(group) || group > 32) return "group must be 1, 2, 4, 8, 16 or 32 lanes a row";
     if (threads > kTinyMaxThreads) return "at most " + std::to_string(kTinyMaxThreads) + " threads for the tiny kind";
+  } else if (kind == SoftmaxKind::span) {
+    if (vec != vec16_of(p.in)) return "the span kind copies 16-byte packs (vec " + std::to_string(vec16_of(p.in)) + ")";
+    if (p.out != p.in) return "the span kind writes y over x in shared memory: y's dtype must be x's";
+    if (p.row_stride() != p.cols) return "the span kind needs packed rows (ld == cols)";
+    if (threads < 64) return "at least 64 threads for the span kind";
+    if (elems != 0 && (!pow2(elems) || elems > 8)) return "elems must be 0, 1, 2, 4 or 8 for the span kind";
+    if (group < 1 || threads % group || (group < 32 ? !pow2(group) : group % 32))
+      return "group must be 1, 2, 4, 8, 16 lanes or whole warps dividing the threads";
+    if (group > 32 && threads / group > 15) return "at most 15 groups of warps a CTA (named barriers)";
+    if (elems > 0 && group > 32) return "elems > 0 needs a group within one warp";
+    if (elems > 0 && p.cols > int64_t(group) * elems)
+      return "holds rows of at most " + std::to_string(group * elems) + " columns, not " + std::to_string(p.cols);
+    if (elems == 0 && group < 2) return "elems 0 (packs) needs at least 2 lanes a row";
+    if (stages < 2 || stages > kSpanMaxStages) return "stages must be 2 .. " + std::to_string(kSpanMaxStages);
+    if (chunk_kib < 1 || span_rows(*this, p) < 1)
+      return "a chunk of " + std::to_string(chunk_kib) + " KiB holds less than one row for each of the " +
+             std::to_string(threads / std::max(group, 1)) + " groups of a CTA";
+    if (stages * span_stage_bytes(*this, p) > kNativeSmemDynamicOptIn)
+      return std::to_string(stages) + " stages of " + std::to_string(span_stage_bytes(*this, p)) + " bytes exceed the " +
+             std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
   } else if (kind == SoftmaxKind::wide) {
     const int v16 = vec16_of(p.in);
     if (vec != v16) return "the wide kind loads 16-byte packs (vec " + std::to_string(v16) + ")";
@@ -1901,9 +2232,10 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   const bool rows_of_warps = kind == SoftmaxKind::pipe || kind == SoftmaxKind::row;  // block_rows, any cluster
   if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && !rows_of_warps && cluster != 1)
     return "cluster must be 1 for this kind";
-  if (!rows_of_warps && stages != 0) return "stages must be 0 for this kind";
+  if (!rows_of_warps && kind != SoftmaxKind::span && stages != 0) return "stages must be 0 for this kind";
   if (!rows_of_warps && block_rows != 1) return "block_rows must be 1 for this kind";
-  if (kind != SoftmaxKind::tiny && group != 0) return "group must be 0 for this kind";
+  if (kind != SoftmaxKind::tiny && kind != SoftmaxKind::span && group != 0) return "group must be 0 for this kind";
+  if (kind != SoftmaxKind::span && chunk_kib != 0) return "chunk_kib must be 0 for this kind";
   if (max_cols() >= 0 && p.cols > max_cols())
     return "holds rows of at most " + std::to_string(max_cols()) + " columns, not " + std::to_string(p.cols);
   // Virtual columns (pipe, row): a row that does not start on a 16-byte pack needs vec - 1 more.
@@ -1919,11 +2251,12 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     const int64_t np = (p.cols + vec - 1) / vec, q = (np + cluster - 1) / cluster;
     if ((cluster - 1) * q >= np) return "the last CTA of the cluster would have no columns";
   }
-  const int64_t per_block = kind == SoftmaxKind::tiny ? tiny_rows(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)))
-                                                      : rows_per_block();
+  const int64_t per_block = kind == SoftmaxKind::tiny   ? tiny_rows(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)))
+                            : kind == SoftmaxKind::span ? span_rows(*this, p)
+                                                        : rows_per_block();
   const int64_t blocks = (p.rows + per_block - 1) / per_block * cluster;
   if (blocks > int64_t(0x7fffffff)) return "too many rows for one grid (2^31 - 1 blocks)";
-  const bool own_alignment = rows_of_warps || kind == SoftmaxKind::tiny || kind == SoftmaxKind::wide;
+  const bool own_alignment = rows_of_warps || kind == SoftmaxKind::tiny || kind == SoftmaxKind::wide || kind == SoftmaxKind::span;
   if (vec > 1 && !aligned && !own_alignment)
     return "ld = " + std::to_string(p.row_stride()) + " is not a multiple of vec";
   return {};
@@ -2079,6 +2412,45 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       cfg.group = g;
       if (cfg.cannot_run(p).empty()) out.push_back(cfg);
     }
+  // span: packed rows, y of x's dtype, a row's chunk share in shared memory. Rows of at most 256
+  // values in registers (elems > 0): the fewest lanes g (a power of two <= 32) that hold the row
+  // at <= 8 values a lane, and twice as many at half the values; longer rows in packs (elems 0):
+  // the fewest lanes (8 .. the CTA) at <= 8 packs a lane, and twice as many. Each for one CTA an
+  // SM (512 threads, ~192 KiB of stages) and two (256 threads, ~96 KiB): the first (chunk KiB,
+  // stages) of each list that holds a row a group (more stages: more chunks in flight).
+  if (p.in == p.out && p.row_stride() == p.cols) {
+    const int64_t row_bytes = p.cols * int64_t(size_of(p.in)), np = (row_bytes + 15) / 16 + 1;
+    std::vector<std::pair<int, int>> shapes;  // (elems, group)
+    if (p.cols <= 256) {
+      int g = 1;
+      while (int64_t(g) * 8 < p.cols) g *= 2;
+      int e = 1;
+      while (int64_t(g) * e < p.cols) e *= 2;
+      shapes.push_back({e, g});
+      if (g < 32 && e > 1) shapes.push_back({e / 2, 2 * g});
+    } else {
+      int g = 2;
+      while (int64_t(g) * 8 < np && g < 512) g *= 2;
+      shapes.push_back({0, g});
+      shapes.push_back({0, 2 * g});
+    }
+    struct Family {
+      int threads;
+      std::vector<std::pair<int, int>> chunks;  // (KiB, stages)
+    };
+    const Family families[] = {{512, {{48, 4}, {72, 3}, {110, 2}}}, {256, {{24, 4}, {36, 3}, {54, 2}}}};
+    for (const auto& [e, g] : shapes)
+      for (const Family& f : families) {
+        for (const auto& [kib, st] : f.chunks) {
+          NativeSoftmaxConfig cfg{SoftmaxKind::span, v16, e, f.threads, 1, st, 1, std::min(g, f.threads), kib};
+          if (std::find(out.begin(), out.end(), cfg) != out.end()) break;
+          if (cfg.cannot_run(p).empty()) {
+            out.push_back(cfg);
+            break;
+          }
+        }
+      }
+  }
   // wide: few long rows, each spread over many CTAs (256 or 512 threads, 2 or 4 packs a thread).
   if (p.rows <= kWideMaxRows && p.cols >= kWideMinCols)
     for (int t : {256, 512})
@@ -2101,11 +2473,12 @@ void run_native_softmax(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, c
     // tiny moves y in 16-byte packs of its own dtype: 16 bytes for both.
     const auto misaligned = [&](const void* ptr, DType t) {
       const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
-      return a % (size_t(c.vec) * size_of(t)) != 0 || (c.kind == SoftmaxKind::tiny && a % 16 != 0);
+      return a % (size_t(c.vec) * size_of(t)) != 0 ||
+             ((c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::span) && a % 16 != 0);
     };
     if (misaligned(in, p.in) || misaligned(out, p.out))
       GT_THROW("native softmax: " + c.name() + ": x and y must be aligned to " + std::to_string(c.vec) + " elements" +
-               (c.kind == SoftmaxKind::tiny ? " and 16 bytes" : ""));
+               (c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::span ? " and 16 bytes" : ""));
   }
   dispatch(c, p, in, out, s);
 }
@@ -2148,6 +2521,11 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       l.persistent = true;
       break;
     }
+    case SoftmaxKind::span:
+      l.grid = (p.rows + span_rows(c, p) - 1) / span_rows(c, p);  // chunks: an upper bound (persistent)
+      l.dynamic_smem = int64_t(c.stages) * span_stage_bytes(c, p);
+      l.persistent = true;
+      break;
     case SoftmaxKind::wide:
       l.grid = p.rows * wide_slices(c, p);
       l.persistent = true;
@@ -2266,6 +2644,7 @@ NativeSoftmaxKernelInfo native_softmax_kernel_info(const NativeSoftmaxConfig& c,
     case SoftmaxKind::tiny: info.kernel = "softmax_tiny_kernel"; break;
     case SoftmaxKind::wide: info.kernel = "softmax_wide_kernel"; break;
     case SoftmaxKind::row: info.kernel = "softmax_row_kernel"; break;
+    case SoftmaxKind::span: info.kernel = "softmax_span_kernel"; break;
   }
   info.regs_per_thread = fa.numRegs;
   info.static_smem = int64_t(fa.sharedSizeBytes);
