@@ -617,17 +617,19 @@ TEST(SoftmaxNative, RowKindOddWidths) {
 
 // The span kind (packed rows as one flat span, chunks of rows staged by the copy engine): odd
 // widths (rows start anywhere in a pack; x's last bytes past its last whole 16 element by
-// element), vocabulary widths (one row a chunk, two stages), short rows (a lane or a few a row,
-// in registers), rows of one value; bf16, fp16, fp32 (y of x's dtype), scales 1, 0.37, -1.5, 0,
-// special rows; then with the persistent grid capped at 1 and 3 CTAs, so that each CTA loops
-// over many chunks, its stages and their mbarrier phases wrap and the last chunk is short.
+// element), vocabulary widths (one row a chunk, two stages; or a cluster of 2-13 CTAs a row),
+// short rows (a lane or a few a row, in registers), rows of one value; bf16, fp16, fp32 (y of
+// x's dtype), scales 1, 0.37, -1.5, 0, special rows; then with the persistent grid capped at 1
+// and 3 CTAs (clusters), so that each loops over many chunks, its stages, their mbarrier phases
+// and the cluster's exchange slots wrap and the last chunk is short.
 TEST(SoftmaxNative, SpanKind) {
   REQUIRE_GPU();
   struct Case {
     int64_t rows, cols;
   };
   const Case cases[] = {{37, 4097}, {9, 50257}, {11, 16385}, {130, 1001}, {3001, 7}, {5003, 1}, {1001, 33}, {700, 257},
-                        {23, 999},  {5, 32768}, {3, 3},      {2, 50000}, {777, 64}, {1, 11},   {300, 260}};
+                        {23, 999},  {5, 32768}, {3, 3},      {2, 50000}, {777, 64}, {1, 11},   {300, 260},
+                        {6, 131073}, {3, 200003}, {7, 151936}};
   auto span = [](const NativeSoftmaxConfig& c) { return is_kind(c, SoftmaxKind::span); };
   uint64_t seed = 9000;
   int k = 0;
@@ -637,7 +639,7 @@ TEST(SoftmaxNative, SpanKind) {
       p.out = d.out;
       const float scales[] = {1.0f, 0.37f, -1.5f, 0.0f};
       p.scale = scales[k++ % 4];
-      if (cs.cols * int64_t(size_of(d.in)) <= 100 * 1024) ASSERT_GT(count_kind(p, SoftmaxKind::span), 0) << p.str();
+      if (cs.cols * int64_t(size_of(d.in)) <= 700 * 1024) ASSERT_GT(count_kind(p, SoftmaxKind::span), 0) << p.str();
       EXPECT_EQ(check_problem(p, cs.rows > 1, seed++, span), 0);
     }
   struct Reset {
@@ -645,13 +647,14 @@ TEST(SoftmaxNative, SpanKind) {
   } reset;
   for (int64_t cap : {1, 3}) {
     set_native_softmax_persistent_cap(cap);
-    for (const Case& cs : {Case{20001, 7}, Case{50003, 1}, Case{13, 50257}, Case{67, 4097}, Case{301, 1001}, Case{3001, 65}})
+    for (const Case& cs : {Case{20001, 7}, Case{50003, 1}, Case{13, 50257}, Case{67, 4097}, Case{301, 1001}, Case{3001, 65},
+                           Case{11, 151936}})
       for (const Dtypes& d : {kSame[0], kSame[2]}) {
         SoftmaxProblem p = SoftmaxProblem::make(cs.rows, cs.cols, d.in);
         p.out = d.out;
         for (const auto& c : native_softmax_configs(p))
           if (span(c) && native_softmax_device_check(c, p).empty())
-            EXPECT_EQ(native_softmax_kernel_info(c, p).launch.grid, cap) << p.str() << " " << c.name();
+            EXPECT_EQ(native_softmax_kernel_info(c, p).launch.grid, cap * c.cluster) << p.str() << " " << c.name();
         EXPECT_EQ(check_problem(p, true, seed++, span), 0);
       }
   }

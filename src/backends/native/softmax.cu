@@ -1164,9 +1164,19 @@ __global__ void __launch_bounds__(kTinyMaxThreads)
 // behind a named barrier (id 1 + group). R is a multiple of the groups of a CTA, so that every
 // group has a row in every full chunk. Special values as tiny: a NaN, a +Inf or an all -Inf row
 // makes the sum NaN (the row NaN), -Inf entries of a finite row give 0.
+// Rows too long for one CTA's stages: a cluster of C CTAs a row (a chunk is one row, E = 0, the
+// whole CTA one group); CTA `rank` takes the row's bytes between the cuts rank and rank + 1 (cut j
+// = j ceil(row bytes / C) from the row's start, rounded up to 16 bytes of x: only the row's own
+// first and last packs are partial), computes its (m_k, s_k) with s_k against m_k (0 instead
+// when m_k = -Inf), pushes the pair into every CTA's shared memory (st.async, an mbarrier per
+// slot; kSpanSlots slots by row parity as pipe's: a slot is rewritten only after every CTA sent
+// the pair of a later row, i.e. read this one) and merges M = max m_k, S = sum s_k W(m_k, M)
+// (W as pipe's weight: 0 for m_k = -Inf); y = exp(a - M) / S. An all -Inf row gets M = -Inf and
+// NaN; a NaN or +Inf makes its s_k NaN.
 constexpr int kSpanMaxThreads = 1024;  // the launch bound (64 registers a thread)
 constexpr int kSpanMaxStages = 6;
 constexpr int kSpanStageSlack = 32;  // bytes of a stage past its rows: the partial packs at both ends
+constexpr int kSpanSlots = 4;        // cluster exchange slots
 
 __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // bytes (a multiple of 16; both addresses 16-byte aligned) from this CTA's shared src to global
@@ -1191,12 +1201,25 @@ struct SpanChunk {
   int64_t b0, b1, a0, a1;
   int nr;
 };
-__device__ __forceinline__ SpanChunk span_chunk(int64_t k, int64_t R, int64_t rows, int64_t row_bytes, int64_t xend16) {
+// With a cluster of C > 1 CTAs a row (R = 1): the bytes of row k between the cuts rank and rank + 1.
+__device__ __forceinline__ SpanChunk span_chunk(int64_t k, int64_t R, int64_t rows, int64_t row_bytes, int64_t xend16,
+                                                int C, int rank) {
   SpanChunk c;
-  const int64_t r0 = k * R, r1 = r0 + R < rows ? r0 + R : rows;
-  c.nr = int(r1 - r0);
-  c.b0 = r0 * row_bytes;
-  c.b1 = r1 * row_bytes;
+  if (C > 1) {
+    const int64_t r0 = k * row_bytes, share = (row_bytes + C - 1) / C;
+    auto cut = [&](int j) {
+      const int64_t b = j <= 0 ? r0 : j >= C ? r0 + row_bytes : (r0 + j * share + 15) & ~int64_t(15);
+      return b < r0 + row_bytes ? b : r0 + row_bytes;
+    };
+    c.nr = 1;
+    c.b0 = cut(rank);
+    c.b1 = cut(rank + 1);
+  } else {
+    const int64_t r0 = k * R, r1 = r0 + R < rows ? r0 + R : rows;
+    c.nr = int(r1 - r0);
+    c.b0 = r0 * row_bytes;
+    c.b1 = r1 * row_bytes;
+  }
   c.a0 = c.b0 & ~int64_t(15);
   const int64_t up = (c.b1 + 15) & ~int64_t(15);
   c.a1 = up < xend16 ? up : xend16;
@@ -1253,24 +1276,34 @@ struct ExpAgainst {
 template <class T, int E>
 __global__ void __launch_bounds__(kSpanMaxThreads)
     softmax_span_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, float scale, int64_t R,
-                        int S, int stage_bytes, int G) {
+                        int S, int stage_bytes, int G, int C) {
   constexpr int V = int(16 / sizeof(T)), SZ = int(sizeof(T));
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full[kSpanMaxStages];
+  __shared__ __align__(8) uint64_t xbar[kSpanSlots];
+  __shared__ float2 part[kSpanSlots][kMaxCluster];  // part[slot][rank]: the cluster's (m_k, s_k)
   __shared__ float red_m[32], red_s[32];
   const int t = int(threadIdx.x), T_ = int(blockDim.x);
+  const int rank = C > 1 ? int(cluster_ctarank()) : 0;
   const int64_t row_bytes = cols * SZ, xend16 = (rows * row_bytes) & ~int64_t(15);
-  const int64_t nchunks = (rows + R - 1) / R, G0 = gridDim.x;
+  const int64_t nchunks = (rows + R - 1) / R, G0 = gridDim.x / C, first = blockIdx.x / C;
   if (t == 0) {
     for (int s = 0; s < S; ++s) mbar_init(&full[s], 1);
+    if (C > 1)
+      for (int s = 0; s < kSpanSlots; ++s) mbar_init(&xbar[s], 1);
     fence_mbar_init();
   }
-  __syncthreads();
+  // The barriers are initialized; with a cluster, every CTA of it runs (and has its barriers
+  // initialized) before any st.async into its shared memory.
+  if (C > 1)
+    cluster_barrier();
+  else
+    __syncthreads();
   const uint64_t policy = evict_first_policy();
   // Thread 0: chunk k's bytes [a0, a1) of x into stage st (nothing past the last chunk).
   auto issue = [&](int64_t k, int st) {
     if (k >= nchunks) return;
-    const SpanChunk c = span_chunk(k, R, rows, row_bytes, xend16);
+    const SpanChunk c = span_chunk(k, R, rows, row_bytes, xend16, C, rank);
     const uint32_t bytes = uint32_t(c.a1 - c.a0);
     mbar_arrive_expect_tx(&full[st], bytes);
     unsigned char* const dst = smem_raw + int64_t(st) * stage_bytes;
@@ -1279,23 +1312,23 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
       bulk_load(dst + o, src + o, bytes - o < kBulkChunk ? bytes - o : kBulkChunk, &full[st], policy);
   };
   if (t == 0)
-    for (int s = 0; s + 1 < S; ++s) issue(blockIdx.x + s * G0, s);
+    for (int s = 0; s + 1 < S; ++s) issue(first + s * G0, s);
 
   const int q = t / G, k = t - q * G, ng = T_ / G;
   const int qw = G < 32 ? (t & ~31) / G : q;  // the first group of this thread's warp
   int it = 0;
-  for (int64_t ch = blockIdx.x; ch < nchunks; ch += G0, ++it) {
+  for (int64_t ch = first; ch < nchunks; ch += G0, ++it) {
     const int st = it % S;
     unsigned char* const stage = smem_raw + int64_t(st) * stage_bytes;
-    const SpanChunk c = span_chunk(ch, R, rows, row_bytes, xend16);
+    const SpanChunk c = span_chunk(ch, R, rows, row_bytes, xend16, C, rank);
     mbar_wait(&full[st], uint32_t(it / S) & 1u);
     if (c.b1 > c.a1) {  // x's last partial 16 bytes (the last chunk only: uniform)
       const int64_t e0 = (c.b0 > c.a1 ? c.b0 : c.a1) / SZ, e1 = c.b1 / SZ;
       for (int64_t e = e0 + t; e < e1; e += T_) *reinterpret_cast<T*>(stage + (e * SZ - c.a0)) = x[e];
       __syncthreads();
     }
-    const int ob = int(c.b0 - c.a0);  // the chunk's first byte in the stage (0 .. 15)
-    const int rb = int(row_bytes);    // a row fits a stage (cannot_run)
+    const int ob = int(c.b0 - c.a0);                           // the chunk's first byte in the stage (0 .. 15)
+    const int rb = C > 1 ? int(c.b1 - c.b0) : int(row_bytes);  // a row (its share) fits a stage (cannot_run)
     for (int lr0 = 0; lr0 + qw < c.nr; lr0 += ng) {
       const int lr = lr0 + q;
       const bool valid = lr < c.nr;
@@ -1349,16 +1382,30 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
           for (int i = 0; i < V; ++i) m = fmaxf(m, a[i]);
         }
         m = group_reduce<false>(m, G, q, red_m);
-        const ExpAgainst ex(m);
         float sum = 0.0f;
+        {
+          const ExpAgainst ex(C > 1 && m == -INFINITY ? 0.0f : m);  // a cluster's all -Inf share: s_k = 0
 #pragma unroll 2
-        for (int p = p0 + k; p < p1; p += G) {
-          float a[V];
-          scaled(p, *reinterpret_cast<const uint4*>(stage + 16 * p), a);
+          for (int p = p0 + k; p < p1; p += G) {
+            float a[V];
+            scaled(p, *reinterpret_cast<const uint4*>(stage + 16 * p), a);
 #pragma unroll
-          for (int i = 0; i < V; ++i) sum += ex(a[i]);  // ex2(-Inf) = 0 for the neighbours'
+            for (int i = 0; i < V; ++i) sum += ex(a[i]);  // ex2(-Inf) = 0 for the neighbours'
+          }
         }
         sum = group_reduce<true>(sum, G, q, red_s);
+        if (C > 1) {  // (m_k, s_k) into every CTA's part[xs][rank]; wait for the cluster's; merge
+          const int xs = it % kSpanSlots;
+          if (t == 0) mbar_arrive_expect_tx(&xbar[xs], uint32_t(C) * uint32_t(sizeof(float2)));
+          if (t < C) st_async(mapa(&part[xs][rank], uint32_t(t)), make_float2(m, sum), mapa(&xbar[xs], uint32_t(t)));
+          mbar_wait(&xbar[xs], uint32_t(it / kSpanSlots) & 1u);
+          float M = -INFINITY, Z = 0.0f;
+          for (int j = 0; j < C; ++j) M = fmaxf(M, part[xs][j].x);
+          for (int j = 0; j < C; ++j) Z += part[xs][j].y * weight(part[xs][j].x, M);
+          m = M;
+          sum = Z;
+        }
+        const ExpAgainst ex(m);
         const float inv = 1.0f / sum;
 #pragma unroll 2
         for (int p = p0 + k; p < p1; p += G) {
@@ -1401,6 +1448,8 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
     __syncwarp();
   }
   if (t == 0) bulk_wait_all();
+  // No CTA leaves while another may still push into its shared memory.
+  if (C > 1) cluster_barrier();
 }
 
 // ---- wide: few long rows, each cut into slices spread over the whole GPU ----------------------
@@ -1914,13 +1963,17 @@ void launch_tiny(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
 // span: the rows of a chunk (a multiple of the CTA's threads / group, as many as chunk_kib KiB of x
 // hold; 0 when not even one row a group fits) and the bytes of one stage (the chunk and its two
 // partial edge packs, rounded to 128).
+// With a cluster (C > 1 CTAs a row): one row, a CTA's share of it at most ceil(row bytes / C) + 15.
 int64_t span_rows(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
-  if (c.group < 1 || c.threads % c.group) return 0;
+  if (c.group < 1 || c.threads % c.group || c.cluster < 1) return 0;
   const int64_t ng = c.threads / c.group, row_bytes = p.cols * int64_t(size_of(p.in));
+  if (c.cluster > 1) return (row_bytes + c.cluster - 1) / c.cluster + 16 <= int64_t(c.chunk_kib) * 1024 ? 1 : 0;
   return int64_t(c.chunk_kib) * 1024 / (ng * row_bytes) * ng;
 }
 int64_t span_stage_bytes(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
-  return (span_rows(c, p) * p.cols * int64_t(size_of(p.in)) + kSpanStageSlack + 127) / 128 * 128;
+  const int64_t row_bytes = p.cols * int64_t(size_of(p.in));
+  const int64_t bytes = c.cluster > 1 ? (row_bytes + c.cluster - 1) / c.cluster + 16 : span_rows(c, p) * row_bytes;
+  return (bytes + kSpanStageSlack + 127) / 128 * 128;
 }
 
 template <class Ti, class To, int VEC>
@@ -1928,8 +1981,8 @@ void launch_span(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
   if constexpr (std::is_same_v<Ti, To> && VEC * sizeof(Ti) == 16) {
     int64_t rows = p.rows, cols = p.cols, R = span_rows(c, p);
     float scale = p.scale;
-    int S = c.stages, stage_bytes = int(span_stage_bytes(c, p)), G = c.group;
-    void* args[] = {&x, &y, &rows, &cols, &scale, &R, &S, &stage_bytes, &G};
+    int S = c.stages, stage_bytes = int(span_stage_bytes(c, p)), G = c.group, C = c.cluster;
+    void* args[] = {&x, &y, &rows, &cols, &scale, &R, &S, &stage_bytes, &G, &C};
     const void* kernel = nullptr;
     switch (c.elems) {
       case 0: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 0>); break;
@@ -2092,7 +2145,8 @@ std::string NativeSoftmaxConfig::name() const {
   if (kind != SoftmaxKind::online && kind != SoftmaxKind::smem) n += "_e" + std::to_string(elems);
   n += "_t" + std::to_string(threads);
   if (kind == SoftmaxKind::tiny || kind == SoftmaxKind::span) n += "_g" + std::to_string(group);
-  if (kind == SoftmaxKind::span) n += "_k" + std::to_string(chunk_kib) + "_s" + std::to_string(stages);
+  if (kind == SoftmaxKind::span)
+    n += "_c" + std::to_string(cluster) + "_k" + std::to_string(chunk_kib) + "_s" + std::to_string(stages);
   if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row) n += "_r" + std::to_string(block_rows);
   if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe || kind == SoftmaxKind::row)
     n += "_c" + std::to_string(cluster);
@@ -2105,7 +2159,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
     GT_THROW("native softmax config '" + name + "': " + why +
              " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
              "pipe_v8_e32_t1024_r1_c8_s3, row_v8_e32_t160_r1_c1_s1, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512, "
-             "span_v8_e0_t512_g64_k48_s4)");
+             "span_v8_e0_t512_g64_c1_k48_s4)");
   };
   NativeSoftmaxConfig c;
   size_t pos = name.find('_');
@@ -2135,14 +2189,16 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   c.threads = field('t');
   c.group = c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::span ? field('g') : 0;
   if (c.kind == SoftmaxKind::span) {
+    c.cluster = field('c');
     c.chunk_kib = field('k');
     c.stages = field('s');
   }
   c.block_rows = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? field('r') : 1;
-  c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ||
-                      c.kind == SoftmaxKind::row
-                  ? field('c')
-                  : 1;
+  if (c.kind != SoftmaxKind::span)
+    c.cluster = c.kind == SoftmaxKind::cluster || c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ||
+                        c.kind == SoftmaxKind::row
+                    ? field('c')
+                    : 1;
   if (c.kind != SoftmaxKind::span) c.stages = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? field('s') : 0;
   if (pos != std::string::npos) bad("trailing text");
   if (c.name() != name) bad("not in canonical form");
@@ -2206,6 +2262,11 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
       return "holds rows of at most " + std::to_string(group * elems) + " columns, not " + std::to_string(p.cols);
     if (elems == 0 && group < 2) return "elems 0 (packs) needs at least 2 lanes a row";
     if (stages < 2 || stages > kSpanMaxStages) return "stages must be 2 .. " + std::to_string(kSpanMaxStages);
+    if (cluster < 1 || cluster > kMaxCluster) return "cluster must be 1 .. 16";
+    if (cluster > 1 && (elems != 0 || group != threads)) return "a cluster a row needs elems 0 and the whole CTA a row";
+    if (cluster > 1 && span_rows(*this, p) < 1)
+      return "a row's share of " + std::to_string((p.cols * int64_t(size_of(p.in)) + cluster - 1) / cluster) +
+             " bytes exceeds a chunk of " + std::to_string(chunk_kib) + " KiB";
     if (chunk_kib < 1 || span_rows(*this, p) < 1)
       return "a chunk of " + std::to_string(chunk_kib) + " KiB holds less than one row for each of the " +
              std::to_string(threads / std::max(group, 1)) + " groups of a CTA";
@@ -2230,7 +2291,7 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   if (kind == SoftmaxKind::cluster && (!pow2(cluster) || cluster < 2 || cluster > kMaxCluster))
     return "cluster must be 2, 4, 8 or 16";
   const bool rows_of_warps = kind == SoftmaxKind::pipe || kind == SoftmaxKind::row;  // block_rows, any cluster
-  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && !rows_of_warps && cluster != 1)
+  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && kind != SoftmaxKind::span && !rows_of_warps && cluster != 1)
     return "cluster must be 1 for this kind";
   if (!rows_of_warps && kind != SoftmaxKind::span && stages != 0) return "stages must be 0 for this kind";
   if (!rows_of_warps && block_rows != 1) return "block_rows must be 1 for this kind";
@@ -2439,6 +2500,15 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       std::vector<std::pair<int, int>> chunks;  // (KiB, stages)
     };
     const Family families[] = {{512, {{48, 4}, {72, 3}, {110, 2}}}, {256, {{24, 4}, {36, 3}, {54, 2}}}};
+    // Rows past 48 KiB: also a cluster a row, the fewest CTAs whose shares fit 4 stages of 48 KiB
+    // (512 threads) and of 24 KiB (256 threads: two CTAs an SM).
+    if (row_bytes > 48 * 1024)
+      for (const auto& [t, kib] : {std::pair{512, 48}, std::pair{256, 24}}) {
+        const int64_t c = (row_bytes + kib * 1024 - 16 - 1) / (kib * 1024 - 16);
+        if (c < 2 || c > kMaxCluster) continue;
+        NativeSoftmaxConfig cfg{SoftmaxKind::span, v16, 0, t, int(c), 4, 1, t, kib};
+        if (cfg.cannot_run(p).empty()) out.push_back(cfg);
+      }
     for (const auto& [e, g] : shapes)
       for (const Family& f : families) {
         for (const auto& [kib, st] : f.chunks) {
@@ -2522,7 +2592,8 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       break;
     }
     case SoftmaxKind::span:
-      l.grid = (p.rows + span_rows(c, p) - 1) / span_rows(c, p);  // chunks: an upper bound (persistent)
+      l.cluster = c.cluster;
+      l.grid = (p.rows + span_rows(c, p) - 1) / span_rows(c, p) * c.cluster;  // chunks: an upper bound (persistent)
       l.dynamic_smem = int64_t(c.stages) * span_stage_bytes(c, p);
       l.persistent = true;
       break;
