@@ -440,7 +440,14 @@ TEST(SoftmaxNativeProbe, DISABLED_TimeEveryConfig) {
           continue;
         }
         GT_CUDA(cudaMemsetAsync(y.get(), 0xff, out_bytes, stream.get()));
-        const double ms = interleave ? (run(), interleaved_ms.at(cfg.name())) : median_ms(run, stream.get(), samples);
+        double ms = 0;
+        if (interleave) {  // one more run for the check below
+          run();
+          stream.sync();
+          ms = interleaved_ms.at(cfg.name());
+        } else {
+          ms = median_ms(run, stream.get(), samples);
+        }
         const double tbps = bytes / (ms * 1e-3) / 1e12;
         // 3 rows against the float64 reference
         std::string check = "ok";
@@ -617,8 +624,8 @@ TEST(SoftmaxNative, RowKindOddWidths) {
 
 // The span kind (packed rows as one flat span, chunks of rows staged by the copy engine): odd
 // widths (rows start anywhere in a pack; x's last bytes past its last whole 16 element by
-// element), vocabulary widths (one row a chunk, two stages; or a cluster of 2-13 CTAs a row),
-// short rows (a lane or a few a row, in registers), rows of one value; bf16, fp16, fp32 (y of
+// element), vocabulary widths (a cluster of 2-13 CTAs a row), short rows (a lane or a few a row,
+// in registers); bf16, fp16, fp32 (y of
 // x's dtype), scales 1, 0.37, -1.5, 0, special rows; then with the persistent grid capped at 1
 // and 3 CTAs (clusters), so that each loops over many chunks, its stages, their mbarrier phases
 // and the cluster's exchange slots wrap and the last chunk is short.
@@ -627,7 +634,7 @@ TEST(SoftmaxNative, SpanKind) {
   struct Case {
     int64_t rows, cols;
   };
-  const Case cases[] = {{37, 4097}, {9, 50257}, {11, 16385}, {130, 1001}, {3001, 7}, {5003, 1}, {1001, 33}, {700, 257},
+  const Case cases[] = {{37, 4097}, {9, 50257}, {11, 16385}, {130, 1001}, {3001, 7}, {5003, 2}, {1001, 33}, {700, 257},
                         {23, 999},  {5, 32768}, {3, 3},      {2, 50000}, {777, 64}, {1, 11},   {300, 260},
                         {6, 131073}, {3, 200003}, {7, 151936}};
   auto span = [](const NativeSoftmaxConfig& c) { return is_kind(c, SoftmaxKind::span); };
@@ -647,7 +654,7 @@ TEST(SoftmaxNative, SpanKind) {
   } reset;
   for (int64_t cap : {1, 3}) {
     set_native_softmax_persistent_cap(cap);
-    for (const Case& cs : {Case{20001, 7}, Case{50003, 1}, Case{13, 50257}, Case{67, 4097}, Case{301, 1001}, Case{3001, 65},
+    for (const Case& cs : {Case{20001, 7}, Case{50003, 3}, Case{13, 50257}, Case{67, 4097}, Case{301, 1001}, Case{3001, 65},
                            Case{11, 151936}})
       for (const Dtypes& d : {kSame[0], kSame[2]}) {
         SoftmaxProblem p = SoftmaxProblem::make(cs.rows, cs.cols, d.in);

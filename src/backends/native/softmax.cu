@@ -1173,7 +1173,7 @@ __global__ void __launch_bounds__(kTinyMaxThreads)
 // the pair of a later row, i.e. read this one) and merges M = max m_k, S = sum s_k W(m_k, M)
 // (W as pipe's weight: 0 for m_k = -Inf); y = exp(a - M) / S. An all -Inf row gets M = -Inf and
 // NaN; a NaN or +Inf makes its s_k NaN.
-constexpr int kSpanMaxThreads = 1024;  // the launch bound (64 registers a thread)
+constexpr int kSpanMaxThreads = 512;  // the launch bound (128 registers a thread: a lane's raw packs)
 constexpr int kSpanMaxStages = 6;
 constexpr int kSpanStageSlack = 32;  // bytes of a stage past its rows: the partial packs at both ends
 constexpr int kSpanSlots = 4;        // cluster exchange slots
@@ -1247,13 +1247,33 @@ __device__ __forceinline__ float group_reduce(float v, int G, int q, float* red)
   return v;
 }
 
+// 2^x flushing subnormal results (one MUFU.EX2; ex2.approx.f32 keeps them with three more
+// instructions). The span kernel exponentiates 2^64 e instead of e (its exponents shifted by +64,
+// its sums 2^64 S, y = 2^64 e / 2^64 S): only e < 2^-190 flush, whose y are below every output
+// dtype's smallest subnormal anyway.
+__device__ __forceinline__ float ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+constexpr float kSpanExpShift = 64.0f;
+
 // 16 bytes of T as floats and back.
 template <class T>
 __device__ __forceinline__ void unpack16(const uint4& r, float* v) {
   constexpr int V = int(16 / sizeof(T));
-  const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(&r);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {  // a bf16 is the high half of its float
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
-  for (int i = 0; i < V; ++i) v[i] = to_float(p.v[i]);
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(w[i] << 16);
+      v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  } else {
+    const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(&r);
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[i] = to_float(p.v[i]);
+  }
 }
 template <class T>
 __device__ __forceinline__ uint4 pack16(const float* v) {
@@ -1264,14 +1284,190 @@ __device__ __forceinline__ uint4 pack16(const float* v) {
   return *reinterpret_cast<const uint4*>(&p);
 }
 
-// exp(a - m) for the a of a row whose max is m, as ex2(a log2e - m log2e) (one FFMA; m = -Inf or
-// +Inf give NaN as exp_sub does), unless m log2e overflows (|m| > 2.3e38).
-struct ExpAgainst {
-  float m, ml;
-  bool fast;
-  __device__ __forceinline__ explicit ExpAgainst(float m_) : m(m_), ml(m_ * kLog2e), fast(isfinite(m_ * kLog2e) || !isfinite(m_)) {}
-  __device__ __forceinline__ float operator()(float a) const { return fast ? ex2(fmaf(a, kLog2e, -ml)) : exp_sub(a, m); }
-};
+
+// A row of cols <= G E values at rx (bytes of the stage, aligned to T), lane k of its group of
+// G <= 32 lanes holding the columns k, k + G, ... in registers; y over x. Every lane of the warp
+// calls it (the shuffles), valid or not.
+template <class T, int E>
+__device__ __forceinline__ void span_row_values(unsigned char* rxb, int n, bool valid, int k, int G, int q, float scale,
+                                                float* red_m, float* red_s) {
+  T* const rx = reinterpret_cast<T*>(rxb);
+  float v[E];
+#pragma unroll
+  for (int j = 0; j < E; ++j) {
+    const int cc = k + j * G;
+    v[j] = valid && cc < n ? scale * to_float(rx[cc]) : -INFINITY;
+  }
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < E; ++j) m = fmaxf(m, v[j]);
+  m = group_reduce<false>(m, G, q, red_m);
+  const float ml = m * kLog2e;
+  float sum = 0.0f;
+  if (isfinite(ml) || !isfinite(m)) {  // 2^64 exp(v - m) = ex2(v log2e - (m log2e - 64)): one FFMA (m = +-Inf: NaN as exp_sub)
+    const float mls = ml - kSpanExpShift;
+#pragma unroll
+    for (int j = 0; j < E; ++j)
+      if (k + j * G < n) sum += (v[j] = ex2_ftz(fmaf(v[j], kLog2e, -mls)));
+  } else {  // |m| > 2.3e38
+#pragma unroll
+    for (int j = 0; j < E; ++j)
+      if (k + j * G < n) sum += (v[j] = exp_sub(v[j], m) * 1.8446744073709552e19f);  // 2^64
+  }
+  sum = group_reduce<true>(sum, G, q, red_s);
+  const float inv = 1.0f / sum;  // 2^64 (1 .. 256), or NaN
+  if (valid) {
+#pragma unroll
+    for (int j = 0; j < E; ++j)
+      if (k + j * G < n) rx[k + j * G] = from_float<T>(v[j] * inv);
+  }
+}
+
+constexpr int kSpanPacks = 8;  // 16-byte packs of a row a lane holds at most (raw, in registers)
+
+// The larger of a and b as two 16-bit or one 32-bit value (raw 32-bit words of T).
+template <class T>
+__device__ __forceinline__ uint32_t max_word(uint32_t a, uint32_t b) {
+  if constexpr (sizeof(T) == 4) {
+    return __float_as_uint(fmaxf(__uint_as_float(a), __uint_as_float(b)));
+  } else {
+    using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+    const T2 r = __hmax2(*reinterpret_cast<const T2*>(&a), *reinterpret_cast<const T2*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+}
+template <class T>
+__device__ __forceinline__ float word_max_float(uint32_t w) {
+  if constexpr (sizeof(T) == 4) {
+    return __uint_as_float(w);
+  } else {
+    const Pack<T, 2> p = *reinterpret_cast<const Pack<T, 2>*>(&w);
+    return fmaxf(to_float(p.v[0]), to_float(p.v[1]));
+  }
+}
+
+// A row (or a cluster CTA's share of one) at the stage's bytes [o0, o1) (o1 == o0: no row for this
+// group, which still takes part in its reductions), reduced by lane k of a group of G lanes (G <= 32
+// lanes of one warp, or whole warps) and written over x. Lane k loads the row's 16-byte packs p0 + k +
+// j G (j < kSpanPacks) once into registers, raw; the row's partial first and last packs (their
+// other elements belong to the neighbouring rows, which other groups may be writing) are taken
+// element by element, the whole packs without masks:
+//   max  M = |s| max(x ^ sign(s)) (two 16-bit values an instruction; s x is monotone in x), NaN
+//        ignored or propagated (either makes the row NaN below)
+//   sum  S = sum ex2(x s log2e - M log2e); with a cluster (C > 1): this CTA's (m_k, s_k), s_k
+//        against m_k (0 when m_k = -Inf), exchanged and merged as in the kernel's comment
+//   y    ex2(x s log2e - M log2e) / S: the whole packs by one 16-byte store each.
+// |M| log2e past FLT_MAX (|M| > 2.3e38) takes exp_sub((s x), M) instead of the FFMA form.
+template <class T>
+__device__ __forceinline__ void span_row_packs(unsigned char* stage, int o0, int o1, int k, int G, int q, float scale,
+                                               int C, int it, int rank, float* red_m, float* red_s,
+                                               float2 (*part)[kMaxCluster], uint64_t* xbar) {
+  constexpr int V = int(16 / sizeof(T)), SZ = int(sizeof(T));
+  const int p0 = o0 >> 4, p1 = o1 > o0 ? (o1 + 15) >> 4 : p0;  // the row's packs
+  const bool head = (o0 & 15) != 0, tail = (o1 & 15) != 0 && p1 > p0;
+  uint4 raw[kSpanPacks];
+  uint32_t whole = 0, partial = 0;  // bit j: pack j of this lane is a whole / partial pack of the row
+#pragma unroll
+  for (int j = 0; j < kSpanPacks; ++j) {
+    const int p = p0 + k + j * G;
+    if (p < p1) {
+      raw[j] = *reinterpret_cast<const uint4*>(stage + 16 * p);
+      const bool part_pack = (p == p0 && head) || (p == p1 - 1 && tail);
+      (part_pack ? partial : whole) |= 1u << j;
+    }
+  }
+  auto own = [&](int j, int i) {
+    const int b = 16 * (p0 + k + j * G) + i * SZ;
+    return b >= o0 && b < o1;
+  };
+  // max of s x: whole packs as raw words with the sign flipped for s < 0
+  const uint32_t flip = scale < 0.0f ? (sizeof(T) == 4 ? 0x80000000u : 0x80008000u) : 0u;
+  const uint32_t ninf = sizeof(T) == 4 ? 0xff800000u : std::is_same_v<T, __half> ? 0xfc00fc00u : 0xff80ff80u;
+  uint32_t acc = ninf;
+#pragma unroll
+  for (int j = 0; j < kSpanPacks; ++j)
+    if (whole >> j & 1) {
+      acc = max_word<T>(acc, raw[j].x ^ flip);
+      acc = max_word<T>(acc, raw[j].y ^ flip);
+      acc = max_word<T>(acc, raw[j].z ^ flip);
+      acc = max_word<T>(acc, raw[j].w ^ flip);
+    }
+  float m = fabsf(scale) * word_max_float<T>(acc);
+  if (partial)
+#pragma unroll
+    for (int j = 0; j < kSpanPacks; ++j)
+      if (partial >> j & 1) {
+        float a[V];
+        unpack16<T>(raw[j], a);
+#pragma unroll
+        for (int i = 0; i < V; ++i)
+          if (own(j, i)) m = fmaxf(m, scale * a[i]);
+      }
+  m = group_reduce<false>(m, G, q, red_m);
+  const float sl = scale * kLog2e;
+  // e = exp(s x - r) of each of this lane's packs j, passed to f(j, e)
+  auto exps = [&](float r, auto&& f) {  // 2^64 exp(s x - r) (see ex2_ftz)
+    const float rl = r * kLog2e;
+    if (isfinite(rl) || !isfinite(r)) {
+      const float rls = rl - kSpanExpShift;
+#pragma unroll
+      for (int j = 0; j < kSpanPacks; ++j)
+        if ((whole | partial) >> j & 1) {
+          float e[V];
+          unpack16<T>(raw[j], e);
+#pragma unroll
+          for (int i = 0; i < V; ++i) e[i] = ex2_ftz(fmaf(e[i], sl, -rls));
+          f(j, e);
+        }
+    } else {  // unrolled as well: raw[] stays in registers
+#pragma unroll
+      for (int j = 0; j < kSpanPacks; ++j)
+        if ((whole | partial) >> j & 1) {
+          float e[V];
+          unpack16<T>(raw[j], e);
+#pragma unroll
+          for (int i = 0; i < V; ++i) e[i] = exp_sub(scale * e[i], r) * 1.8446744073709552e19f;  // 2^64
+          f(j, e);
+        }
+    }
+  };
+  float sum = 0.0f;
+  exps(C > 1 && m == -INFINITY ? 0.0f : m, [&](int j, const float* e) {  // a cluster's all -Inf share: s_k = 0
+    if (whole >> j & 1) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) sum += e[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        if (own(j, i)) sum += e[i];
+    }
+  });
+  sum = group_reduce<true>(sum, G, q, red_s);
+  if (C > 1) {  // (m_k, s_k) into every CTA's part[xs][rank]; wait for the cluster's; merge
+    const int t = int(threadIdx.x), xs = it % kSpanSlots;
+    if (t == 0) mbar_arrive_expect_tx(&xbar[xs], uint32_t(C) * uint32_t(sizeof(float2)));
+    if (t < C) st_async(mapa(&part[xs][rank], uint32_t(t)), make_float2(m, sum), mapa(&xbar[xs], uint32_t(t)));
+    mbar_wait(&xbar[xs], uint32_t(it / kSpanSlots) & 1u);
+    float M = -INFINITY, Z = 0.0f;
+    for (int j = 0; j < C; ++j) M = fmaxf(M, part[xs][j].x);
+    for (int j = 0; j < C; ++j) Z += part[xs][j].y * weight(part[xs][j].x, M);
+    m = M;
+    sum = Z;
+  }
+  const float inv = 1.0f / sum;
+  exps(m, [&](int j, float* e) {
+#pragma unroll
+    for (int i = 0; i < V; ++i) e[i] *= inv;
+    unsigned char* const sp = stage + 16 * (p0 + k + j * G);
+    if (whole >> j & 1) {
+      *reinterpret_cast<uint4*>(sp) = pack16<T>(e);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        if (own(j, i)) reinterpret_cast<T*>(sp)[i] = from_float<T>(e[i]);
+    }
+  });
+}
 
 template <class T, int E>
 __global__ void __launch_bounds__(kSpanMaxThreads)
@@ -1333,97 +1529,10 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
       const int lr = lr0 + q;
       const bool valid = lr < c.nr;
       if constexpr (E > 0) {
-        T* const rx = reinterpret_cast<T*>(stage + ob + (valid ? lr : 0) * rb);
-        const int n = int(cols);
-        float v[E];
-#pragma unroll
-        for (int j = 0; j < E; ++j) {
-          const int cc = k + j * G;
-          v[j] = valid && cc < n ? scale * to_float(rx[cc]) : -INFINITY;
-        }
-        float m = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < E; ++j) m = fmaxf(m, v[j]);
-        m = group_reduce<false>(m, G, q, red_m);
-        const ExpAgainst ex(m);
-        float sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < E; ++j)
-          if (k + j * G < n) {
-            v[j] = ex(v[j]);
-            sum += v[j];
-          }
-        sum = group_reduce<true>(sum, G, q, red_s);
-        const float inv = 1.0f / sum;
-        if (valid) {
-#pragma unroll
-          for (int j = 0; j < E; ++j)
-            if (k + j * G < n) rx[k + j * G] = from_float<T>(v[j] * inv);
-        }
+        span_row_values<T, E>(stage + ob + (valid ? lr : 0) * rb, int(cols), valid, k, G, q, scale, red_m, red_s);
       } else {
-        const int o0 = ob + lr * rb, o1 = o0 + rb;            // the row's bytes in the stage
-        const int p0 = o0 >> 4, p1 = valid ? (o1 + 15) >> 4 : p0;  // its packs
-        // a = s x of element i of pack p, -Inf for the neighbours' elements
-        auto scaled = [&](int p, const uint4& r, float* a) {
-          unpack16<T>(r, a);
-          const bool whole = 16 * p >= o0 && 16 * p + 16 <= o1;
-#pragma unroll
-          for (int i = 0; i < V; ++i) {
-            const int b = 16 * p + i * SZ;
-            a[i] = whole || (b >= o0 && b < o1) ? scale * a[i] : -INFINITY;
-          }
-        };
-        float m = -INFINITY;
-#pragma unroll 2
-        for (int p = p0 + k; p < p1; p += G) {
-          float a[V];
-          scaled(p, *reinterpret_cast<const uint4*>(stage + 16 * p), a);
-#pragma unroll
-          for (int i = 0; i < V; ++i) m = fmaxf(m, a[i]);
-        }
-        m = group_reduce<false>(m, G, q, red_m);
-        float sum = 0.0f;
-        {
-          const ExpAgainst ex(C > 1 && m == -INFINITY ? 0.0f : m);  // a cluster's all -Inf share: s_k = 0
-#pragma unroll 2
-          for (int p = p0 + k; p < p1; p += G) {
-            float a[V];
-            scaled(p, *reinterpret_cast<const uint4*>(stage + 16 * p), a);
-#pragma unroll
-            for (int i = 0; i < V; ++i) sum += ex(a[i]);  // ex2(-Inf) = 0 for the neighbours'
-          }
-        }
-        sum = group_reduce<true>(sum, G, q, red_s);
-        if (C > 1) {  // (m_k, s_k) into every CTA's part[xs][rank]; wait for the cluster's; merge
-          const int xs = it % kSpanSlots;
-          if (t == 0) mbar_arrive_expect_tx(&xbar[xs], uint32_t(C) * uint32_t(sizeof(float2)));
-          if (t < C) st_async(mapa(&part[xs][rank], uint32_t(t)), make_float2(m, sum), mapa(&xbar[xs], uint32_t(t)));
-          mbar_wait(&xbar[xs], uint32_t(it / kSpanSlots) & 1u);
-          float M = -INFINITY, Z = 0.0f;
-          for (int j = 0; j < C; ++j) M = fmaxf(M, part[xs][j].x);
-          for (int j = 0; j < C; ++j) Z += part[xs][j].y * weight(part[xs][j].x, M);
-          m = M;
-          sum = Z;
-        }
-        const ExpAgainst ex(m);
-        const float inv = 1.0f / sum;
-#pragma unroll 2
-        for (int p = p0 + k; p < p1; p += G) {
-          float a[V];
-          uint4* const sp = reinterpret_cast<uint4*>(stage + 16 * p);
-          scaled(p, *sp, a);
-#pragma unroll
-          for (int i = 0; i < V; ++i) a[i] = ex(a[i]) * inv;
-          if (16 * p >= o0 && 16 * p + 16 <= o1) {
-            *sp = pack16<T>(a);
-          } else {
-#pragma unroll
-            for (int i = 0; i < V; ++i) {
-              const int b = 16 * p + i * SZ;
-              if (b >= o0 && b < o1) *reinterpret_cast<T*>(stage + b) = from_float<T>(a[i]);
-            }
-          }
-        }
+        const int o0 = ob + lr * rb, o1 = o0 + rb;  // the row's bytes in the stage
+        span_row_packs<T>(stage, o0, valid ? o1 : o0, k, G, q, scale, C, it, rank, red_m, red_s, part, xbar);
       }
     }
     fence_proxy_async_smem();  // y in the stage, visible to the bulk store
@@ -2252,7 +2361,8 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (vec != vec16_of(p.in)) return "the span kind copies 16-byte packs (vec " + std::to_string(vec16_of(p.in)) + ")";
     if (p.out != p.in) return "the span kind writes y over x in shared memory: y's dtype must be x's";
     if (p.row_stride() != p.cols) return "the span kind needs packed rows (ld == cols)";
-    if (threads < 64) return "at least 64 threads for the span kind";
+    if (threads < 64 || threads > kSpanMaxThreads)
+      return "64 .. " + std::to_string(kSpanMaxThreads) + " threads for the span kind";
     if (elems != 0 && (!pow2(elems) || elems > 8)) return "elems must be 0, 1, 2, 4 or 8 for the span kind";
     if (group < 1 || threads % group || (group < 32 ? !pow2(group) : group % 32))
       return "group must be 1, 2, 4, 8, 16 lanes or whole warps dividing the threads";
@@ -2261,6 +2371,12 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (elems > 0 && p.cols > int64_t(group) * elems)
       return "holds rows of at most " + std::to_string(group * elems) + " columns, not " + std::to_string(p.cols);
     if (elems == 0 && group < 2) return "elems 0 (packs) needs at least 2 lanes a row";
+    if (elems == 0) {  // a lane holds at most kSpanPacks of the 16-byte packs a row (share) spans
+      const int64_t rb = p.cols * int64_t(size_of(p.in)), len = cluster > 1 ? (rb + cluster - 1) / cluster + 15 : rb;
+      if ((len + 30) / 16 > int64_t(kSpanPacks) * group)
+        return "a row's " + std::to_string((len + 30) / 16) + " packs exceed " + std::to_string(kSpanPacks) + " a lane x " +
+               std::to_string(group) + " lanes";
+    }
     if (stages < 2 || stages > kSpanMaxStages) return "stages must be 2 .. " + std::to_string(kSpanMaxStages);
     if (cluster < 1 || cluster > kMaxCluster) return "cluster must be 1 .. 16";
     if (cluster > 1 && (elems != 0 || group != threads)) return "a cluster a row needs elems 0 and the whole CTA a row";
@@ -2479,8 +2595,8 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
   // the fewest lanes (8 .. the CTA) at <= 8 packs a lane, and twice as many. Each for one CTA an
   // SM (512 threads, ~192 KiB of stages) and two (256 threads, ~96 KiB): the first (chunk KiB,
   // stages) of each list that holds a row a group (more stages: more chunks in flight).
-  if (p.in == p.out && p.row_stride() == p.cols) {
-    const int64_t row_bytes = p.cols * int64_t(size_of(p.in)), np = (row_bytes + 15) / 16 + 1;
+  if (p.in == p.out && p.row_stride() == p.cols && p.cols > 1) {  // rows of one value: tiny's element-wise path
+    const int64_t row_bytes = p.cols * int64_t(size_of(p.in)), np = (row_bytes + 30) / 16;  // packs a row may span
     std::vector<std::pair<int, int>> shapes;  // (elems, group)
     if (p.cols <= 256) {
       int g = 1;
@@ -2500,10 +2616,10 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       std::vector<std::pair<int, int>> chunks;  // (KiB, stages)
     };
     const Family families[] = {{512, {{48, 4}, {72, 3}, {110, 2}}}, {256, {{24, 4}, {36, 3}, {54, 2}}}};
-    // Rows past 48 KiB: also a cluster a row, the fewest CTAs whose shares fit 4 stages of 48 KiB
-    // (512 threads) and of 24 KiB (256 threads: two CTAs an SM).
-    if (row_bytes > 48 * 1024)
-      for (const auto& [t, kib] : {std::pair{512, 48}, std::pair{256, 24}}) {
+    // Rows past a chunk of 4 stages: also a cluster a row, the fewest CTAs whose shares fit 4
+    // stages of 48 KiB (512 threads) and of 24 KiB (256 threads: two CTAs an SM).
+    for (const auto& [t, kib] : {std::pair{512, 48}, std::pair{256, 24}})
+      if (row_bytes > kib * 1024) {
         const int64_t c = (row_bytes + kib * 1024 - 16 - 1) / (kib * 1024 - 16);
         if (c < 2 || c > kMaxCluster) continue;
         NativeSoftmaxConfig cfg{SoftmaxKind::span, v16, 0, t, int(c), 4, 1, t, kib};
