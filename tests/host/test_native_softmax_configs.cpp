@@ -111,12 +111,10 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
             } else {
               EXPECT_GT(cols, 256) << c.name();
             }
-            EXPECT_TRUE(c.stages >= 2 && c.stages <= 4) << c.name();
-            if (c.cluster > 1) {  // a cluster a row: only rows past 24 KiB, the whole CTA a row
-              EXPECT_GT(cols * int64_t(size_of(in)), 24 * 1024) << c.name();
-              EXPECT_EQ(c.group, c.threads) << c.name();
-              EXPECT_LE(c.cluster, 16) << c.name();
-            }
+            // offered where the H200 measured it near or ahead of the other kinds
+            EXPECT_TRUE(cols <= 16 || (cols > 256 && cols * int64_t(size_of(in)) <= 8192)) << c.name();
+            EXPECT_TRUE(c.stages >= 3 && c.stages <= 4) << c.name();
+            EXPECT_EQ(c.cluster, 1) << c.name();
           } else if (c.kind == SoftmaxKind::wide) {
             EXPECT_GE(cols, 8192) << c.name();
             EXPECT_LE(c.elems, 32) << c.name();
@@ -146,26 +144,26 @@ TEST(NativeSoftmaxConfigs, KindsByRowLength) {
   };
   using K = SoftmaxKind;
   // online only past 1024 columns (tiny holds every shorter row)
-  // span: packed rows whose chunk (or a cluster's share of a row) fits shared memory
+  // span (bf16): packed rows of 2 .. 16 values and of 257 values to 8 KiB
   EXPECT_EQ(kinds(1), (std::set<K>{K::warp, K::tiny}));
-  EXPECT_EQ(kinds(256), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny, K::span}));  // pipe: a warp a row, 4 rows a CTA
-  EXPECT_EQ(kinds(128), (std::set<K>{K::warp, K::block, K::row, K::tiny, K::span}));  // pipe: a warp x 8 elems = 256 columns at least
+  EXPECT_EQ(kinds(256), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny}));  // pipe: a warp a row, 4 rows a CTA
+  EXPECT_EQ(kinds(128), (std::set<K>{K::warp, K::block, K::row, K::tiny}));  // pipe: a warp x 8 elems = 256 columns at least
   EXPECT_EQ(kinds(257), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny, K::span}));  // ld 257: pipe in virtual columns
   EXPECT_EQ(kinds(1024), (std::set<K>{K::warp, K::block, K::pipe, K::row, K::tiny, K::span}));
-  EXPECT_EQ(kinds(4097), (std::set<K>{K::block, K::pipe, K::row, K::span, K::online}));  // ld 4097: pipe in virtual columns
+  EXPECT_EQ(kinds(4097), (std::set<K>{K::block, K::pipe, K::row, K::online}));  // ld 4097: pipe in virtual columns
   EXPECT_EQ(kinds(4097, 4104), (std::set<K>{K::block, K::smem, K::pipe, K::row, K::online}));  // strided: no span
   EXPECT_EQ(kinds(4096), (std::set<K>{K::block, K::smem, K::pipe, K::row, K::span, K::online}));
-  EXPECT_EQ(kinds(16384), (std::set<K>{K::block, K::cluster, K::smem, K::pipe, K::row, K::span, K::online}));
-  EXPECT_EQ(kinds(16385), (std::set<K>{K::cluster, K::pipe, K::row, K::span, K::online}));  // ld 16385: pipe in virtual columns only
+  EXPECT_EQ(kinds(16384), (std::set<K>{K::block, K::cluster, K::smem, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(16385), (std::set<K>{K::cluster, K::pipe, K::row, K::online}));  // ld 16385: pipe in virtual columns only
   EXPECT_EQ(kinds(16385, 16392), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
   EXPECT_EQ(kinds(65535, 65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
-  EXPECT_EQ(kinds(50257), (std::set<K>{K::cluster, K::pipe, K::row, K::span, K::online}));  // span: a row a chunk, 2 stages
-  EXPECT_EQ(kinds(65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::span, K::online}));
-  EXPECT_EQ(kinds(262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::span, K::online}));  // span: 11 CTAs
+  EXPECT_EQ(kinds(50257), (std::set<K>{K::cluster, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(65536), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
+  EXPECT_EQ(kinds(262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
   EXPECT_EQ(kinds(262143, 262144), (std::set<K>{K::cluster, K::smem, K::pipe, K::row, K::online}));
-  EXPECT_EQ(kinds(262147), (std::set<K>{K::pipe, K::row, K::span, K::online}));  // pipe: 9 CTAs of 32768 (virtual columns)
-  EXPECT_EQ(kinds(200000), (std::set<K>{K::smem, K::pipe, K::row, K::span, K::online}));  // pipe: 7 CTAs of 32768 columns
-  EXPECT_EQ(kinds(262152), (std::set<K>{K::smem, K::pipe, K::row, K::span, K::online}));  // pipe: 9 CTAs of 32768 (non-portable)
+  EXPECT_EQ(kinds(262147), (std::set<K>{K::pipe, K::row, K::online}));  // pipe: 9 CTAs of 32768 (virtual columns)
+  EXPECT_EQ(kinds(200000), (std::set<K>{K::smem, K::pipe, K::row, K::online}));  // pipe: 7 CTAs of 32768 columns
+  EXPECT_EQ(kinds(262152), (std::set<K>{K::smem, K::pipe, K::row, K::online}));  // pipe: 9 CTAs of 32768 (non-portable)
   EXPECT_EQ(kinds(1048576), (std::set<K>{K::online}));  // smem: 16 slices of 128 KiB, past 96 KiB
 }
 
@@ -364,7 +362,7 @@ TEST(NativeSoftmaxConfigs, PinnedListForOneProblem) {
       "pipe_v8_e16_t256_r4_c1_s3", "pipe_v8_e8_t256_r2_c1_s2",  "pipe_v8_e8_t256_r2_c1_s3",  "row_v8_e8_t128_r1_c1_s1", "row_v8_e8_t128_r1_c1_s2",
       "row_v8_e16_t128_r2_c1_s1", "row_v8_e16_t128_r2_c1_s2",     "row_v8_e16_t256_r4_c1_s1", "row_v8_e16_t256_r4_c1_s2",     "row_v8_e32_t128_r4_c1_s1", "row_v8_e32_t128_r4_c1_s2",     "row_v8_e32_t256_r8_c1_s1", "row_v8_e32_t256_r8_c1_s2",
       "row_v8_e64_t128_r8_c1_s1", "row_v8_e64_t128_r8_c1_s2",     "row_v8_e64_t256_r16_c1_s1", "row_v8_e64_t256_r16_c1_s2",    "tiny_v8_e32_t256_g32",
-      "span_v8_e0_t512_g32_c1_k48_s4", "span_v8_e0_t256_g32_c1_k24_s4", "span_v8_e0_t512_g64_c1_k48_s4", "span_v8_e0_t256_g64_c1_k24_s4"};
+      "span_v8_e0_t512_g32_k48_s4", "span_v8_e0_t256_g32_k24_s4", "span_v8_e0_t512_g64_k48_s4", "span_v8_e0_t256_g64_k24_s4"};
   EXPECT_EQ(names, want);
 }
 
@@ -539,9 +537,7 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         EXPECT_EQ(l.threads, c.threads);
         const bool clustered =
             c.kind == SoftmaxKind::cluster ||
-            ((c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ||
-              c.kind == SoftmaxKind::span) &&
-             c.cluster > 1);
+            ((c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row) && c.cluster > 1);
         EXPECT_EQ(l.cluster > 1, clustered) << c.name();
         const bool ones = c.kind == SoftmaxKind::tiny && p.cols == 1 && p.row_stride() == 1;  // tiny's element-wise path
         EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ||
@@ -563,11 +559,6 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         }
         if (c.kind == SoftmaxKind::span) {  // an upper bound: every chunk of rows (a multiple of the CTA's groups) on its own CTA
           const int64_t ng = c.threads / c.group, rb = p.cols * int64_t(size_of(p.in));
-          if (c.cluster > 1) {  // a row a chunk, a CTA's share between 16-byte cuts
-            EXPECT_EQ(l.grid, p.rows * c.cluster) << c.name();
-            EXPECT_EQ(l.dynamic_smem, c.stages * (((rb + c.cluster - 1) / c.cluster + 16 + 32 + 127) / 128 * 128)) << c.name();
-            continue;
-          }
           const int64_t R = int64_t(c.chunk_kib) * 1024 / (ng * rb) * ng;
           ASSERT_GE(R, ng) << c.name();
           EXPECT_EQ(l.grid, (p.rows + R - 1) / R) << c.name();
@@ -664,41 +655,46 @@ TEST(NativeSoftmaxConfigs, SpanConfigs) {
   };
   using V = std::vector<std::string>;
   EXPECT_EQ(names(19173961, 7, DType::bf16),
-            (V{"span_v8_e8_t512_g1_c1_k48_s4", "span_v8_e8_t256_g1_c1_k24_s4", "span_v8_e4_t512_g2_c1_k48_s4", "span_v8_e4_t256_g2_c1_k24_s4"}));
+            (V{"span_v8_e8_t512_g1_k48_s4", "span_v8_e8_t256_g1_k24_s4", "span_v8_e4_t512_g2_k48_s4", "span_v8_e4_t256_g2_k24_s4"}));
   EXPECT_TRUE(names(134217728, 1, DType::bf16).empty());  // rows of one value: tiny's element-wise path
   EXPECT_EQ(names(131072, 1001, DType::bf16),
-            (V{"span_v8_e0_t512_g16_c1_k72_s3", "span_v8_e0_t256_g16_c1_k36_s3", "span_v8_e0_t512_g32_c1_k48_s4", "span_v8_e0_t256_g32_c1_k24_s4"}));
-  EXPECT_EQ(names(32768, 4097, DType::bf16),
-            (V{"span_v8_e0_t512_g128_c1_k48_s4", "span_v8_e0_t256_g128_c1_k24_s4", "span_v8_e0_t512_g256_c1_k48_s4", "span_v8_e0_t256_g256_c1_k24_s4"}));
-  EXPECT_EQ(names(8192, 16385, DType::bf16),
-            (V{"span_v8_e0_t256_g256_c2_k24_s4", "span_v8_e0_t512_g512_c1_k48_s4"}));
-  // rows past 48 (24) KiB: a cluster a row (the fewest CTAs whose shares fit 48 or 24 KiB); one
-  // CTA a row while a lane holds at most 8 of its packs
-  EXPECT_EQ(names(4096, 50257, DType::bf16),
-            (V{"span_v8_e0_t512_g512_c3_k48_s4", "span_v8_e0_t256_g256_c5_k24_s4"}));
-  EXPECT_EQ(names(4096, 50257, DType::fp32), (V{"span_v4_e0_t512_g512_c5_k48_s4", "span_v4_e0_t256_g256_c9_k24_s4"}));
-  EXPECT_EQ(names(4096, 151936, DType::bf16), (V{"span_v8_e0_t512_g512_c7_k48_s4", "span_v8_e0_t256_g256_c13_k24_s4"}));
-  EXPECT_EQ(names(4096, 151936, DType::fp32), (V{"span_v4_e0_t512_g512_c13_k48_s4"}));
-  EXPECT_TRUE(names(1, 1048576, DType::bf16).empty());  // 2 MiB: past 16 CTAs of 48 KiB
-  for (const auto& [rows, cols, in] : {std::tuple{19173961, 7, DType::bf16}, {131072, 1001, DType::fp32}, {32768, 4097, DType::fp16},
-                                       {8192, 16385, DType::fp32}, {4096, 50257, DType::bf16}, {4096, 151936, DType::fp32}}) {
+            (V{"span_v8_e0_t512_g16_k72_s3", "span_v8_e0_t256_g16_k36_s3", "span_v8_e0_t512_g32_k48_s4", "span_v8_e0_t256_g32_k24_s4"}));
+  // rows of 4 KiB and 8 KiB (the longest offered); 17 .. 256 values and rows past 8 KiB: none (the
+  // H200 measured span behind Triton's rows kernel there, and behind row and pipe)
+  EXPECT_EQ(names(1000, 4096, DType::bf16),
+            (V{"span_v8_e0_t512_g128_k48_s4", "span_v8_e0_t256_g128_k24_s4", "span_v8_e0_t512_g256_k48_s4", "span_v8_e0_t256_g256_k24_s4"}));
+  EXPECT_EQ(names(1000, 2048, DType::fp32),
+            (V{"span_v4_e0_t512_g128_k48_s4", "span_v4_e0_t256_g128_k24_s4", "span_v4_e0_t512_g256_k48_s4", "span_v4_e0_t256_g256_k24_s4"}));
+  EXPECT_EQ(names(5003, 2, DType::fp32), (V{"span_v4_e2_t512_g1_k48_s4", "span_v4_e2_t256_g1_k24_s4", "span_v4_e1_t512_g2_k48_s4", "span_v4_e1_t256_g2_k24_s4"}));
+  EXPECT_TRUE(names(32768, 4097, DType::bf16).empty());
+  EXPECT_TRUE(names(1000, 2049, DType::fp32).empty());
+  EXPECT_TRUE(names(4194304, 32, DType::bf16).empty());
+  EXPECT_TRUE(names(1000, 17, DType::bf16).empty());
+  EXPECT_TRUE(names(1000, 256, DType::bf16).empty());
+  EXPECT_TRUE(names(4096, 50257, DType::bf16).empty());
+  EXPECT_TRUE(names(1, 1048576, DType::bf16).empty());
+  for (const auto& [rows, cols, in] : {std::tuple{19173961, 7, DType::bf16}, {19173961, 7, DType::fp32}, {5003, 2, DType::fp16},
+                                       {131072, 1001, DType::fp32}, {131072, 1001, DType::bf16}, {1000, 4096, DType::fp16},
+                                       {1000, 2048, DType::fp32}, {700, 257, DType::bf16}}) {
     const auto p = SoftmaxProblem::make(rows, cols, in);
+    int offered = 0;
     for (const auto& c : native_softmax_configs(p)) {
       if (c.kind != SoftmaxKind::span) continue;
+      ++offered;
       const NativeSoftmaxLaunch l = native_softmax_launch(c, p);
       EXPECT_TRUE(l.persistent) << c.name();
       EXPECT_LE(l.dynamic_smem, kNativeSmemDynamicOptIn) << c.name();
-      const int64_t share = (cols * int64_t(size_of(in)) + c.cluster - 1) / c.cluster;  // of a row
-      EXPECT_GE(l.dynamic_smem, c.stages * (share * (c.threads / c.group) + 32)) << c.name();
-      EXPECT_EQ(l.cluster, c.cluster) << c.name();
+      EXPECT_GE(l.dynamic_smem, c.stages * (cols * int64_t(size_of(in)) * (c.threads / c.group) + 32)) << c.name();
+      EXPECT_EQ(l.cluster, 1) << c.name();
       EXPECT_EQ(native_softmax_launch_violation(l, NativeSoftmaxDeviceLimits{}, 2048, 64), "") << c.name();
     }
+    EXPECT_GE(offered, 2) << p.str();
   }
   using C = NativeSoftmaxConfig;
   const auto span = SoftmaxKind::span;
   const C ok{span, 8, 8, 512, 1, 4, 1, 1, 48};
-  EXPECT_EQ(ok.name(), "span_v8_e8_t512_g1_c1_k48_s4");
-  EXPECT_EQ(C::parse("span_v8_e0_t512_g64_c1_k48_s4"), (C{span, 8, 0, 512, 1, 4, 1, 64, 48}));
+  EXPECT_EQ(ok.name(), "span_v8_e8_t512_g1_k48_s4");
+  EXPECT_EQ(C::parse("span_v8_e0_t512_g64_k48_s4"), (C{span, 8, 0, 512, 1, 4, 1, 64, 48}));
   const auto p7 = SoftmaxProblem::make(1000, 7);
   EXPECT_EQ(ok.cannot_run(p7), "");
   auto mixed = p7;
@@ -716,10 +712,8 @@ TEST(NativeSoftmaxConfigs, SpanConfigs) {
   EXPECT_NE((C{span, 4, 8, 512, 1, 4, 1, 1, 48}).cannot_run(p7), "");    // 16-byte packs
   EXPECT_NE((C{span, 8, 0, 512, 1, 4, 1, 512, 48}).cannot_run(SoftmaxProblem::make(10, 50257)), "");  // a row past 48 KiB
   EXPECT_NE((C{span, 8, 0, 512, 1, 3, 1, 512, 110}).cannot_run(SoftmaxProblem::make(10, 50257)), "");  // 3 x 98 KiB
-  EXPECT_EQ((C{span, 8, 0, 512, 3, 4, 1, 512, 48}).cannot_run(SoftmaxProblem::make(10, 50257)), "");   // 3 shares of 33 KiB
-  EXPECT_NE((C{span, 8, 0, 512, 2, 4, 1, 512, 48}).cannot_run(SoftmaxProblem::make(10, 50257)), "");   // 2 of 49 KiB
-  EXPECT_NE((C{span, 8, 0, 512, 3, 4, 1, 256, 48}).cannot_run(SoftmaxProblem::make(10, 50257)), "");   // a cluster: the CTA a row
-  EXPECT_NE((C{span, 8, 0, 512, 17, 4, 1, 512, 48}).cannot_run(SoftmaxProblem::make(10, 50257)), "");  // 16 CTAs at most
-  EXPECT_THROW(C::parse("span_v8_e0_t512_g64_c1_k48"), Error);
-  EXPECT_THROW(C::parse("span_v8_e0_t512_g64_k48_c1_s4"), Error);
+  EXPECT_NE((C{span, 8, 0, 512, 3, 4, 1, 512, 48}).cannot_run(SoftmaxProblem::make(10, 50257)), "");   // no cluster
+  EXPECT_NE((C{span, 8, 8, 512, 2, 4, 1, 1, 48}).cannot_run(p7), "");                                 // no cluster
+  EXPECT_THROW(C::parse("span_v8_e0_t512_g64_k48"), Error);
+  EXPECT_THROW(C::parse("span_v8_e0_t512_g64_c1_k48_s4"), Error);  // no cluster field (before 2026-12-03: _c1)
 }

@@ -1164,19 +1164,9 @@ __global__ void __launch_bounds__(kTinyMaxThreads)
 // behind a named barrier (id 1 + group). R is a multiple of the groups of a CTA, so that every
 // group has a row in every full chunk. Special values as tiny: a NaN, a +Inf or an all -Inf row
 // makes the sum NaN (the row NaN), -Inf entries of a finite row give 0.
-// Rows too long for one CTA's stages: a cluster of C CTAs a row (a chunk is one row, E = 0, the
-// whole CTA one group); CTA `rank` takes the row's bytes between the cuts rank and rank + 1 (cut j
-// = j ceil(row bytes / C) from the row's start, rounded up to 16 bytes of x: only the row's own
-// first and last packs are partial), computes its (m_k, s_k) with s_k against m_k (0 instead
-// when m_k = -Inf), pushes the pair into every CTA's shared memory (st.async, an mbarrier per
-// slot; kSpanSlots slots by row parity as pipe's: a slot is rewritten only after every CTA sent
-// the pair of a later row, i.e. read this one) and merges M = max m_k, S = sum s_k W(m_k, M)
-// (W as pipe's weight: 0 for m_k = -Inf); y = exp(a - M) / S. An all -Inf row gets M = -Inf and
-// NaN; a NaN or +Inf makes its s_k NaN.
 constexpr int kSpanMaxThreads = 512;  // the launch bound (128 registers a thread: a lane's raw packs)
 constexpr int kSpanMaxStages = 6;
 constexpr int kSpanStageSlack = 32;  // bytes of a stage past its rows: the partial packs at both ends
-constexpr int kSpanSlots = 4;        // cluster exchange slots
 
 __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // bytes (a multiple of 16; both addresses 16-byte aligned) from this CTA's shared src to global
@@ -1201,25 +1191,12 @@ struct SpanChunk {
   int64_t b0, b1, a0, a1;
   int nr;
 };
-// With a cluster of C > 1 CTAs a row (R = 1): the bytes of row k between the cuts rank and rank + 1.
-__device__ __forceinline__ SpanChunk span_chunk(int64_t k, int64_t R, int64_t rows, int64_t row_bytes, int64_t xend16,
-                                                int C, int rank) {
+__device__ __forceinline__ SpanChunk span_chunk(int64_t k, int64_t R, int64_t rows, int64_t row_bytes, int64_t xend16) {
   SpanChunk c;
-  if (C > 1) {
-    const int64_t r0 = k * row_bytes, share = (row_bytes + C - 1) / C;
-    auto cut = [&](int j) {
-      const int64_t b = j <= 0 ? r0 : j >= C ? r0 + row_bytes : (r0 + j * share + 15) & ~int64_t(15);
-      return b < r0 + row_bytes ? b : r0 + row_bytes;
-    };
-    c.nr = 1;
-    c.b0 = cut(rank);
-    c.b1 = cut(rank + 1);
-  } else {
-    const int64_t r0 = k * R, r1 = r0 + R < rows ? r0 + R : rows;
-    c.nr = int(r1 - r0);
-    c.b0 = r0 * row_bytes;
-    c.b1 = r1 * row_bytes;
-  }
+  const int64_t r0 = k * R, r1 = r0 + R < rows ? r0 + R : rows;
+  c.nr = int(r1 - r0);
+  c.b0 = r0 * row_bytes;
+  c.b1 = r1 * row_bytes;
   c.a0 = c.b0 & ~int64_t(15);
   const int64_t up = (c.b1 + 15) & ~int64_t(15);
   c.a1 = up < xend16 ? up : xend16;
@@ -1248,9 +1225,12 @@ __device__ __forceinline__ float group_reduce(float v, int G, int q, float* red)
 }
 
 // 2^x flushing subnormal results (one MUFU.EX2; ex2.approx.f32 keeps them with three more
-// instructions). The span kernel exponentiates 2^64 e instead of e (its exponents shifted by +64,
-// its sums 2^64 S, y = 2^64 e / 2^64 S): only e < 2^-190 flush, whose y are below every output
-// dtype's smallest subnormal anyway.
+// instructions, the same value otherwise). The span kernel's rows of packs exponentiate 2^64 e
+// instead of e (the exponents shifted by +64, the sums 2^64 S, y = 2^64 e / 2^64 S: only
+// e < 2^-190 flush, whose y are below every output dtype's smallest subnormal anyway; the shift
+// costs up to 2^-19 of an exponent's absolute precision, well within the check's bound for rows
+// of more than 256 values, but not for short fp32 rows: the H200 run measured 1.3x the bound at
+// 2 columns); rows of values (short rows) use ex2_ftz only when no exponent is below -126.
 __device__ __forceinline__ float ex2_ftz(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -1298,24 +1278,35 @@ __device__ __forceinline__ void span_row_values(unsigned char* rxb, int n, bool 
     const int cc = k + j * G;
     v[j] = valid && cc < n ? scale * to_float(rx[cc]) : -INFINITY;
   }
-  float m = -INFINITY;
+  float m = -INFINITY, amin = INFINITY;  // amin: the smallest of this lane's values
 #pragma unroll
-  for (int j = 0; j < E; ++j) m = fmaxf(m, v[j]);
+  for (int j = 0; j < E; ++j) {
+    m = fmaxf(m, v[j]);
+    if (k + j * G < n) amin = fminf(amin, v[j]);
+  }
   m = group_reduce<false>(m, G, q, red_m);
   const float ml = m * kLog2e;
   float sum = 0.0f;
-  if (isfinite(ml) || !isfinite(m)) {  // 2^64 exp(v - m) = ex2(v log2e - (m log2e - 64)): one FFMA (m = +-Inf: NaN as exp_sub)
-    const float mls = ml - kSpanExpShift;
+  // exp(v - m) as ex2(v log2e - m log2e) (one FFMA; m = +-Inf give NaN as exp_sub does); by one
+  // MUFU (ex2_ftz) when none of the lane's exponents is below -126 (no subnormal result: the
+  // same values as ex2), else ex2 (subnormals kept; also lanes holding a -Inf or NaN)
+  if (isfinite(ml) || !isfinite(m)) {
+    if (fmaf(amin, kLog2e, -ml) >= -126.0f) {
 #pragma unroll
-    for (int j = 0; j < E; ++j)
-      if (k + j * G < n) sum += (v[j] = ex2_ftz(fmaf(v[j], kLog2e, -mls)));
+      for (int j = 0; j < E; ++j)
+        if (k + j * G < n) sum += (v[j] = ex2_ftz(fmaf(v[j], kLog2e, -ml)));
+    } else {
+#pragma unroll
+      for (int j = 0; j < E; ++j)
+        if (k + j * G < n) sum += (v[j] = ex2(fmaf(v[j], kLog2e, -ml)));
+    }
   } else {  // |m| > 2.3e38
 #pragma unroll
     for (int j = 0; j < E; ++j)
-      if (k + j * G < n) sum += (v[j] = exp_sub(v[j], m) * 1.8446744073709552e19f);  // 2^64
+      if (k + j * G < n) sum += (v[j] = exp_sub(v[j], m));
   }
   sum = group_reduce<true>(sum, G, q, red_s);
-  const float inv = 1.0f / sum;  // 2^64 (1 .. 256), or NaN
+  const float inv = 1.0f / sum;  // sum in [1, 256], or NaN
   if (valid) {
 #pragma unroll
     for (int j = 0; j < E; ++j)
@@ -1346,7 +1337,7 @@ __device__ __forceinline__ float word_max_float(uint32_t w) {
   }
 }
 
-// A row (or a cluster CTA's share of one) at the stage's bytes [o0, o1) (o1 == o0: no row for this
+// A row at the stage's bytes [o0, o1) (o1 == o0: no row for this
 // group, which still takes part in its reductions), reduced by lane k of a group of G lanes (G <= 32
 // lanes of one warp, or whole warps) and written over x. Lane k loads the row's 16-byte packs p0 + k +
 // j G (j < kSpanPacks) once into registers, raw; the row's partial first and last packs (their
@@ -1354,14 +1345,12 @@ __device__ __forceinline__ float word_max_float(uint32_t w) {
 // element by element, the whole packs without masks:
 //   max  M = |s| max(x ^ sign(s)) (two 16-bit values an instruction; s x is monotone in x), NaN
 //        ignored or propagated (either makes the row NaN below)
-//   sum  S = sum ex2(x s log2e - M log2e); with a cluster (C > 1): this CTA's (m_k, s_k), s_k
-//        against m_k (0 when m_k = -Inf), exchanged and merged as in the kernel's comment
+//   sum  S = sum ex2(x s log2e - M log2e)
 //   y    ex2(x s log2e - M log2e) / S: the whole packs by one 16-byte store each.
 // |M| log2e past FLT_MAX (|M| > 2.3e38) takes exp_sub((s x), M) instead of the FFMA form.
 template <class T>
 __device__ __forceinline__ void span_row_packs(unsigned char* stage, int o0, int o1, int k, int G, int q, float scale,
-                                               int C, int it, int rank, float* red_m, float* red_s,
-                                               float2 (*part)[kMaxCluster], uint64_t* xbar) {
+                                               float* red_m, float* red_s) {
   constexpr int V = int(16 / sizeof(T)), SZ = int(sizeof(T));
   const int p0 = o0 >> 4, p1 = o1 > o0 ? (o1 + 15) >> 4 : p0;  // the row's packs
   const bool head = (o0 & 15) != 0, tail = (o1 & 15) != 0 && p1 > p0;
@@ -1432,7 +1421,7 @@ __device__ __forceinline__ void span_row_packs(unsigned char* stage, int o0, int
     }
   };
   float sum = 0.0f;
-  exps(C > 1 && m == -INFINITY ? 0.0f : m, [&](int j, const float* e) {  // a cluster's all -Inf share: s_k = 0
+  exps(m, [&](int j, const float* e) {
     if (whole >> j & 1) {
 #pragma unroll
       for (int i = 0; i < V; ++i) sum += e[i];
@@ -1443,17 +1432,6 @@ __device__ __forceinline__ void span_row_packs(unsigned char* stage, int o0, int
     }
   });
   sum = group_reduce<true>(sum, G, q, red_s);
-  if (C > 1) {  // (m_k, s_k) into every CTA's part[xs][rank]; wait for the cluster's; merge
-    const int t = int(threadIdx.x), xs = it % kSpanSlots;
-    if (t == 0) mbar_arrive_expect_tx(&xbar[xs], uint32_t(C) * uint32_t(sizeof(float2)));
-    if (t < C) st_async(mapa(&part[xs][rank], uint32_t(t)), make_float2(m, sum), mapa(&xbar[xs], uint32_t(t)));
-    mbar_wait(&xbar[xs], uint32_t(it / kSpanSlots) & 1u);
-    float M = -INFINITY, Z = 0.0f;
-    for (int j = 0; j < C; ++j) M = fmaxf(M, part[xs][j].x);
-    for (int j = 0; j < C; ++j) Z += part[xs][j].y * weight(part[xs][j].x, M);
-    m = M;
-    sum = Z;
-  }
   const float inv = 1.0f / sum;
   exps(m, [&](int j, float* e) {
 #pragma unroll
@@ -1472,34 +1450,24 @@ __device__ __forceinline__ void span_row_packs(unsigned char* stage, int o0, int
 template <class T, int E>
 __global__ void __launch_bounds__(kSpanMaxThreads)
     softmax_span_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, float scale, int64_t R,
-                        int S, int stage_bytes, int G, int C) {
+                        int S, int stage_bytes, int G) {
   constexpr int V = int(16 / sizeof(T)), SZ = int(sizeof(T));
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full[kSpanMaxStages];
-  __shared__ __align__(8) uint64_t xbar[kSpanSlots];
-  __shared__ float2 part[kSpanSlots][kMaxCluster];  // part[slot][rank]: the cluster's (m_k, s_k)
   __shared__ float red_m[32], red_s[32];
   const int t = int(threadIdx.x), T_ = int(blockDim.x);
-  const int rank = C > 1 ? int(cluster_ctarank()) : 0;
   const int64_t row_bytes = cols * SZ, xend16 = (rows * row_bytes) & ~int64_t(15);
-  const int64_t nchunks = (rows + R - 1) / R, G0 = gridDim.x / C, first = blockIdx.x / C;
+  const int64_t nchunks = (rows + R - 1) / R, G0 = gridDim.x, first = blockIdx.x;
   if (t == 0) {
     for (int s = 0; s < S; ++s) mbar_init(&full[s], 1);
-    if (C > 1)
-      for (int s = 0; s < kSpanSlots; ++s) mbar_init(&xbar[s], 1);
     fence_mbar_init();
   }
-  // The barriers are initialized; with a cluster, every CTA of it runs (and has its barriers
-  // initialized) before any st.async into its shared memory.
-  if (C > 1)
-    cluster_barrier();
-  else
-    __syncthreads();
+  __syncthreads();
   const uint64_t policy = evict_first_policy();
   // Thread 0: chunk k's bytes [a0, a1) of x into stage st (nothing past the last chunk).
   auto issue = [&](int64_t k, int st) {
     if (k >= nchunks) return;
-    const SpanChunk c = span_chunk(k, R, rows, row_bytes, xend16, C, rank);
+    const SpanChunk c = span_chunk(k, R, rows, row_bytes, xend16);
     const uint32_t bytes = uint32_t(c.a1 - c.a0);
     mbar_arrive_expect_tx(&full[st], bytes);
     unsigned char* const dst = smem_raw + int64_t(st) * stage_bytes;
@@ -1516,7 +1484,7 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
   for (int64_t ch = first; ch < nchunks; ch += G0, ++it) {
     const int st = it % S;
     unsigned char* const stage = smem_raw + int64_t(st) * stage_bytes;
-    const SpanChunk c = span_chunk(ch, R, rows, row_bytes, xend16, C, rank);
+    const SpanChunk c = span_chunk(ch, R, rows, row_bytes, xend16);
     mbar_wait(&full[st], uint32_t(it / S) & 1u);
     if (c.b1 > c.a1) {  // x's last partial 16 bytes (the last chunk only: uniform)
       const int64_t e0 = (c.b0 > c.a1 ? c.b0 : c.a1) / SZ, e1 = c.b1 / SZ;
@@ -1524,7 +1492,7 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
       __syncthreads();
     }
     const int ob = int(c.b0 - c.a0);                           // the chunk's first byte in the stage (0 .. 15)
-    const int rb = C > 1 ? int(c.b1 - c.b0) : int(row_bytes);  // a row (its share) fits a stage (cannot_run)
+    const int rb = int(row_bytes);    // a row fits a stage (cannot_run)
     for (int lr0 = 0; lr0 + qw < c.nr; lr0 += ng) {
       const int lr = lr0 + q;
       const bool valid = lr < c.nr;
@@ -1532,7 +1500,7 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
         span_row_values<T, E>(stage + ob + (valid ? lr : 0) * rb, int(cols), valid, k, G, q, scale, red_m, red_s);
       } else {
         const int o0 = ob + lr * rb, o1 = o0 + rb;  // the row's bytes in the stage
-        span_row_packs<T>(stage, o0, valid ? o1 : o0, k, G, q, scale, C, it, rank, red_m, red_s, part, xbar);
+        span_row_packs<T>(stage, o0, valid ? o1 : o0, k, G, q, scale, red_m, red_s);
       }
     }
     fence_proxy_async_smem();  // y in the stage, visible to the bulk store
@@ -1557,8 +1525,6 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
     __syncwarp();
   }
   if (t == 0) bulk_wait_all();
-  // No CTA leaves while another may still push into its shared memory.
-  if (C > 1) cluster_barrier();
 }
 
 // ---- wide: few long rows, each cut into slices spread over the whole GPU ----------------------
@@ -2072,17 +2038,13 @@ void launch_tiny(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
 // span: the rows of a chunk (a multiple of the CTA's threads / group, as many as chunk_kib KiB of x
 // hold; 0 when not even one row a group fits) and the bytes of one stage (the chunk and its two
 // partial edge packs, rounded to 128).
-// With a cluster (C > 1 CTAs a row): one row, a CTA's share of it at most ceil(row bytes / C) + 15.
 int64_t span_rows(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
-  if (c.group < 1 || c.threads % c.group || c.cluster < 1) return 0;
+  if (c.group < 1 || c.threads % c.group) return 0;
   const int64_t ng = c.threads / c.group, row_bytes = p.cols * int64_t(size_of(p.in));
-  if (c.cluster > 1) return (row_bytes + c.cluster - 1) / c.cluster + 16 <= int64_t(c.chunk_kib) * 1024 ? 1 : 0;
   return int64_t(c.chunk_kib) * 1024 / (ng * row_bytes) * ng;
 }
 int64_t span_stage_bytes(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
-  const int64_t row_bytes = p.cols * int64_t(size_of(p.in));
-  const int64_t bytes = c.cluster > 1 ? (row_bytes + c.cluster - 1) / c.cluster + 16 : span_rows(c, p) * row_bytes;
-  return (bytes + kSpanStageSlack + 127) / 128 * 128;
+  return (span_rows(c, p) * p.cols * int64_t(size_of(p.in)) + kSpanStageSlack + 127) / 128 * 128;
 }
 
 template <class Ti, class To, int VEC>
@@ -2090,8 +2052,8 @@ void launch_span(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
   if constexpr (std::is_same_v<Ti, To> && VEC * sizeof(Ti) == 16) {
     int64_t rows = p.rows, cols = p.cols, R = span_rows(c, p);
     float scale = p.scale;
-    int S = c.stages, stage_bytes = int(span_stage_bytes(c, p)), G = c.group, C = c.cluster;
-    void* args[] = {&x, &y, &rows, &cols, &scale, &R, &S, &stage_bytes, &G, &C};
+    int S = c.stages, stage_bytes = int(span_stage_bytes(c, p)), G = c.group;
+    void* args[] = {&x, &y, &rows, &cols, &scale, &R, &S, &stage_bytes, &G};
     const void* kernel = nullptr;
     switch (c.elems) {
       case 0: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 0>); break;
@@ -2254,8 +2216,7 @@ std::string NativeSoftmaxConfig::name() const {
   if (kind != SoftmaxKind::online && kind != SoftmaxKind::smem) n += "_e" + std::to_string(elems);
   n += "_t" + std::to_string(threads);
   if (kind == SoftmaxKind::tiny || kind == SoftmaxKind::span) n += "_g" + std::to_string(group);
-  if (kind == SoftmaxKind::span)
-    n += "_c" + std::to_string(cluster) + "_k" + std::to_string(chunk_kib) + "_s" + std::to_string(stages);
+  if (kind == SoftmaxKind::span) n += "_k" + std::to_string(chunk_kib) + "_s" + std::to_string(stages);
   if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row) n += "_r" + std::to_string(block_rows);
   if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe || kind == SoftmaxKind::row)
     n += "_c" + std::to_string(cluster);
@@ -2268,7 +2229,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
     GT_THROW("native softmax config '" + name + "': " + why +
              " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
              "pipe_v8_e32_t1024_r1_c8_s3, row_v8_e32_t160_r1_c1_s1, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512, "
-             "span_v8_e0_t512_g64_c1_k48_s4)");
+             "span_v8_e0_t512_g64_k48_s4)");
   };
   NativeSoftmaxConfig c;
   size_t pos = name.find('_');
@@ -2298,7 +2259,6 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   c.threads = field('t');
   c.group = c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::span ? field('g') : 0;
   if (c.kind == SoftmaxKind::span) {
-    c.cluster = field('c');
     c.chunk_kib = field('k');
     c.stages = field('s');
   }
@@ -2372,17 +2332,12 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
       return "holds rows of at most " + std::to_string(group * elems) + " columns, not " + std::to_string(p.cols);
     if (elems == 0 && group < 2) return "elems 0 (packs) needs at least 2 lanes a row";
     if (elems == 0) {  // a lane holds at most kSpanPacks of the 16-byte packs a row (share) spans
-      const int64_t rb = p.cols * int64_t(size_of(p.in)), len = cluster > 1 ? (rb + cluster - 1) / cluster + 15 : rb;
+      const int64_t len = p.cols * int64_t(size_of(p.in));
       if ((len + 30) / 16 > int64_t(kSpanPacks) * group)
         return "a row's " + std::to_string((len + 30) / 16) + " packs exceed " + std::to_string(kSpanPacks) + " a lane x " +
                std::to_string(group) + " lanes";
     }
     if (stages < 2 || stages > kSpanMaxStages) return "stages must be 2 .. " + std::to_string(kSpanMaxStages);
-    if (cluster < 1 || cluster > kMaxCluster) return "cluster must be 1 .. 16";
-    if (cluster > 1 && (elems != 0 || group != threads)) return "a cluster a row needs elems 0 and the whole CTA a row";
-    if (cluster > 1 && span_rows(*this, p) < 1)
-      return "a row's share of " + std::to_string((p.cols * int64_t(size_of(p.in)) + cluster - 1) / cluster) +
-             " bytes exceeds a chunk of " + std::to_string(chunk_kib) + " KiB";
     if (chunk_kib < 1 || span_rows(*this, p) < 1)
       return "a chunk of " + std::to_string(chunk_kib) + " KiB holds less than one row for each of the " +
              std::to_string(threads / std::max(group, 1)) + " groups of a CTA";
@@ -2407,7 +2362,7 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   if (kind == SoftmaxKind::cluster && (!pow2(cluster) || cluster < 2 || cluster > kMaxCluster))
     return "cluster must be 2, 4, 8 or 16";
   const bool rows_of_warps = kind == SoftmaxKind::pipe || kind == SoftmaxKind::row;  // block_rows, any cluster
-  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && kind != SoftmaxKind::span && !rows_of_warps && cluster != 1)
+  if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && !rows_of_warps && cluster != 1)
     return "cluster must be 1 for this kind";
   if (!rows_of_warps && kind != SoftmaxKind::span && stages != 0) return "stages must be 0 for this kind";
   if (!rows_of_warps && block_rows != 1) return "block_rows must be 1 for this kind";
@@ -2589,14 +2544,17 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       cfg.group = g;
       if (cfg.cannot_run(p).empty()) out.push_back(cfg);
     }
-  // span: packed rows, y of x's dtype, a row's chunk share in shared memory. Rows of at most 256
-  // values in registers (elems > 0): the fewest lanes g (a power of two <= 32) that hold the row
-  // at <= 8 values a lane, and twice as many at half the values; longer rows in packs (elems 0):
-  // the fewest lanes (8 .. the CTA) at <= 8 packs a lane, and twice as many. Each for one CTA an
-  // SM (512 threads, ~192 KiB of stages) and two (256 threads, ~96 KiB): the first (chunk KiB,
-  // stages) of each list that holds a row a group (more stages: more chunks in flight).
-  if (p.in == p.out && p.row_stride() == p.cols && p.cols > 1) {  // rows of one value: tiny's element-wise path
-    const int64_t row_bytes = p.cols * int64_t(size_of(p.in)), np = (row_bytes + 30) / 16;  // packs a row may span
+  // span: packed rows, y of x's dtype, where the H200 measured it near or ahead of the other kinds
+  // (2026-12-03): rows of 2-16 values in registers (elems > 0: the fewest lanes g, a power of two,
+  // that hold the row at <= 8 values a lane, and twice as many at half the values; rows of 32
+  // and 64 ran at 53-76% of copy where Triton's rows kernel reached 94%), rows of 257 values
+  // to 8 KiB in packs (elems 0: the fewest lanes, 8 .. the CTA, at <= 8 packs a lane, and twice
+  // as many; 4097 bf16 and longer rows ran at 27-55% where row and pipe reached 48-78%). Each for
+  // one CTA an SM (512 threads, ~192 KiB of stages) and two (256 threads, ~96 KiB): the first
+  // (chunk KiB, stages) of each list that holds a row a group (more stages: more chunks in flight).
+  const int64_t span_row_bytes = p.cols * int64_t(size_of(p.in));
+  if (p.in == p.out && p.row_stride() == p.cols && p.cols > 1 && (p.cols <= 16 || (p.cols > 256 && span_row_bytes <= 8192))) {
+    const int64_t np = (span_row_bytes + 30) / 16;  // packs a row may span
     std::vector<std::pair<int, int>> shapes;  // (elems, group)
     if (p.cols <= 256) {
       int g = 1;
@@ -2615,16 +2573,7 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       int threads;
       std::vector<std::pair<int, int>> chunks;  // (KiB, stages)
     };
-    const Family families[] = {{512, {{48, 4}, {72, 3}, {110, 2}}}, {256, {{24, 4}, {36, 3}, {54, 2}}}};
-    // Rows past a chunk of 4 stages: also a cluster a row, the fewest CTAs whose shares fit 4
-    // stages of 48 KiB (512 threads) and of 24 KiB (256 threads: two CTAs an SM).
-    for (const auto& [t, kib] : {std::pair{512, 48}, std::pair{256, 24}})
-      if (row_bytes > kib * 1024) {
-        const int64_t c = (row_bytes + kib * 1024 - 16 - 1) / (kib * 1024 - 16);
-        if (c < 2 || c > kMaxCluster) continue;
-        NativeSoftmaxConfig cfg{SoftmaxKind::span, v16, 0, t, int(c), 4, 1, t, kib};
-        if (cfg.cannot_run(p).empty()) out.push_back(cfg);
-      }
+    const Family families[] = {{512, {{48, 4}, {72, 3}}}, {256, {{24, 4}, {36, 3}}}};
     for (const auto& [e, g] : shapes)
       for (const Family& f : families) {
         for (const auto& [kib, st] : f.chunks) {
@@ -2708,8 +2657,7 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       break;
     }
     case SoftmaxKind::span:
-      l.cluster = c.cluster;
-      l.grid = (p.rows + span_rows(c, p) - 1) / span_rows(c, p) * c.cluster;  // chunks: an upper bound (persistent)
+      l.grid = (p.rows + span_rows(c, p) - 1) / span_rows(c, p);  // chunks: an upper bound (persistent)
       l.dynamic_smem = int64_t(c.stages) * span_stage_bytes(c, p);
       l.persistent = true;
       break;
