@@ -2544,16 +2544,18 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
       cfg.group = g;
       if (cfg.cannot_run(p).empty()) out.push_back(cfg);
     }
-  // span: packed rows, y of x's dtype, where the H200 measured it near or ahead of the other kinds
+  // span: packed rows, y of x's dtype, where the H200 measured it ahead of the other kinds
   // (2026-12-03): rows of 2-16 values in registers (elems > 0: the fewest lanes g, a power of two,
-  // that hold the row at <= 8 values a lane, and twice as many at half the values; rows of 32
-  // and 64 ran at 53-76% of copy where Triton's rows kernel reached 94%), rows of 257 values
-  // to 8 KiB in packs (elems 0: the fewest lanes, 8 .. the CTA, at <= 8 packs a lane, and twice
-  // as many; 4097 bf16 and longer rows ran at 27-55% where row and pipe reached 48-78%). Each for
+  // that hold the row at <= 8 values a lane, and twice as many at half the values; 3 and 7
+  // values: 49-79% of copy, tiny 44-74%; rows of 32 and 64 ran at 53-58% where Triton's rows
+  // kernel reached 94%), rows of 257 values to 2 KiB in packs (elems 0: the fewest lanes, 8 ..
+  // the CTA, at <= 8 packs a lane, and twice as many; 1001 bf16: 76%, warp 68%; 1001 fp32 (4 KiB)
+  // 77% where warp reached 98%, 4096 bf16 62% where pipe reached 81%, 4097 bf16 and longer rows
+  // 27-56% where row and pipe reached 48-78%). Each for
   // one CTA an SM (512 threads, ~192 KiB of stages) and two (256 threads, ~96 KiB): the first
   // (chunk KiB, stages) of each list that holds a row a group (more stages: more chunks in flight).
   const int64_t span_row_bytes = p.cols * int64_t(size_of(p.in));
-  if (p.in == p.out && p.row_stride() == p.cols && p.cols > 1 && (p.cols <= 16 || (p.cols > 256 && span_row_bytes <= 8192))) {
+  if (p.in == p.out && p.row_stride() == p.cols && p.cols > 1 && (p.cols <= 16 || (p.cols > 256 && span_row_bytes <= 2048))) {
     const int64_t np = (span_row_bytes + 30) / 16;  // packs a row may span
     std::vector<std::pair<int, int>> shapes;  // (elems, group)
     if (p.cols <= 256) {
