@@ -118,7 +118,9 @@ GT_API int gt_kernel_run_ex(gt_kernel* kernel, const void* a, const void* b, con
 GT_API int gt_kernel_run_abd(gt_kernel* kernel, const void* a, const void* b, void* d, const void* bias, void* stream);
 /* NULL is fine. */
 GT_API int gt_kernel_destroy(gt_kernel* kernel);
-/* {"backend", "id", "name", "problem", "problem_json", "cache_key"} */
+/* {"backend", "id", "name", "problem", "problem_json", "cache_key", "torch_baseline"}; torch_baseline:
+ * the kernel is the cuBLASLt baseline that reproduces torch's own call (a report's is_default
+ * candidate where cuBLASLt answered torch's query; docs/cublaslt.md). */
 GT_API int gt_kernel_describe(gt_kernel* kernel, char** json);
 
 /* Softmax over the last dimension of a [rows, cols] tensor (gemmtune/softmax.hpp). problem_json:

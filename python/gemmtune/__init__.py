@@ -127,7 +127,8 @@ class Kernel(_Owned):
         self._run = _capi.lib().gt_kernel_run_ex
 
     def describe(self) -> dict:
-        """{"backend", "id", "name", "problem", "problem_json", "cache_key"}."""
+        """{"backend", "id", "name", "problem", "problem_json", "cache_key", "torch_baseline"}: torch_baseline,
+        the cuBLASLt baseline that reproduces torch's own call (docs/cublaslt.md)."""
         if self._info is None:
             out = ctypes.c_void_p()
             _capi.check(_capi.lib().gt_kernel_describe(self._h, ctypes.byref(out)))

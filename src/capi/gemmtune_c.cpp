@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "backends/cublaslt/lt.hpp"
 #include "core/cuda.hpp"
 #include "core/problem_json.hpp"
 #include "gemmtune/engine.hpp"
@@ -244,6 +245,9 @@ GT_API int gt_kernel_describe(gt_kernel* kernel, char** out) {
   return call([&] {
     auto j = nlohmann::json::parse(gemmtune::kernel_to_json(kernel->kernel));
     j["cache_key"] = kernel->state->engine.cache_key(kernel->kernel.problem());
+    // The cuBLASLt baseline that reproduces torch's own call (docs/cublaslt.md: its id is
+    // torch-<main>-<fallback>, selected or loaded): gemmtune.torch then calls torch's op instead.
+    j["torch_baseline"] = gemmtune::lt::is_torch_baseline(kernel->kernel.backend(), kernel->kernel.id());
     *out = dup(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
 }

@@ -329,6 +329,10 @@ TEST(CublasLtTorch, BaselineIdRoundTrip) {
   std::string id = lt::torch_id(main, fallback);
   EXPECT_TRUE(lt::is_torch_id(id));
   EXPECT_FALSE(lt::is_torch_id(lt::algo_to_hex(main)));
+  // gt_kernel_describe's "torch_baseline": the cublaslt backend's torch- id only.
+  EXPECT_TRUE(lt::is_torch_baseline("cublaslt", id));
+  EXPECT_FALSE(lt::is_torch_baseline("cublaslt", lt::algo_to_hex(main)));
+  EXPECT_FALSE(lt::is_torch_baseline("triton", id));
   EXPECT_EQ(id.size(), 6u + 128 + 1 + 128);
   lt::parse_torch_id(id, m2, f2);
   EXPECT_TRUE(lt::same_algo(main, m2));

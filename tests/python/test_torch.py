@@ -432,3 +432,133 @@ def test_fast_path_takes_parameters(monkeypatch):
 
     with torch.no_grad():
         assert not _ops._plain(x.as_subclass(Sub), w)
+
+
+# ---- deferring to torch's op when the pick is torch's own kernel ----------------------------------------
+
+class BaselineKernel(FakeKernel):
+    """A selected kernel whose describe() says whether it is the cuBLASLt torch baseline."""
+
+    def __init__(self, problem, baseline):
+        super().__init__(problem)
+        self.baseline = baseline
+
+    def describe(self):
+        return {"backend": "cublaslt", "id": "torch-00-00" if self.baseline else "00", "name": "lt",
+                "torch_baseline": self.baseline}
+
+
+def _fake_gpu(monkeypatch, baseline):
+    """The hot path on CPU tensors, the GPU parts faked; _select picks the torch baseline when
+    baseline(problem) says so. Returns (selects, calls): problems selected, C runs made."""
+    import contextlib
+    _ops.configure()
+    calls, selects = [], []
+    monkeypatch.setattr(P, "_check_cuda", lambda op, name, t, device: None)
+    monkeypatch.setattr(_ops, "_select", lambda op, plan, device: selects.append(plan.problem)
+                        or BaselineKernel(plan.problem, baseline(plan.problem)))
+    monkeypatch.setattr(_ops, "_raw_stream", lambda device: 1234)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(_ops._State, "run", object())  # bound: _entry binds nothing
+    monkeypatch.setattr(_ops._State, "run_abd", lambda *args: calls.append(args) or 0)
+    monkeypatch.setattr(_ops._State, "softmax_run", lambda *args: calls.append(args) or 0)
+    return selects, calls
+
+
+def test_defers_to_torch_exactly_when_the_pick_is_torch_baseline(monkeypatch):
+    """mm and linear (no activation) whose pick is the torch baseline run torch's op (same result,
+    no C call); any other pick, an activation, or softmax run gemmtune's kernel. Decided once per
+    key: repeated calls select nothing more."""
+    selects, calls = _fake_gpu(monkeypatch, lambda p: p.get("n", 48) == 48)  # n = 48 (and softmax): baseline
+    w, w2 = torch.randn(48, 32, dtype=bf16), torch.randn(40, 32, dtype=bf16)
+    b = torch.randn(48, dtype=bf16)
+    x = torch.randn(2, 5, 32, dtype=bf16)
+    for _ in range(3):
+        y = _ops._linear_impl(x, w, b, None)
+        assert torch.equal(y, torch.nn.functional.linear(x, w, b))
+        y = _ops._mm_impl(x[0], w.t())
+        assert torch.equal(y, torch.mm(x[0], w.t()))
+    assert len(selects) == 2 and calls == []
+    assert all(e.defer for d in _ops._State.entries.values() for e in d.values())
+    _ops._linear_impl(x, w2, None, None)          # not the baseline: gemmtune's kernel
+    assert len(calls) == 1
+    _ops._linear_impl(x, w, b, "silu")            # the baseline, but an activation: gemmtune's kernel
+    assert len(calls) == 2
+    _ops._softmax_impl(x, -1, 1.0)                # softmax never defers
+    assert len(calls) == 3
+    assert [e.defer for e in _ops._State.entries["linear"].values()] == [True, False, False]
+    _ops.configure()
+
+
+def test_traced_defer_selects_once_never_under_capture(monkeypatch):
+    """What dynamo asks while tracing with static shapes: the key's pick (selected now if new,
+    the same entry the eager call uses); under CUDA-graph capture a new key is not selected (the
+    op stays ours); not a CUDA device: never."""
+    selects, calls = _fake_gpu(monkeypatch, lambda p: p["m"] == 10)
+    x, w = torch.randn(2, 5, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16)
+    cuda0 = ("cuda", 0)
+    sig = lambda t: (tuple(t.shape), tuple(t.stride()), t.dtype, cuda0)
+    lin = (*sig(x), *sig(w), None, None)
+    assert _ops._traced_defer("linear", lin) is True and len(selects) == 1 and selects[0]["m"] == 10
+    assert _ops._traced_defer("linear", lin) is True and len(selects) == 1
+    # The eager key of the same tensors on cuda:0 finds that entry.
+    key = (x.shape, x.stride(), x.dtype, 0, w.shape, w.stride(), w.dtype, 0, None)
+    assert _ops._State.entries["linear"][key].defer
+    assert _ops._traced_defer("mm", (*sig(x[0]), *sig(w.t()))) is False and len(selects) == 2   # m = 5
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    x3 = torch.randn(10, 32, dtype=bf16)
+    assert _ops._traced_defer("linear", (*sig(x3), *sig(w), None, None)) is False and len(selects) == 2
+    assert _ops._traced_defer("linear", lin) is True            # already selected: still answered
+    meta = (tuple(x.shape), tuple(x.stride()), x.dtype, ("meta", None))
+    assert _ops._traced_defer("linear", (*meta, *sig(w), None, None)) is False and len(selects) == 2
+    # A refused argument (weight's k differs): not deferred, nothing selected (the op reports it).
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    w16 = torch.randn(48, 16, dtype=bf16)
+    assert _ops._traced_defer("linear", (*sig(x), *sig(w16), None, None)) is False and len(selects) == 2
+    _ops.configure()
+
+
+def _graph_targets(fn, *args, dynamic=False):
+    """The FX graph's call targets that dynamo traces for fn(*args) (meta tensors)."""
+    torch._dynamo.reset()
+    targets = []
+
+    def backend(gm, example_inputs):
+        targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    torch.compile(fn, backend=backend, fullgraph=True, dynamic=dynamic)(*args)
+    return targets
+
+
+def test_compile_traces_torch_op_when_deferred(monkeypatch):
+    """Under torch.compile with static shapes a deferred linear / mm is traced as torch's op
+    (Inductor can fuse around it); not deferred, or with symbolic shapes, it stays gemmtune's."""
+    answer = {"v": True}
+
+    @torch.compiler.assume_constant_result
+    def fake_defer(op, sig):
+        return answer["v"]
+
+    monkeypatch.setattr(_ops, "_traced_defer", fake_defer)
+
+    def fn(x, w, b):
+        return gt.mm(gt.linear(x, w, b), w)
+
+    args = (t(8, 64), t(64, 64), t(64))
+    tg = _graph_targets(fn, *args)
+    assert not any("gemmtune" in s for s in tg) and any("linear" in s for s in tg) and any("mm" in s for s in tg), tg
+    answer["v"] = False
+    tg = _graph_targets(fn, *args)
+    assert sum("gemmtune" in s for s in tg) == 2, tg
+    answer["v"] = True
+    # Symbolic shapes: the op stays gemmtune's (its fake implementation then specializes the
+    # sizes, so a later op on its output sees static ones).
+    tg = _graph_targets(lambda x, w, b: gt.linear(x, w, b), *args, dynamic=True)
+    assert tg == ["gemmtune.linear.default"], tg
+    # An activation is never deferred.
+    tg = _graph_targets(lambda x, w: gt.linear(x, w, None, "relu"), t(8, 64), t(64, 64))
+    assert sum("gemmtune" in s for s in tg) == 1, tg
+    torch._dynamo.reset()

@@ -22,6 +22,15 @@ A key seen for the first time is planned (_plan.py: every check, errors naming t
 and its kernel selected: from the process's kernels, from optimize()'s buckets (loaded, never
 tuned), or from the engine (the tuning cache, else tuned now). Never while the stream is being
 captured into a CUDA graph: a first call under capture is an error (tune or warm up first).
+
+Deferring to torch: when the kernel selected for a key is the cuBLASLt baseline that reproduces
+torch's own call (gt_kernel_describe's "torch_baseline", docs/cublaslt.md), mm and linear (no
+activation) call torch's op (torch.mm / F.linear) instead: the same kernel, without our launch
+path, so the call is never slower than what the user had. The decision is a flag of the key's
+entry (eager: one attribute test a call). Under torch.compile with static shapes, linear() and
+mm() make it while dynamo traces (_traced_defer, a constant to dynamo): a deferred call is traced
+as torch's op, which Inductor sees and fuses around; with symbolic shapes the op stays ours (its
+implementation defers at run time).
 """
 
 import ctypes
@@ -30,6 +39,7 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.fx.experimental import symbolic_shapes as _symbolic_shapes
 
 from .. import Engine, _capi
 from .._capi import GT_ERR_INVALID, GT_ERR_RUNTIME, GemmtuneError
@@ -37,24 +47,31 @@ from . import _plan as P
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter  # a plain tensor to the dispatcher (no __torch_function__ of its own)
+_torch_mm = torch.mm
+_torch_linear = torch.nn.functional.linear
+_statically_known_true = _symbolic_shapes.statically_known_true
 _raw_stream = torch._C._cuda_getCurrentRawStream if hasattr(torch._C, "_cuda_getCurrentRawStream") else None
 
 
 class _Entry:
     """A selected kernel for one argument key: the C handle and what the hot path needs."""
 
-    __slots__ = ("kernel", "handle", "plan", "device", "backend", "name", "copy_rows", "out_shape", "out_dtype")
+    __slots__ = ("kernel", "handle", "plan", "device", "backend", "name", "copy_rows", "out_shape", "out_dtype",
+                 "defer")
 
-    def __init__(self, kernel, plan: P.Plan, device: torch.device, copy_rows: bool = False, out_shape=None):
+    def __init__(self, op: str, kernel, plan: P.Plan, device: int, copy_rows: bool = False, out_shape=None):
         self.kernel = kernel          # gemmtune.Kernel / SoftmaxKernel (owns the handle)
         self.handle = kernel._h       # ctypes.c_void_p
         self.plan = plan
-        self.device = device.index    # the operands' device: its current stream
+        self.device = device          # the operands' device index: its current stream
         info = kernel.describe()
         self.backend, self.name = info["backend"], info["name"]
         self.copy_rows = copy_rows    # linear: x's rows must be gathered by a copy (not a view)
         self.out_shape = plan.out_shape if out_shape is None else out_shape
         self.out_dtype = plan.out_dtype
+        # The pick is torch's own cuBLASLt call: run torch's op (mm, linear without an activation).
+        self.defer = bool(info.get("torch_baseline")) and op in ("mm", "linear") and \
+            plan.problem.get("act", "none") == "none"
 
 
 class _State:
@@ -174,20 +191,75 @@ def _select(op: str, plan: P.Plan, device: int):
                                         f"({'; '.join(errors)})")
 
 
-def _entry(op: str, key: tuple, plan: P.Plan, t: Tensor, copy_rows: bool = False, out_shape=None) -> _Entry:
+def _entry(op: str, key: tuple, plan: P.Plan, device: Optional[int], copy_rows: bool = False,
+           out_shape=None) -> _Entry:
+    """The key's entry, its kernel selected now if it has none (device: the operands' CUDA
+    device index, None for the current device)."""
     with _State.lock:
         entries = _State.entries[op]
         ent = entries.get(key)
         if ent is None:
             if _State.run is None:
                 _bind()
-            device = t.device
-            if device.index is None:
-                device = torch.device(device.type, torch.cuda.current_device())
-            with torch.cuda.device(device.index):
-                ent = _Entry(_select(op, plan, device.index), plan, device, copy_rows, out_shape)
+            if device is None or device < 0:
+                device = torch.cuda.current_device()
+            with torch.cuda.device(device):
+                ent = _Entry(op, _select(op, plan, device), plan, device, copy_rows, out_shape)
             entries[key] = ent
         return ent
+
+
+@torch.compiler.assume_constant_result
+def _traced_defer(op: str, sig: tuple) -> bool:
+    """While dynamo traces mm() / linear() on static shapes: whether the call runs torch's op
+    (its key's pick is torch's baseline). sig: the eager key's fields as Python constants, the
+    devices as (type, index); linear's weight at [4:8], its bias's (shape, stride, dtype, device)
+    or None at [9]. Selects the key's kernel now, as the first run would (never while a CUDA
+    graph is being captured: then False, and the op stays ours); no CUDA device: False. An
+    argument the plan refuses, or a failed selection: False (the op then reports it, as before)."""
+    dev = sig[3]
+    if dev[0] != "cuda" or dev[1] is None:
+        return False
+    if op == "mm":
+        key = (*sig[:3], dev[1], *sig[4:7], sig[7][1])
+    else:
+        b = sig[9]
+        key = (*sig[:3], dev[1], *sig[4:7], sig[7][1], sig[8])
+        if b is not None:
+            key += (*b[:3], b[3][1])
+    ent = _State.entries[op].get(key)
+    if ent is None:
+        if torch.cuda.is_current_stream_capturing():
+            return False
+        meta = lambda shape, stride, dtype: torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+        try:
+            a = meta(*sig[:3])
+            b = meta(*sig[4:7])
+            if op == "mm":
+                ent = _entry("mm", key, P.plan_mm(a, b), dev[1])
+            else:
+                bias = None if sig[9] is None else meta(*sig[9][:3])
+                x2, copy_rows = _rows(a)
+                plan = P.plan_linear(x2, b, bias, sig[8])
+                ent = _entry("linear", key, plan, dev[1], copy_rows, (*a.shape[:-1], plan.out_shape[1]))
+        except GemmtuneError:
+            return False
+    return ent.defer
+
+
+def _known(v) -> bool:
+    # Whether v is a known integer: a symbolic size's parity is not statically known (dynamo
+    # reports SymInts as ints to type() and isinstance(), and calls no is_concrete_int).
+    return _statically_known_true(v % 2 == 0) or _statically_known_true(v % 2 == 1)
+
+
+def _static(*ts) -> bool:
+    """While dynamo traces: every size and stride of the tensors (None skipped) is static."""
+    return all(_known(v) for t in ts if t is not None for v in (*t.shape, *t.stride()))
+
+
+def _sig(t: Tensor) -> tuple:
+    return (tuple(t.shape), tuple(t.stride()), t.dtype, (t.device.type, t.device.index))
 
 
 # ---- implementations (real tensors): the ops' CUDA kernels and the eager hot path -------------------
@@ -201,7 +273,9 @@ def _mm_impl(a: Tensor, b: Tensor) -> Tensor:
     if (pa | pb) & 15:
         _misaligned("mm", a=pa, b=pb)
     if ent is None:
-        ent = _entry("mm", key, P.plan_mm(a, b), a)
+        ent = _entry("mm", key, P.plan_mm(a, b), a.get_device())
+    if ent.defer:
+        return _torch_mm(a, b)
     d = a.new_empty(ent.out_shape)  # a's dtype and device (cheaper than torch.empty(..., dtype=, device=))
     st = _State.run_abd(ent.handle, pa, pb, d.data_ptr(), None, _raw_stream(ent.device))
     if st:
@@ -225,7 +299,9 @@ def _linear_impl(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: 
         if (x2.data_ptr() | weight.data_ptr() | (bias.data_ptr() if bias is not None else 0)) & 15:
             _misaligned("linear", x=x2.data_ptr(), weight=weight.data_ptr(), bias=bias.data_ptr() if bias is not None else 0)
         plan = P.plan_linear(x2, weight, bias, activation)
-        ent = _entry("linear", key, plan, x, copy_rows, (*x.shape[:-1], plan.out_shape[1]))
+        ent = _entry("linear", key, plan, x.get_device(), copy_rows, (*x.shape[:-1], plan.out_shape[1]))
+    if ent.defer:
+        return _torch_linear(x, weight, bias)
     if ent.copy_rows:
         x = x.reshape(-1, x.shape[-1])  # leading dimensions that do not flatten to a view
     pa, pb = x.data_ptr(), weight.data_ptr()
@@ -267,7 +343,7 @@ def _scaled_mm_impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_
     if (psa | psb) & 3:
         raise P.invalid("scaled_mm", "scale_a, scale_b: data pointers must be 4-byte aligned")
     if ent is None:
-        ent = _entry("scaled_mm", key, P.plan_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias), a)
+        ent = _entry("scaled_mm", key, P.plan_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias), a.get_device())
     d = a.new_empty(ent.out_shape, dtype=ent.out_dtype)
     # Whatever the scale mode (tensorwise, rowwise, block), both scale pointers go to the
     # kernel as they are (_plan.scale_mode checked their layout).
@@ -284,7 +360,7 @@ def _softmax_impl(x: Tensor, dim: int, scale: float) -> Tensor:
     if px & 15:
         _misaligned("softmax", x=px)
     if ent is None:
-        ent = _entry("softmax", key, P.plan_softmax(x, dim, scale), x)
+        ent = _entry("softmax", key, P.plan_softmax(x, dim, scale), x.get_device())
     plan = ent.plan
     y = x.new_empty_strided(plan.out_shape, plan.out_stride)  # x's dtype and device
     st = _State.softmax_run(ent.handle, px, y.data_ptr(), _raw_stream(ent.device))
@@ -434,6 +510,8 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
     row-major output of a's dtype."""
     if _plain(a, b):
         return _mm_impl(a, b)
+    if _compiling() and _static(a, b) and _traced_defer("mm", (*_sig(a), *_sig(b))):
+        return torch.mm(a, b)  # the pick is torch's own kernel: Inductor sees aten.mm
     if _needs_grad(a, b):
         return _MmFn.apply(a, b)
     return _mm_op(a, b)
@@ -445,6 +523,9 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation:
     approximation) or 'silu', fused into the GEMM's epilogue."""
     if _plain(x, weight, bias):
         return _linear_impl(x, weight, bias, activation)
+    if _compiling() and activation in (None, "none") and _static(x, weight, bias) and \
+            _traced_defer("linear", (*_sig(x), *_sig(weight), activation, None if bias is None else _sig(bias))):
+        return torch.nn.functional.linear(x, weight, bias)  # the pick is torch's own kernel: Inductor sees aten ops
     if _needs_grad(x, weight, bias):
         return _LinearFn.apply(x, weight, bias, activation)
     return _linear_op(x, weight, bias, activation)
