@@ -31,12 +31,8 @@ export GEMMTUNE_ARTIFACTS=$STORE GEMMTUNE_LOAD_ONLY=cutlass,cutedsl GEMMTUNE_TES
 export GEMMTUNE_PYTHON=${GEMMTUNE_PYTHON:-$(command -v python3)} GEMMTUNE_PYTHON_DIR=${GEMMTUNE_PYTHON_DIR:-$PWD/python}
 # The binaries were linked on the build machine: find cuBLASLt here if their run path misses it
 # (the CUDA toolkit's, else the one PyTorch's wheels bring).
-if ldd "${CLIS[0]}" 2>/dev/null | grep -q "libcublasLt.*not found"; then
-  lt=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13 2>/dev/null | head -1)
-  [ -n "$lt" ] || lt=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib", "libcublasLt.so.13"))' 2>/dev/null)
-  [ -n "$lt" ] && export LD_LIBRARY_PATH="$(dirname "$lt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  echo "== LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
-fi
+. scripts/gpu/cublaslt-path.sh
+cublaslt_path "${CLIS[0]}" && echo "== LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 # The pack was built on another machine: trust it explicitly (docs/kernel-packs.md), once the
 # CLIs find their libraries, with the first CLI that has the command (a build from before the
 # trust step loads packs without it).

@@ -23,11 +23,8 @@ OUT=${OUT:-$PWD/budget-out}
 mkdir -p "$OUT"
 CLI=${GEMMTUNE_CLI:-build/gemmtune}
 export GEMMTUNE_PYTHON=${GEMMTUNE_PYTHON:-$(command -v python3)} GEMMTUNE_PYTHON_DIR=${GEMMTUNE_PYTHON_DIR:-$PWD/python}
-if ldd "$CLI" 2>/dev/null | grep -q "libcublasLt.*not found"; then
-  lt=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13 2>/dev/null | head -1)
-  [ -n "$lt" ] || lt=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib", "libcublasLt.so.13"))' 2>/dev/null)
-  [ -n "$lt" ] && export LD_LIBRARY_PATH="$(dirname "$lt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+. scripts/gpu/cublaslt-path.sh
+cublaslt_path "$CLI"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 

@@ -16,11 +16,8 @@ BIN=${GPU_TESTS:-build/tests/gemmtune_gpu_tests}
 CLI=${GEMMTUNE_CLI:-build/gemmtune}
 export GEMMTUNE_PYTHON=${GEMMTUNE_PYTHON:-$(command -v python3)} GEMMTUNE_PYTHON_DIR=${GEMMTUNE_PYTHON_DIR:-$PWD/python}
 # Binaries linked on the build machine: find cuBLASLt here if their run path misses it.
-if ldd "$BIN" 2>/dev/null | grep -q "libcublasLt.*not found"; then
-  lt=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13 2>/dev/null | head -1)
-  [ -n "$lt" ] || lt=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib", "libcublasLt.so.13"))' 2>/dev/null)
-  [ -n "$lt" ] && export LD_LIBRARY_PATH="$(dirname "$lt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+. scripts/gpu/cublaslt-path.sh
+cublaslt_path "$BIN"
 rc=0
 "$BIN" --gtest_filter='Engine.CachedChoiceIsVerifiedOnItsFirstLoad:Engine.WorksWithoutACacheThatCannotBeOpened:Engine.TunesCachesAndReloads' \
   >"$OUT/harden-gpu-tests.log" 2>&1 || rc=1

@@ -33,11 +33,8 @@ sys.exit(0 if eval(sys.argv[2]) else 1)
 PY
 }
 # Same cuBLASLt lookup as scripts/device-check.sh: the binaries were linked on the build machine.
-if ldd "$CLI" 2>/dev/null | grep -q "libcublasLt.*not found"; then
-  lt=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13 2>/dev/null | head -1)
-  [ -n "$lt" ] || lt=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib", "libcublasLt.so.13"))' 2>/dev/null)
-  [ -n "$lt" ] && export LD_LIBRARY_PATH="$(dirname "$lt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+. scripts/gpu/cublaslt-path.sh
+cublaslt_path "$CLI"
 ldd "$CLI" | grep -E "hiredis|sqlite" && say "FAIL $CLI links hiredis or SQLite dynamically"
 
 start_server() {

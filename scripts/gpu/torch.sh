@@ -32,11 +32,8 @@ else
   lib=$GEMMTUNE_LIB
 fi
 # The library was linked on the build machine: find cuBLASLt here if its run path misses it.
-if ldd "$lib" 2>/dev/null | grep -q "libcublasLt.*not found"; then
-  lt=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 /usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13 2>/dev/null | head -1)
-  [ -n "$lt" ] || lt=$("$PY" -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib", "libcublasLt.so.13"))' 2>/dev/null)
-  [ -n "$lt" ] && export LD_LIBRARY_PATH="$(dirname "$lt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+. scripts/gpu/cublaslt-path.sh
+cublaslt_path "$lib" "$PY"
 echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1); python $("$PY" --version 2>&1)"
 "$PY" scripts/gpu/torch_check.py --out "$OUT" ${ARGS:-} 2>&1 | tee "$OUT/torch.log"
 exit "${PIPESTATUS[0]}"
