@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 19 on the H200 (softmax on every shape): in about 5 minutes,
 #   1. the softmax GPU tests (SoftmaxNative.*, SoftmaxCandidates.*, SoftmaxEngine.*, SoftmaxCheck.*,
-#      CutedslSoftmax.* (they skip without the CuTe DSL or a pack of their matrix):
+#      CutedslSoftmax.* (they skip without the CuTe DSL or a pack of their matrix; with the pack
+#      below they run its candidates, load-only):
 #      every native config and every Triton candidate against the float64 host reference, odd
 #      widths, rows of 1-256, 1-8 long rows, NaN / +-Inf / all -Inf rows)  -> $OUT/gpu_tests.log
 #   2. the extended softmax suite (bench/suites/softmax-shapes.csv: vocabulary widths, odd widths,
@@ -11,8 +12,8 @@
 #      summary.criteria has the issue's: every_row_not_slower_than_torch,
 #      every_256MiB_row_ge_85pct_copy, bf16_1x1048576_le_20us. With a CuTe DSL softmax pack of
 #      these shapes carried (artifacts-pack/softmax-shapes.tar.xz: scripts/gpu/softmax.sh --pack
-#      on the build machine), the bench's engine also races the CuTe DSL kernels (load-only); the
-#      tests never see the pack.
+#      on the build machine), the bench's engine also races the CuTe DSL kernels (load-only), and
+#      the GPU tests run the pack's candidates of their matrix.
 #   3. the native probe on a few of those shapes (bf16): every native config timed against the
 #      copy, registers and residency  -> $OUT/probe.txt
 #
@@ -23,9 +24,12 @@
 # SOFTMAX_SHAPES (RxC,RxC,...: only these rows of the suite), PROBE_SHAPES (the probe's RxC list),
 # PROBE_DTYPES (bf16), SKIP_TESTS=1, SKIP_PROBE=1, GPU_TESTS_TIMEOUT_S (120), PROBE_TIMEOUT_S (45).
 #
-# On the build machine, `bash scripts/gpu/softmax.sh --pack` builds that pack (every CuTe DSL
-# softmax candidate of the suite's 16-byte aligned rows of 1024-262144 values, bf16, fp16, fp32;
-# ~30 s a problem on 2 cores).
+# On the build machine, `bash scripts/gpu/softmax.sh --pack` builds that pack (~400 artifacts, ~5 MB,
+# ~15 min on 2 cores): the top PACK_SUITE_CONFIGS (5) CuTe DSL softmax candidates (plus the packed
+# kind's) of the suite's rows of 1000-262144 values and of 7 values (the vocabulary widths, the odd
+# widths 1001 / 4097 / 16385 / 50257 in virtual columns), bf16, fp16, fp32; and of the CuTe DSL GPU
+# tests' matrix (tests/gpu/packs/softmax.jsonl): the top PACK_TEST_CONFIGS (2) of each problem, the
+# top PACK_ODD_CONFIGS (3) of those whose rows do not start on 16-byte packs (virtual columns).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 PACK=artifacts-pack/softmax-shapes.tar.xz
@@ -35,13 +39,29 @@ if [ "${1:-}" = --pack ]; then
   tmp=$(mktemp -d)
   store=$tmp/store
   mkdir -p "$store"
-  # the suite's rows the CuTe DSL kernels can take and the native ones find hardest: 16-byte
-  # aligned rows of 1024-262144 values (the vocabulary widths but 50257, 4 x 262144)
-  awk -F, 'NR == 1 || ($2 % 8 == 0 && $2 >= 1024 && $2 <= 262144)' "$SUITE" >"$tmp/pack.csv"
-  for dt in bf16 fp16 fp32; do
-    nice -n 10 build/gemmtune precompile "$tmp/pack.csv" --dtype "$dt" --backends cutedsl --artifacts "$store" \
-      --compile-workers 2 2> >(grep -v ": in store$" >&2) || exit 1
-  done
+  pc() {  # pc FILE MAX_CONFIGS [precompile flags]
+    local f=$1 n=$2
+    shift 2
+    nice -n 10 build/gemmtune precompile "$f" --backends cutedsl --artifacts "$store" --max-configs "$n" \
+      --compile-workers 2 "$@" 2> >(grep -v ": in store$" >&2) || exit 1
+  }
+  # the suite's rows the CuTe DSL kernels can take: rows of 1000-262144 values (aligned or not)
+  # and of 7 (not on 16-byte packs)
+  awk -F, 'NR == 1 || ($2 >= 1000 && $2 <= 262144) || $2 == 7' "$SUITE" >"$tmp/pack.csv"
+  for dt in bf16 fp16 fp32; do pc "$tmp/pack.csv" "${PACK_SUITE_CONFIGS:-5}" --dtype "$dt"; done
+  # the GPU tests' matrix; its problems whose rows are not on 16-byte packs (ld, or cols when
+  # packed, not a multiple of 16 bytes' elements) again with more candidates
+  python3 - tests/gpu/packs/softmax.jsonl "$tmp/odd.jsonl" <<'PY'
+import json, sys
+size = {"bf16": 2, "fp16": 2, "fp32": 4}
+with open(sys.argv[1]) as f, open(sys.argv[2], "w") as out:
+    for line in f:
+        p = json.loads(line)
+        if (p["ld"] or p["cols"]) % (16 // size[p["dtype"]]):
+            out.write(line)
+PY
+  pc tests/gpu/packs/softmax.jsonl "${PACK_TEST_CONFIGS:-2}"
+  pc "$tmp/odd.jsonl" "${PACK_ODD_CONFIGS:-3}"
   rm -rf "$store"/*/tmp
   mkdir -p "$(dirname "$PACK")"
   tar -C "$(dirname "$store")" -cJf "$PACK" store && ls -la "$PACK"
@@ -53,15 +73,24 @@ OUT=${OUT:-$PWD/softmax-out}
 mkdir -p "$OUT"
 export OUT
 
-# 1. GPU tests (the binary was linked on the build machine: find cuBLASLt here if needed)
+# The binaries were linked on the build machine: find cuBLASLt here if their run path misses it.
+. scripts/gpu/cublaslt-path.sh
+cublaslt_path build/tests/gemmtune_gpu_tests || cublaslt_path build/gemmtune
+
+# The CuTe DSL pack (when carried): unpacked into a private store, trusted (native code built
+# elsewhere: docs/kernel-packs.md), the CuTe DSL load-only, for the tests and the bench.
+if [ -f "$PACK" ]; then
+  store=${TMPDIR:-/tmp}/gemmtune-softmax-pack
+  rm -rf "$store" && mkdir -p -m 700 "$store" && tar -C "$store" -xJf "$PACK"
+  chmod -R go-w "$store"
+  export GEMMTUNE_ARTIFACTS=$store/store GEMMTUNE_LOAD_ONLY=cutlass,cutedsl
+  echo "== pack $PACK: $(find "$store" -name '*.bin' | wc -l) artifacts; $(build/gemmtune store trust "$store/store" 2>&1 | tail -1)"
+fi
+
+# 1. GPU tests
 tests_rc=0
 BIN=build/tests/gemmtune_gpu_tests
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  if ldd "$BIN" 2>/dev/null | grep -q "not found"; then
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
-      [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && break
-    done
-  fi
   t=$(date +%s)
   GEMMTUNE_PYTHON=$(command -v python3) GEMMTUNE_PYTHON_DIR=$PWD/python \
     timeout "${GPU_TESTS_TIMEOUT_S:-120}" "$BIN" \
@@ -72,19 +101,13 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   [ "$tests_rc" = 124 ] && echo "== gpu tests: TIMED OUT"
 fi
 
-# 2. the suite (the CuTe DSL pack, when carried, for the bench's engine only), or its rows in SOFTMAX_SHAPES
+# 2. the suite (with the CuTe DSL pack when carried), or its rows in SOFTMAX_SHAPES
 if [ -n "${SOFTMAX_SHAPES:-}" ]; then
   sub=$OUT/softmax-shapes-subset.csv
   awk -F, -v want="$SOFTMAX_SHAPES" 'BEGIN { n = split(want, w, ","); for (i = 1; i <= n; ++i) keep[w[i]] = 1 }
     NR == 1 || ($1 "x" $2) in keep' "$SUITE" >"$sub"
   SUITE=$sub
   echo "== suite: $(($(wc -l <"$SUITE") - 1)) rows of bench/suites/softmax-shapes.csv (SOFTMAX_SHAPES)"
-fi
-if [ -f "$PACK" ]; then
-  store=${TMPDIR:-/tmp}/gemmtune-softmax-pack
-  rm -rf "$store" && mkdir -p "$store" && tar -C "$store" -xJf "$PACK"
-  export GEMMTUNE_ARTIFACTS=$store/store GEMMTUNE_LOAD_ONLY=cutlass,cutedsl
-  echo "== pack $PACK: $(find "$store" -name '*.bin' | wc -l) artifacts"
 fi
 SKIP_GPU_TESTS=1 bash bench/device.sh --softmax --suite "$SUITE" --dtypes "${SOFTMAX_DTYPES:-bf16,fp16,fp32}" \
   --rounds 15 --budget-s "${SOFTMAX_BUDGET_S:-150}" --tag shapes 2>&1 | tail -60

@@ -8,7 +8,9 @@
 // comparison run on the host for every candidate; the longest rows ~2M), at least 7 long rows
 // (every special-row kind of the GPU test appears) except the few-row entries; bf16 / fp16 / fp32
 // in and out, mixed; packed, padded (ld a multiple of 8) and odd (ld = cols + 1: narrow vectors)
-// rows; scale 1 and not.
+// rows; scale 1 and not. Odd packed widths and odd ld get the virtual-column kinds (rows that do
+// not start on a 16-byte pack); the odd widths of the bench's suite (1001, 16385, 50257) with a
+// last row whose tail pack runs past the end of x (rows x cols x bytes not a multiple of 16).
 #pragma once
 
 #include <algorithm>
@@ -54,6 +56,11 @@ inline std::vector<Named> problem_matrix() {
     add("mixed", rows, cols, DType::fp32, DType::bf16, padded(cols), 0.5f);
     add("mixed", rows, cols, DType::fp16, DType::fp32, 0, 1.0f);
   }
+  // The suite's odd widths (virtual columns: 16-byte packs across row boundaries; fp32 y of a
+  // 16-bit x: 32-byte packs of y).
+  add("odd width", 999, 1001, DType::fp32, DType::fp32, 0, 1.0f);
+  add("odd width", rows_for(16385), 16385, DType::bf16, DType::bf16, 0, 0.37f);
+  add("odd width, mixed", rows_for(50257), 50257, DType::fp16, DType::fp32, 0, 1.0f);
   // Few rows (a CTA of several rows holds one), and scales that flip (+Inf <-> -Inf) and zero
   // (0 * Inf = NaN) the special values.
   add("one row", 1, 32768, DType::bf16, DType::bf16, 0, 1.0f);

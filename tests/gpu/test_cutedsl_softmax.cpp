@@ -1,6 +1,7 @@
 // Every CuTe DSL softmax candidate against the float64 host reference, on the matrix of
 // cutedsl_softmax_problems.hpp (rows of 1 to 1000000 columns: one pass, clusters of 2 to 16,
-// the cluster re-read kind and online kernels; bf16 / fp16 / fp32 and mixed; packed, padded and odd ld; scales 1, 0.37, -0.5, 0 and
+// the cluster re-read kind and online kernels; bf16 / fp16 / fp32 and mixed; packed, padded and odd ld
+// (odd widths and odd ld: the virtual-column kinds, rows not on 16-byte packs); scales 1, 0.37, -0.5, 0 and
 // -1.5), every row of a problem with 6 or more rows of one of six kinds (finite, one NaN, one
 // +Inf, all -Inf, -Inf at every other column, one -Inf beside 1e4), as torch.softmax. Inputs
 // random (never constant), outputs poisoned (NaN bits) before every run, the padding between
@@ -30,6 +31,7 @@ struct Tally {
   int problems = 0, unsupported = 0, runs = 0, failed = 0;
   int reread_runs = 0, c16_runs = 0;  // the issue-6 kinds: cluster re-read, one-pass cluster of 16
   int packed_runs = 0;                 // the packed kind (16-bit x kept packed in registers)
+  int virt_runs = 0;                   // virtual columns (rows not on 16-byte packs)
 };
 
 // Every candidate of the backend for p; the results are compared on other threads while the
@@ -76,6 +78,7 @@ void check_problem(SoftmaxBackend& backend, const SoftmaxProblem& p, bool specia
       tally.reread_runs += cfg.online && cfg.cluster > 1;
       tally.c16_runs += !cfg.online && cfg.cluster == 16;
       tally.packed_runs += cfg.packed;
+      tally.virt_runs += cfg.virt;
     }
     std::vector<uint8_t> y(dy.bytes());
     GT_CUDA(cudaMemcpy(y.data(), dy.get(), y.size(), cudaMemcpyDeviceToHost));
@@ -121,13 +124,14 @@ TEST(CutedslSoftmax, EveryCandidateOfTheMatrixMatchesTheHostReference) {
     check_problem(*backend, p, p.rows >= 6, seed++, t);
   }
   std::printf("  %d problems (%d not supported), %d candidate runs (%d cluster re-read, %d one-pass cluster of 16, "
-              "%d packed), %d failed\n",
-              t.problems, t.unsupported, t.runs, t.reread_runs, t.c16_runs, t.packed_runs, t.failed);
+              "%d packed, %d virtual columns), %d failed\n",
+              t.problems, t.unsupported, t.runs, t.reread_runs, t.c16_runs, t.packed_runs, t.virt_runs, t.failed);
   EXPECT_EQ(t.unsupported, 0) << "every entry has candidates (load-only: precompile the matrix)";
   EXPECT_GT(t.runs, 300);
   EXPECT_GE(t.reread_runs, 20);
   EXPECT_GE(t.c16_runs, 20);
   EXPECT_GE(t.packed_runs, 30);
+  EXPECT_GE(t.virt_runs, 100);
 }
 
 // A loaded candidate refuses misaligned pointers with an Error naming the problem, and a config

@@ -42,6 +42,11 @@ std::vector<SoftmaxProblem> sample_problems() {
   ps.push_back(problem(17, 33, DType::fp32, DType::bf16, 40));
   ps.push_back(problem(8, 131073, DType::fp16, DType::fp16));
   ps.push_back(problem(1000, 4097, DType::fp16, DType::fp16, 4098));
+  // The suite's odd widths (virtual columns).
+  ps.push_back(problem(4096, 50257));
+  ps.push_back(problem(32768, 4097));
+  ps.push_back(problem(8192, 16385, DType::fp16, DType::fp16));
+  ps.push_back(problem(131072, 1001, DType::fp32, DType::fp32));
   return ps;
 }
 
@@ -101,7 +106,14 @@ TEST(CutedslSoftmaxConfigs, ParseRejectsMalformedIds) {
                           "P32_t256_v8x4",
                           "p032_t256_v8x4",
                           "x_p32_t256_v8x4",
-                          "p32_t256_v8x4 "})
+                          "p32_t256_v8x4 ",
+                          "_u",
+                          "p32_t256_v8x4_u_c2",
+                          "p32_t256_v8x4__u",
+                          "p32_t256_v8x4_uu",
+                          "p32_t256_v8x4_U",
+                          "p1_t128_v1x1_u",
+                          "o_p256_t256_v8x4_c16_u"})
     EXPECT_THROW(SoftmaxConfig::parse(bad), Error) << bad;
 }
 
@@ -173,9 +185,61 @@ TEST(CutedslSoftmaxConfigs, PackedKindRules) {
       if (in == DType::fp32) EXPECT_EQ(n, 0) << cols;
       else EXPECT_GT(n, 0) << cols;
     }
-  // No pairs where the row stride is odd.
+  // Where the row stride is odd, pairs only in virtual columns (16-byte packs).
   for (const SoftmaxConfig& v : softmax_valid_configs(problem(4, 131071, DType::bf16, DType::bf16, 131071)))
-    EXPECT_FALSE(v.packed) << v.id();
+    if (v.packed) EXPECT_TRUE(v.virt && v.vec == 8) << v.id();
+}
+
+// Virtual columns (rows that do not start on a 16-byte pack): ids, rules, where they are offered
+// and how they rank.
+TEST(CutedslSoftmaxConfigs, VirtualColumnsKindRules) {
+  const SoftmaxConfig u = SoftmaxConfig::parse("p128_t128_v8x5_u");
+  EXPECT_TRUE(u.virt);
+  EXPECT_FALSE(u.packed);
+  EXPECT_EQ(u.max_cols(), 128 * 8 * 5 - 7);  // the span may start 7 columns before the row
+  const SoftmaxConfig xu = SoftmaxConfig::parse("x_p256_t256_v8x16_c2_u");
+  EXPECT_TRUE(xu.virt && xu.packed);
+  EXPECT_EQ(xu.cluster, 2);
+  EXPECT_EQ(xu.id(), "x_p256_t256_v8x16_c2_u");
+  SoftmaxConfig online{8, 4, 256, 256, 1, true};
+  online.virt = true;
+  EXPECT_NE(online.invalid(2), "");
+  SoftmaxConfig scalar{1, 8, 32, 128};
+  scalar.virt = true;
+  EXPECT_NE(scalar.invalid(2), "");
+  // Any ld: 4097 bf16 columns (rows start anywhere in a pack), an odd ld, a padded one.
+  EXPECT_EQ(u.cannot_run(problem(32768, 4097)), "");
+  EXPECT_EQ(u.cannot_run(problem(100, 1000, DType::bf16, DType::bf16, 1001)), "");
+  EXPECT_EQ(u.cannot_run(problem(100, 5113)), "");
+  EXPECT_NE(u.cannot_run(problem(100, 5114)).find("longer"), std::string::npos);
+  EXPECT_NE(u.cannot_run(problem(100, 4097, DType::fp32)), "");  // 32-byte accesses
+
+  // Offered exactly where ld is not a multiple of a 16-byte pack, and ranked first there.
+  for (const SoftmaxProblem& p : sample_problems()) {
+    SCOPED_TRACE(p.str());
+    const bool odd = softmax_vec(p) * size_of(p.in) < 16;
+    const auto valid = softmax_valid_configs(p);
+    EXPECT_EQ(std::any_of(valid.begin(), valid.end(), [](const SoftmaxConfig& c) { return c.virt; }),
+              odd && p.cols <= 524288 - 7);
+    if (!odd || p.cols > 524288 - 7) continue;
+    const auto cs = softmax_configs(p, 12);
+    ASSERT_FALSE(cs.empty());
+    EXPECT_TRUE(cs.front().virt) << cs.front().id();
+  }
+  // The suite's odd widths: their candidates in virtual columns at the aligned kinds' shapes
+  // (packed clusters for long 16-bit rows, one CTA a row, several rows a CTA for short rows).
+  auto has = [](const std::vector<SoftmaxConfig>& cs, const std::string& id) {
+    return std::any_of(cs.begin(), cs.end(), [&](const SoftmaxConfig& c) { return c.id() == id; });
+  };
+  auto vocab = softmax_configs(problem(4096, 50257), 12);
+  if (std::getenv("GT_PRINT_CONFIGS"))
+    for (const SoftmaxConfig& c : vocab) std::printf("4096x50257 %s %.3f\n", c.id().c_str(), softmax_cost(c, problem(4096, 50257)));
+  EXPECT_TRUE(std::any_of(vocab.begin(), vocab.end(), [](const SoftmaxConfig& c) { return c.packed && c.virt && c.cluster > 1; }));
+  EXPECT_TRUE(has(softmax_configs(problem(32768, 4097), 12), "p512_t512_v8x1_u") ||
+              has(softmax_configs(problem(32768, 4097), 12), "p256_t256_v8x3_u"));
+  auto short_rows = softmax_configs(problem(131072, 1001, DType::fp32, DType::fp32), 12);
+  EXPECT_TRUE(std::any_of(short_rows.begin(), short_rows.end(),
+                          [](const SoftmaxConfig& c) { return c.virt && c.vec == 4 && c.rows_per_cta() > 1; }));
 }
 
 TEST(CutedslSoftmaxConfigs, CannotRunNamesTheReason) {
@@ -214,7 +278,14 @@ TEST(CutedslSoftmaxConfigs, ConfigsPruneRankAndKeepEachKind) {
     for (const SoftmaxConfig& c : cs) {
       EXPECT_EQ(c.cannot_run(p), "") << c.id();
       EXPECT_TRUE(ids.insert(c.id()).second) << "duplicate " << c.id();
-      EXPECT_EQ(c.vec, softmax_vec(p)) << c.id();
+      // Aligned configs at the widest vector dividing ld; virtual columns at 16 bytes, only
+      // where that is narrower.
+      if (c.virt) {
+        EXPECT_LT(softmax_vec(p), int(16 / size_of(p.in))) << c.id();
+        EXPECT_EQ(c.vec * size_of(p.in), 16u) << c.id();
+      } else {
+        EXPECT_EQ(c.vec, softmax_vec(p)) << c.id();
+      }
       if (c.cluster > 1) EXPECT_GE(p.cols, 16384) << c.id();
       if (c.cluster > 8) EXPECT_GE(p.cols, 65536) << c.id();
       if (c.online && c.cluster > 1) {
@@ -232,8 +303,10 @@ TEST(CutedslSoftmaxConfigs, ConfigsPruneRankAndKeepEachKind) {
         EXPECT_EQ(c.tpr, c.threads) << c.id();
       }
     }
-    // Packed candidates for every 16-bit row of 16384..524288 columns (pairs: vec >= 2).
-    const bool want_packed = size_of(p.in) == 2 && p.cols >= 16384 && p.cols <= 524288 && softmax_vec(p) >= 2;
+    // Packed candidates for every 16-bit row of 16384..524288 columns (pairs: vec >= 2, or in
+    // virtual columns, which hold up to 524281 columns).
+    const bool want_packed = size_of(p.in) == 2 && p.cols >= 16384 &&
+                             (softmax_vec(p) >= 2 ? p.cols <= 524288 : p.cols <= 524281);
     EXPECT_EQ(std::any_of(cs.begin(), cs.end(), [](const SoftmaxConfig& c) { return c.packed; }), want_packed);
     EXPECT_NE(online, one_pass) << "online configs (one CTA per row) only where no one-pass one fits";
     EXPECT_EQ(online, p.cols > 524288);  // 16 CTAs x 32768 values
@@ -313,10 +386,13 @@ TEST(CutedslSoftmaxConfigs, ParamsCarryWhatTheArtifactBakesIn) {
   const SoftmaxConfig cfg{8, 4, 32, 256};
   const nlohmann::json j = softmax_params(cfg, p, "0123456789abcdef");
   EXPECT_EQ(j.dump(), R"({"chunks":4,"cluster":1,"in_dtype":"bf16","online":false,"op":"softmax","out_dtype":"fp32",)"
-                      R"("packed":false,"src":"0123456789abcdef","threads":256,"tpr":32,"vec":8})");
+                      R"("packed":false,"src":"0123456789abcdef","threads":256,"tpr":32,"vec":8,"virt":false})");
   SoftmaxConfig packed{8, 16, 256, 256, 8};
   packed.packed = true;
   EXPECT_EQ(softmax_params(packed, p, "0123456789abcdef")["packed"], true);
+  SoftmaxConfig virt = cfg;
+  virt.virt = true;
+  EXPECT_EQ(softmax_params(virt, p, "0123456789abcdef")["virt"], true);
   // rows, cols, ld and scale stay run-time arguments.
   SoftmaxProblem q = problem(7, 1024, DType::bf16, DType::fp32, 2048);
   q.scale = -3.0f;
@@ -369,7 +445,8 @@ TEST(CutedslSoftmaxProblems, EveryEntryIsValidAndSupported) {
 // Representative variants: several rows per CTA (bf16, 16-byte accesses), one CTA per row with
 // the shared-memory merge (fp32 -> bf16), a cluster of 4 (fp16 -> fp32), the online kernel,
 // scalar accesses (odd ld), a (non-portable) one-pass cluster of 16 and the cluster re-read kind
-// with 16 CTAs (the long rows of issue 6), and the packed kind (bf16 -> fp32, 128 values a thread).
+// with 16 CTAs (the long rows of issue 6), the packed kind (bf16 -> fp32, 128 values a thread), and
+// both in virtual columns (odd widths: any ld).
 struct Variant {
   SoftmaxProblem p;
   SoftmaxConfig c;
@@ -382,7 +459,9 @@ std::vector<Variant> variants() {
           {problem(7, 33, DType::fp32, DType::fp32, 35), {1, 2, 32, 128}},
           {problem(2048, 262144), {8, 8, 256, 256, 16}},
           {problem(4096, 131072, DType::fp16, DType::fp16), {8, 4, 128, 128, 16, true}},
-          {problem(2048, 262144, DType::bf16, DType::fp32), {8, 16, 256, 256, 8, false, true}}};
+          {problem(2048, 262144, DType::bf16, DType::fp32), {8, 16, 256, 256, 8, false, true}},
+          {problem(32768, 4097, DType::fp16, DType::fp16), {8, 5, 128, 128, 1, false, false, true}},
+          {problem(4096, 50257, DType::bf16, DType::fp32), {8, 16, 256, 256, 2, false, true, true}}};
 }
 
 TEST(CutedslSoftmaxCompiler, CompilesLoadsAndServesLoadOnly) {
@@ -425,8 +504,8 @@ TEST(CutedslSoftmaxCompiler, CompilesLoadsAndServesLoadOnly) {
     bad = a, bad.rows = 0;
     EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_SOFTMAX_BAD_ARGS);
     if (v.c.vec > 1) {
-      bad = a, bad.ld = a.ld + 1;
-      EXPECT_EQ(lib->can_implement(&bad), GT_CUTEDSL_SOFTMAX_MISALIGNED);
+      bad = a, bad.ld = a.ld + 1;  // virtual columns take any ld
+      EXPECT_EQ(lib->can_implement(&bad), v.c.virt ? GT_CUTEDSL_SOFTMAX_OK : GT_CUTEDSL_SOFTMAX_MISALIGNED);
     }
     if (!v.c.online) {
       bad = a, bad.cols = v.c.max_cols() + 1, bad.ld = (bad.cols + 7) / 8 * 8;

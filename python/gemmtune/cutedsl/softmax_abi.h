@@ -15,7 +15,8 @@
  *
  * y[r, c] = softmax_c(scale * x[r, c]) over rows x cols, rows `ld` elements apart in x and y
  * (gemmtune's SoftmaxProblem). x and y are device pointers, 16-byte aligned; an instance with
- * vector width vec > 1 needs ld % vec == 0; cols <= max_cols. run() loads the kernel's module
+ * vector width vec > 1 needs ld % vec == 0, unless it reads rows in virtual columns (params
+ * "virt": any ld); cols <= max_cols. run() loads the kernel's module
  * into the device on first use (once per device, thread-safe) and makes args->device current in
  * the shared runtime library. CUDA errors: GT_CUTEDSL_SOFTMAX_CUDA_ERROR, and
  * gt_cutedsl_softmax_status_text(status) then names the calling thread's latest CUDA error.
@@ -36,7 +37,7 @@ enum {
   GT_CUTEDSL_SOFTMAX_OK = 0,
   GT_CUTEDSL_SOFTMAX_BAD_ABI = 1,     /* args->abi_version != GT_CUTEDSL_SOFTMAX_ABI_VERSION */
   GT_CUTEDSL_SOFTMAX_BAD_ARGS = 2,    /* a null pointer; rows, cols or ld out of range */
-  GT_CUTEDSL_SOFTMAX_MISALIGNED = 3,  /* x or y not 16-byte aligned, or ld not a multiple of vec */
+  GT_CUTEDSL_SOFTMAX_MISALIGNED = 3,  /* x or y not 16-byte aligned, or ld not a multiple of vec (not virt) */
   GT_CUTEDSL_SOFTMAX_LOAD_FAILED = 4, /* loading the kernel's module into the device failed */
   GT_CUTEDSL_SOFTMAX_CUDA_ERROR = 5,  /* a CUDA error in the launch; see the status text */
   GT_CUTEDSL_SOFTMAX_TOO_LONG = 6     /* cols > the instance's max_cols */

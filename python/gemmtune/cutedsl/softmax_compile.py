@@ -12,6 +12,7 @@ The compile worker routes a "cutedsl" compile request here when params["op"] == 
 params (all required):
     op: "softmax"; in_dtype, out_dtype: "bf16" | "fp16" | "fp32"
     vec, chunks, tpr, threads, cluster (int), online, packed (bool): the kernel's SoftmaxConfig
+    virt (bool, default false): virtual columns (rows need not start on a vec pack: any ld)
     src: sources_digest() of the C++ side, which must equal this side's (the files that make an
          artifact: the C++ key hashes them through it)
 Failures raise compile.CompileFailure(kind, message) with kind bad_request, compile or link.
@@ -38,7 +39,7 @@ SOURCES = ("gemmtune/cutedsl/softmax_sm90.py", "gemmtune/cutedsl/softmax_compile
            "gemmtune/cutedsl/compile.py", "gemmtune/cutedsl/runtime.cpp", "gemmtune/cutedsl/shim_common.h")
 
 _SPEC = {"op": str, "in_dtype": str, "out_dtype": str, "vec": int, "chunks": int, "tpr": int,
-         "threads": int, "cluster": int, "online": bool, "packed": bool, "src": str}
+         "threads": int, "cluster": int, "online": bool, "packed": bool, "virt": bool, "src": str}
 
 
 def sources_digest() -> str:
@@ -54,7 +55,7 @@ def sources_digest() -> str:
 
 def normalize(params: Any) -> dict:
     """Checked params (every field required); raises CompileFailure("bad_request")."""
-    p = base.check_fields(params, _SPEC)
+    p = base.check_fields(params, _SPEC, {"virt": False})
     if p["op"] != "softmax":
         raise CompileFailure("bad_request", f"params.op: {p['op']!r} is not 'softmax'")
     for f in ("in_dtype", "out_dtype"):
@@ -70,7 +71,7 @@ def normalize(params: Any) -> dict:
 def kernel_config(p: dict):
     from .softmax_sm90 import SoftmaxConfig
     return SoftmaxConfig(vec=p["vec"], chunks=p["chunks"], tpr=p["tpr"], threads=p["threads"],
-                         cluster=p["cluster"], online=p["online"], packed=p["packed"])
+                         cluster=p["cluster"], online=p["online"], packed=p["packed"], virt=p["virt"])
 
 
 def config_text(p: dict) -> str:
@@ -90,7 +91,7 @@ def _fake_args(p: dict):
     # x and y share rows, cols and ld at run time but are separate fake tensors (their own structs).
     def tensor(name):
         rows, cols = cute.sym_int32(), cute.sym_int32()
-        ld = cute.sym_int64(divisibility=p["vec"])
+        ld = cute.sym_int64(divisibility=1 if p["virt"] else p["vec"])  # virt: any ld
         return make_fake_tensor(dt[p[name]], (rows, cols), stride=(ld, 1), assumed_align=16)
     return tensor("in_dtype"), tensor("out_dtype"), cutlass.Float32(1.0), make_fake_stream()
 
@@ -117,7 +118,7 @@ def _shim_source(p: dict, prefix: str, header: str) -> str:
         src = f.read()
     cfg = config_text(p).replace("\\", "\\\\").replace('"', '\\"')
     return (src.replace("@PREFIX@", prefix).replace("@CONFIG@", cfg).replace("@FILL@", "\n".join(fill))
-            .replace("@MAX_COLS@", str(kernel_config(p).max_cols)).replace("@VEC@", str(p["vec"])))
+            .replace("@MAX_COLS@", str(kernel_config(p).max_cols)).replace("@LD_ALIGN@", str(1 if p["virt"] else p["vec"])))
 
 
 def compile_softmax(params: Any, out_dir: str) -> dict:

@@ -13,7 +13,7 @@ namespace {
 
 const char kConfig[] = "@CONFIG@";
 constexpr int64_t kMaxCols = @MAX_COLS@;
-constexpr int64_t kVec = @VEC@;
+constexpr int64_t kLdAlign = @LD_ALIGN@;  // the vector width; 1 for virtual columns (any ld)
 using gt_shim::kMaxDevices;
 
 bool aligned16(const void* p) { return gt_shim::aligned(p, 16); }
@@ -37,7 +37,7 @@ GT_EXPORT int gt_cutedsl_softmax_can_implement(const GtCutedslSoftmaxArgs* args)
     return GT_CUTEDSL_SOFTMAX_BAD_ARGS;
   if (args->device < 0 || args->device >= kMaxDevices) return GT_CUTEDSL_SOFTMAX_BAD_ARGS;
   if (args->cols > kMaxCols) return GT_CUTEDSL_SOFTMAX_TOO_LONG;
-  if (args->ld % kVec != 0) return GT_CUTEDSL_SOFTMAX_MISALIGNED;
+  if (args->ld % kLdAlign != 0) return GT_CUTEDSL_SOFTMAX_MISALIGNED;
   if ((args->x && !aligned16(args->x)) || (args->y && !aligned16(args->y))) return GT_CUTEDSL_SOFTMAX_MISALIGNED;
   return GT_CUTEDSL_SOFTMAX_OK;
 }

@@ -17,7 +17,8 @@ One pass, x read once, the row kept in registers:
 - Thread t of a row holds `chunks` accesses of `vec` consecutive elements: access j covers the
   columns base + (j * tpr + t) * vec + [0, vec), base = rank in cluster * tpr * chunks * vec, so
   that a warp's accesses are consecutive (coalesced 16-byte loads and stores when
-  vec * element size = 16). vec > 1 needs ld % vec == 0 (the C++ side and the shim check it);
+  vec * element size = 16). vec > 1 needs ld % vec == 0 (the C++ side and the shim check it;
+  the `virt` kinds below do not);
   then an access that starts before cols lies inside the row's ld elements, and its elements at or
   past cols are masked (never stored). cols need not be a multiple of vec.
 - Each group of threads reduces its values to (m, s): m = max, s = sum of exp(v - m) (m = -Inf:
@@ -38,6 +39,18 @@ loaded (two values a 32-bit register) instead of in fp32, so that a thread holds
 (sum pass, output pass) with fewer instructions an element: packed max.{bf16,f16}x2, one FFMA +
 ex2.approx.ftz per exp, y = 2^(x s log2 e - M log2 e + 24) * (2^-24 / S) rounded pairwise by
 cvt.rn.{bf16,f16}x2.f32; see HopperSoftmax._one_pass_packed.
+
+Virtual columns (`virt`, the one-pass kinds): rows that do not start on a 16-byte pack (ld % vec
+!= 0: odd packed widths such as 50257 or 4097 bf16, or an odd ld). Row r starts at element r ld
+of x; with a = (r ld) % vec the row is read in virtual columns u = c + a, so that the access at
+virtual column u (a multiple of vec) is an aligned vec-element pack of x (and of y: x and y are
+16-byte aligned and share ld). The accesses that start before cols + a are loaded whole: the
+partial head and tail packs' foreign elements (the neighbouring rows', or padding) are masked to
+-Inf and never stored; a pack that would run past the end of x ((rows - 1) ld + cols elements)
+is loaded element by element (only the row's own elements). y goes out as whole packs where the
+pack lies inside the row, element by element at the row's head and tail. So a config holds rows
+of up to its cluster x cols_per_cta - (vec - 1) columns. Everything else (CTA shapes, merges,
+special values) is the aligned kinds'.
 
 Two passes (`online`), any row length: pass 1 keeps a running (m, s) per thread over tiles of
 tpr * chunks * vec columns, pass 2 reads the tiles again and writes y = exp(v - M) / S. With a
@@ -81,6 +94,7 @@ class SoftmaxConfig:
     online: bool = False  # two passes over tiles of tpr * chunks * vec columns: any row length
                           # (with a cluster: the row's tiles dealt to the cluster's CTAs)
     packed: bool = False  # one pass, 16-bit x kept packed in registers (2 a register), exp twice
+    virt: bool = False    # one pass in virtual columns: rows need not start on a vec pack (any ld)
 
     @property
     def rows_per_cta(self) -> int:
@@ -92,7 +106,9 @@ class SoftmaxConfig:
 
     @property
     def max_cols(self) -> int:
-        return MAX_INT32 if self.online else self.cols_per_cta * self.cluster
+        if self.online:
+            return MAX_INT32
+        return self.cols_per_cta * self.cluster - (self.vec - 1 if self.virt else 0)
 
     @property
     def warps_per_row(self) -> int:
@@ -115,6 +131,8 @@ class SoftmaxConfig:
             raise ValueError(f"chunks * vec = {self.chunks * self.vec} values a thread (at most 128)")
         if self.packed and (self.online or in_bytes != 2 or self.vec < 2):
             raise ValueError("packed: one pass, a 16-bit input and vec >= 2 only")
+        if self.virt and (self.online or self.vec < 2):
+            raise ValueError("virt: one pass and vec >= 2 only")
 
 
 def _asm(ret, operands, asm: str, constraints: str, loc, ip):
@@ -231,13 +249,25 @@ class HopperSoftmax:
         return big_m, big_s
 
     @cute.jit
-    def _load(self, tx: cute.Tensor, rx: cute.Tensor, first: Int32, cols: Int32, valid_row, atom=None):
+    def _load(self, tx: cute.Tensor, rx: cute.Tensor, first: Int32, cols: Int32, valid_row, atom=None, lim=None):
         """rx = this thread's accesses of tx (access j at column first + j * tpr * vec), those
         that start inside the row (vec > 1: the whole access, inside the row's ld elements).
-        atom: a G2R copy atom of one access (cache hints), else a plain load."""
+        atom: a G2R copy atom of one access (cache hints), else a plain load.
+        virt: the accesses that overlap the row (a column may be negative: the head pack), whole
+        unless they would run past lim (the elements of x from the row's column 0 on): then the
+        row's own elements one by one (the other elements of rx are left as they are)."""
         cfg = self.cfg
         for j in cutlass.range_constexpr(cfg.chunks):
-            if valid_row and first + j * cfg.tpr * cfg.vec < cols:
+            c0 = first + j * cfg.tpr * cfg.vec
+            if cutlass.const_expr(cfg.virt):
+                if valid_row and c0 < cols:
+                    if c0 + cfg.vec <= lim:
+                        rx[None, j].store(tx[None, j].load())
+                    else:
+                        for i in cutlass.range_constexpr(cfg.vec):
+                            if c0 + i >= 0 and c0 + i < cols:
+                                rx[i, j] = tx[i, j]
+            elif valid_row and c0 < cols:
                 if cutlass.const_expr(atom is None):
                     rx[None, j].store(tx[None, j].load())
                 else:
@@ -245,16 +275,20 @@ class HopperSoftmax:
 
     @cute.jit
     def _values(self, rx: cute.Tensor, v: cute.Tensor, first: Int32, cols: Int32, valid_row, scale: Float32):
-        """v = scale * rx in fp32, -Inf at and past cols (and for a row past rows); returns the max."""
+        """v = scale * rx in fp32, -Inf outside the row's columns [0, cols) (and for a row past
+        rows); returns the max."""
         cfg = self.cfg
         m = -Float32.inf
         for j in cutlass.range_constexpr(cfg.chunks):
-            left = cols - (first + j * cfg.tpr * cfg.vec)  # elements of this access inside the row
+            c0 = first + j * cfg.tpr * cfg.vec
+            left = cols - c0  # elements of this access before cols
             if not valid_row:
                 left = Int32(0)
             for i in cutlass.range_constexpr(cfg.vec):
                 val = rx[i, j].to(Float32) * scale
                 v[i, j] = val if i < left else -Float32.inf
+                if cutlass.const_expr(cfg.virt):
+                    v[i, j] = v[i, j] if c0 + i >= 0 else -Float32.inf  # the head pack's foreign elements
                 m = _fmax(m, v[i, j])
         return m
 
@@ -276,17 +310,37 @@ class HopperSoftmax:
                         ty[0, j] = ry[0, j]
                     else:
                         cute.copy(atom, ry[None, j], ty[None, j])
+            elif cutlass.const_expr(atom is None):
+                self._put(ry, ty, j, c0, cols, valid_row)
             else:
                 if valid_row and c0 + V <= cols:
-                    if cutlass.const_expr(atom is None):
-                        ty[None, j].store(ry[None, j].load())
-                    else:
-                        cute.copy(atom, cute.logical_divide(ry[None, j], cute.make_layout(per_copy)),
-                                  cute.logical_divide(ty[None, j], cute.make_layout(per_copy)))
+                    cute.copy(atom, cute.logical_divide(ry[None, j], cute.make_layout(per_copy)),
+                              cute.logical_divide(ty[None, j], cute.make_layout(per_copy)))
                 elif valid_row and c0 < cols:
                     for i in cutlass.range_constexpr(V):
                         if c0 + i < cols:
                             ty[i, j] = ry[i, j]
+
+    @cute.jit
+    def _put(self, ry: cute.Tensor, ty: cute.Tensor, j: int, c0: Int32, cols: Int32, valid_row):
+        """ty[:, j] = ry[:, j] (vec > 1; access j starts at column c0): one vector store when the
+        access lies inside the row, else its elements inside the row one by one (virt: c0 < 0 at
+        the row's head pack; never a neighbour row's y or the padding)."""
+        V = self.cfg.vec
+        if cutlass.const_expr(self.cfg.virt):
+            if valid_row and c0 >= 0 and c0 + V <= cols:
+                ty[None, j].store(ry[None, j].load())
+            elif valid_row and c0 < cols:
+                for i in cutlass.range_constexpr(V):
+                    if c0 + i >= 0 and c0 + i < cols:
+                        ty[i, j] = ry[i, j]
+        else:
+            if valid_row and c0 + V <= cols:
+                ty[None, j].store(ry[None, j].load())
+            elif valid_row and c0 < cols:
+                for i in cutlass.range_constexpr(V):
+                    if c0 + i < cols:
+                        ty[i, j] = ry[i, j]
 
     @cute.jit
     def _row_merge(self, m: Float32, s: Float32, buf: cute.Tensor, r_in: Int32, warp: Int32, lane: Int32):
@@ -319,7 +373,7 @@ class HopperSoftmax:
     @cute.jit
     def _one_pass_packed(self, tx: cute.Tensor, ty: cute.Tensor, rx: cute.Tensor, ry: cute.Tensor, first: Int32,
                          cols: Int32, valid_row, scale: Float32, pairs: cute.Tensor, buf: cute.Tensor, mbar,
-                         rank: Int32, warp: Int32, lane: Int32, r_in: Int32):
+                         rank: Int32, warp: Int32, lane: Int32, r_in: Int32, lim):
         """The one-pass kernel with the 16-bit x kept packed in registers (the `packed` kind): twice
         the values a thread holds for the registers of the fp32 kind, fewer instructions per
         element, exp computed twice. A thread whose accesses all lie inside the row (all but the
@@ -334,8 +388,9 @@ class HopperSoftmax:
           the 2^-24 multiply keeps results below 2^-126 (subnormal outputs) as the fp32 kind does.
         Special values as the fp32 kind: a NaN or +Inf makes S (hence 2^-24 / S) NaN; an all -Inf
         row has M = -Inf, S = 0 and x sl - M log2 e = -Inf + Inf = NaN; -Inf elements give 0.
-        The masked path (the row's last accesses, rows past rows) computes the same with each
-        element at or past cols left out (per element, in fp32), and stores only inside the row."""
+        The masked path (the row's last accesses, rows past rows; virt: its first access too)
+        computes the same with each element outside [0, cols) left out (per element, in fp32), and
+        stores only inside the row."""
         cfg = self.cfg
         V, J, TPR, C = cfg.vec, cfg.chunks, cfg.tpr, cfg.cluster
         H = V // 2
@@ -347,9 +402,11 @@ class HopperSoftmax:
         out16 = cutlass.const_expr(ry.element_type.width == 16)
         out_bf16 = cutlass.const_expr(ry.element_type == cutlass.BFloat16)
 
-        self._load(tx, rx, first, cols, valid_row)
+        self._load(tx, rx, first, cols, valid_row, lim=lim)
         rxw = cute.recast_tensor(rx, Int32)  # (H, J): pair k of access j
         full = valid_row and first + (J - 1) * TPR * V + V <= cols
+        if cutlass.const_expr(cfg.virt):
+            full = full and first >= 0
         sl = scale * LOG2E
         NACC = 4
 
@@ -382,8 +439,11 @@ class HopperSoftmax:
                 left = cols - (first + j * TPR * V)  # elements of this access inside the row
                 if not valid_row:
                     left = Int32(0)
+                lo = Int32(0)
+                if cutlass.const_expr(cfg.virt):
+                    lo = -(first + j * TPR * V)  # virt: the head pack's foreign elements
                 for i in cutlass.range_constexpr(V):
-                    if i < left:
+                    if i < left and i >= lo:
                         m = _fmax(m, rx[i, j].to(Float32) * scale)
         m = cute.arch.warp_reduction(m, _fmax, threads_in_group=G)
 
@@ -407,8 +467,11 @@ class HopperSoftmax:
                 left = cols - (first + j * TPR * V)
                 if not valid_row:
                     left = Int32(0)
+                lo = Int32(0)
+                if cutlass.const_expr(cfg.virt):
+                    lo = -(first + j * TPR * V)
                 for i in cutlass.range_constexpr(V):
-                    if i < left:
+                    if i < left and i >= lo:
                         sums[i % NACC] = sums[i % NACC] + ex2_ftz(rx[i, j].to(Float32) * sl + mzl)
         s = (sums[0] + sums[1]) + (sums[2] + sums[3])
         s = cute.arch.warp_reduction(s, _add, threads_in_group=G)
@@ -436,13 +499,7 @@ class HopperSoftmax:
                 else:
                     ry[2 * k, j] = lo
                     ry[2 * k + 1, j] = hi
-            c0 = first + j * TPR * V
-            if valid_row and c0 + V <= cols:
-                ty[None, j].store(ry[None, j].load())
-            elif valid_row and c0 < cols:
-                for i in cutlass.range_constexpr(V):
-                    if c0 + i < cols:
-                        ty[i, j] = ry[i, j]
+            self._put(ry, ty, j, first + j * TPR * V, cols, valid_row)
 
     @cute.kernel
     def kernel(self, mX: cute.Tensor, mY: cute.Tensor, scale: cutlass.Float32):
@@ -556,42 +613,71 @@ class HopperSoftmax:
                     for i2 in cutlass.range_constexpr(V):
                         ry[i2, j] = (ex2(v[i2, j] * LOG2E - ml) * inv).to(mY.element_type)
                 self._store(ry, ty, first, cols, valid_row, st_atom)
-        elif cutlass.const_expr(cfg.packed):
-            tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
-            ty = cute.make_tensor(cute.local_tile(mY[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
-            first = rank * CTA_COLS + t * V
-            self._one_pass_packed(tx, ty, rx, ry, first, cols, valid_row, scale, pairs, buf, mbar, rank, warp, lane,
-                                  r_in)
         else:
-            tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
-            ty = cute.make_tensor(cute.local_tile(mY[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
-            first = rank * CTA_COLS + t * V
-            self._load(tx, rx, first, cols, valid_row)
-            m = self._values(rx, v, first, cols, valid_row, scale)
-            m = cute.arch.warp_reduction(m, _fmax, threads_in_group=G)
-
-            # e = exp(v - m) in place; m = -Inf (only -Inf, masked or NaN values): exp(v) instead.
-            mz = m
-            if m == -Float32.inf:
-                mz = Float32(0.0)
-            mzl = mz * LOG2E
-            s = Float32(0.0)
-            for j in cutlass.range_constexpr(J):
-                for i in cutlass.range_constexpr(V):
-                    e = ex2(v[i, j] * LOG2E - mzl)
-                    v[i, j] = e
-                    s = s + e
-            s = cute.arch.warp_reduction(s, _add, threads_in_group=G)
-
-            big_m = m
-            big_s = s
-            if cutlass.const_expr(C > 1):
-                big_m, big_s = self._cluster_merge(m, s, pairs, buf, mbar, rank, warp, lane)
+            # One pass: this CTA's slice of the row, [rank CTA_COLS, (rank + 1) CTA_COLS) in
+            # (virtual) columns; `first` = the column of this thread's access 0.
+            lim = None
+            if cutlass.const_expr(cfg.virt):
+                # Virtual columns: the row's aligned span starts a = (row ld) % vec elements
+                # before the row, at a multiple of vec (16-byte packs of x and of y).
+                ld = mX.stride[0]
+                start = cutlass.Int64(rowc) * ld
+                a = Int32(start % V)
+                span = cute.assume(start - cutlass.Int64(a), divby=V)
+                xs = cute.make_tensor(mX.iterator + span, cute.make_layout((C * CTA_COLS,)))  # the row's span
+                ys = cute.make_tensor(mY.iterator + span, cute.make_layout((C * CTA_COLS,)))
+                tx = cute.make_tensor(cute.local_tile(xs, (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
+                ty = cute.make_tensor(cute.local_tile(ys, (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
+                first = rank * CTA_COLS + t * V - a
+                # Elements of x from the row's column 0 to the end of x, at most 2^31 - 1.
+                lim = Int32(cutlass.min(cutlass.Int64(rows - 1 - rowc) * ld + cutlass.Int64(cols),
+                                        cutlass.Int64(MAX_INT32)))
             else:
-                big_m, big_s = self._row_merge(m, s, buf, r_in, warp, lane)
+                tx = cute.make_tensor(cute.local_tile(mX[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
+                ty = cute.make_tensor(cute.local_tile(mY[rowc, None], (CTA_COLS,), (rank,)).iterator, split)[None, t, None]
+                first = rank * CTA_COLS + t * V
+            if cutlass.const_expr(cfg.packed):
+                self._one_pass_packed(tx, ty, rx, ry, first, cols, valid_row, scale, pairs, buf, mbar, rank, warp,
+                                      lane, r_in, lim)
+            else:
+                self._one_pass(tx, ty, rx, ry, v, first, cols, valid_row, scale, pairs, buf, mbar, rank, warp,
+                               lane, r_in, lim)
 
-            f = ex2((m - big_m) * LOG2E) / big_s
-            for j in cutlass.range_constexpr(J):
-                for i in cutlass.range_constexpr(V):
-                    ry[i, j] = (v[i, j] * f).to(mY.element_type)
-            self._store(ry, ty, first, cols, valid_row)
+    @cute.jit
+    def _one_pass(self, tx: cute.Tensor, ty: cute.Tensor, rx: cute.Tensor, ry: cute.Tensor, v: cute.Tensor,
+                  first: Int32, cols: Int32, valid_row, scale: Float32, pairs: cute.Tensor, buf: cute.Tensor, mbar,
+                  rank: Int32, warp: Int32, lane: Int32, r_in: Int32, lim):
+        """The one-pass kernel with the row's values in fp32 registers: e = exp(v - m) kept, one
+        exp per element."""
+        cfg = self.cfg
+        V, J, C = cfg.vec, cfg.chunks, cfg.cluster
+        G = min(cfg.tpr, WARP)
+        self._load(tx, rx, first, cols, valid_row, lim=lim)
+        m = self._values(rx, v, first, cols, valid_row, scale)
+        m = cute.arch.warp_reduction(m, _fmax, threads_in_group=G)
+
+        # e = exp(v - m) in place; m = -Inf (only -Inf, masked or NaN values): exp(v) instead.
+        mz = m
+        if m == -Float32.inf:
+            mz = Float32(0.0)
+        mzl = mz * LOG2E
+        s = Float32(0.0)
+        for j in cutlass.range_constexpr(J):
+            for i in cutlass.range_constexpr(V):
+                e = ex2(v[i, j] * LOG2E - mzl)
+                v[i, j] = e
+                s = s + e
+        s = cute.arch.warp_reduction(s, _add, threads_in_group=G)
+
+        big_m = m
+        big_s = s
+        if cutlass.const_expr(C > 1):
+            big_m, big_s = self._cluster_merge(m, s, pairs, buf, mbar, rank, warp, lane)
+        else:
+            big_m, big_s = self._row_merge(m, s, buf, r_in, warp, lane)
+
+        f = ex2((m - big_m) * LOG2E) / big_s
+        for j in cutlass.range_constexpr(J):
+            for i in cutlass.range_constexpr(V):
+                ry[i, j] = (v[i, j] * f).to(ry.element_type)
+        self._store(ry, ty, first, cols, valid_row)

@@ -77,22 +77,27 @@ int kind_of(const SoftmaxConfig& c) {
 
 // ---- SoftmaxConfig ------------------------------------------------------------------------------
 
-int64_t SoftmaxConfig::max_cols() const { return online ? kMax32 : int64_t(cluster) * cols_per_cta(); }
+int64_t SoftmaxConfig::max_cols() const {
+  return online ? kMax32 : int64_t(cluster) * cols_per_cta() - (virt ? vec - 1 : 0);
+}
 
 std::string SoftmaxConfig::id() const {
   char buf[96];
   std::snprintf(buf, sizeof buf, "%sp%d_t%d_v%dx%d", online ? "o_" : packed ? "x_" : "", tpr, threads, vec, chunks);
   std::string s = buf;
   if (cluster > 1) s += "_c" + std::to_string(cluster);
+  if (virt) s += "_u";
   return s;
 }
 
 SoftmaxConfig SoftmaxConfig::parse(std::string_view id) {
   const std::string text(id);
   SoftmaxConfig c;
+  c.virt = text.size() > 2 && text.ends_with("_u");
+  const std::string head = c.virt ? text.substr(0, text.size() - 2) : text;
   const bool online = text.rfind("o_", 0) == 0;
   const bool packed = text.rfind("x_", 0) == 0;
-  const char* body = text.c_str() + (online || packed ? 2 : 0);
+  const char* body = head.c_str() + (online || packed ? 2 : 0);
   int used = 0, used_c = 0;
   bool ok = std::sscanf(body, "p%d_t%d_v%dx%d%n", &c.tpr, &c.threads, &c.vec, &c.chunks, &used) == 4;
   if (ok && body[used] != '\0') {
@@ -101,7 +106,7 @@ SoftmaxConfig SoftmaxConfig::parse(std::string_view id) {
   c.online = online;
   c.packed = packed;
   if (!ok)
-    GT_THROW("cutedsl softmax config '" + text + "': expected [o_|x_]p<TPR>_t<THREADS>_v<VEC>x<CHUNKS>[_c<CLUSTER>]");
+    GT_THROW("cutedsl softmax config '" + text + "': expected [o_|x_]p<TPR>_t<THREADS>_v<VEC>x<CHUNKS>[_c<CLUSTER>][_u]");
   if (std::string why = c.invalid(1); !why.empty()) GT_THROW("cutedsl softmax config '" + text + "': " + why);
   if (c.id() != text) GT_THROW("cutedsl softmax config '" + text + "': not in canonical form (" + c.id() + ")");
   return c;
@@ -118,6 +123,7 @@ std::string SoftmaxConfig::invalid(int in_bytes) const {
   if (cluster < 1 || cluster > kMaxCluster || !pow2(cluster))
     return "cluster " + std::to_string(cluster) + " not in 1, 2, 4, 8, 16";
   if (cluster > 1 && tpr != threads) return "a cluster needs one row per CTA (tpr == threads)";
+  if (virt && (online || vec < 2)) return "virtual columns (_u): a one-pass kind with vec >= 2";
   if (packed) {
     if (online) return "packed is a one-pass kind (not online)";
     if (in_bytes > 2) return "packed needs a 16-bit input";
@@ -147,7 +153,7 @@ std::string SoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   if (p.cols > max_cols())
     return "rows of " + std::to_string(p.cols) + " columns are longer than the " + std::to_string(max_cols()) +
            " this config holds";
-  if (p.row_stride() % vec)
+  if (p.row_stride() % vec && !virt)
     return "ld " + std::to_string(p.row_stride()) + " is not a multiple of the vector width " + std::to_string(vec);
   return {};
 }
@@ -177,51 +183,63 @@ int softmax_vec(const SoftmaxProblem& p) {
 std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p) {
   std::vector<SoftmaxConfig> out;
   if (!softmax_problem_verdict(p)) return out;
-  const int vec = softmax_vec(p);
+  const int aligned_vec = softmax_vec(p);  // the widest vector dividing ld
   auto add = [&](const SoftmaxConfig& c) {
     if (c.cannot_run(p).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   };
-  // One pass: every (cluster, threads, threads per row) whose row slice fits the registers and
-  // whose threads are at least half busy (one thread per row is always allowed: tiny rows).
-  for (int cluster : {1, 2, 4, 8, 16}) {
-    if (cluster > 1 && p.cols < kClusterMinCols) continue;
-    if (cluster > 8 && p.cols < kCluster16MinCols) continue;
-    for (int threads : {128, 256, 512, 1024}) {
-      for (int tpr = cluster > 1 ? threads : 1; tpr <= threads; tpr *= 2) {
-        const int64_t per = int64_t(cluster) * tpr * vec;
-        const int64_t chunks = ceil_div(p.cols, per);
-        if (chunks * vec > kMaxValues) continue;
-        const double util = double(p.cols) / double(per * chunks);
-        if (util < 0.5 && !(cluster == 1 && tpr == 1)) continue;
-        if (threads > 128 && threads / tpr > p.rows) continue;  // rows per CTA past the problem's rows
-        add({vec, int(chunks), tpr, threads, cluster, false});
-      }
-    }
-  }
-  // Packed (16-bit inputs, long rows): one row per CTA, the CTAs (a power of two) that hold the
-  // row with 33..128 values a thread (the threads then at least half busy); rows up to 524288
-  // columns (16 CTAs of 256 threads), as the other one-pass kinds.
-  if (size_of(p.in) == 2 && vec >= 2 && p.cols >= kPackedMinCols) {
+  // The one-pass kinds at vector width vec, in virtual columns or not. A row in virtual columns
+  // spans up to cols + vec - 1 of them (its first pack may start vec - 1 elements early).
+  auto add_one_pass = [&](int vec, bool virt) {
+    const int64_t span = p.cols + (virt ? vec - 1 : 0);
+    // Every (cluster, threads, threads per row) whose row slice fits the registers and whose
+    // threads are at least half busy (one thread per row is always allowed: tiny rows).
     for (int cluster : {1, 2, 4, 8, 16}) {
       if (cluster > 1 && p.cols < kClusterMinCols) continue;
       if (cluster > 8 && p.cols < kCluster16MinCols) continue;
       for (int threads : {128, 256, 512, 1024}) {
-        const int64_t chunks = ceil_div(p.cols, int64_t(cluster) * threads * vec);
-        if (chunks * vec < kMinPackedValues || chunks * vec > kMaxPackedValues) continue;
-        SoftmaxConfig c{vec, int(chunks), threads, threads, cluster, false};
-        c.packed = true;
-        if (c.invalid(int(size_of(p.in))).empty()) add(c);
+        for (int tpr = cluster > 1 ? threads : 1; tpr <= threads; tpr *= 2) {
+          const int64_t per = int64_t(cluster) * tpr * vec;
+          const int64_t chunks = ceil_div(span, per);
+          if (chunks * vec > kMaxValues) continue;
+          const double util = double(p.cols) / double(per * chunks);
+          if (util < 0.5 && !(cluster == 1 && tpr == 1)) continue;
+          if (threads > 128 && threads / tpr > p.rows) continue;  // rows per CTA past the problem's rows
+          SoftmaxConfig c{vec, int(chunks), tpr, threads, cluster, false};
+          c.virt = virt;
+          add(c);
+        }
       }
     }
-  }
+    // Packed (16-bit inputs, long rows): one row per CTA, the CTAs (a power of two) that hold the
+    // row with 33..128 values a thread (the threads then at least half busy); rows up to 524288
+    // columns (16 CTAs of 256 threads), as the other one-pass kinds.
+    if (size_of(p.in) == 2 && vec >= 2 && p.cols >= kPackedMinCols) {
+      for (int cluster : {1, 2, 4, 8, 16}) {
+        if (cluster > 1 && p.cols < kClusterMinCols) continue;
+        if (cluster > 8 && p.cols < kCluster16MinCols) continue;
+        for (int threads : {128, 256, 512, 1024}) {
+          const int64_t chunks = ceil_div(span, int64_t(cluster) * threads * vec);
+          if (chunks * vec < kMinPackedValues || chunks * vec > kMaxPackedValues) continue;
+          SoftmaxConfig c{vec, int(chunks), threads, threads, cluster, false};
+          c.packed = true;
+          c.virt = virt;
+          if (c.invalid(int(size_of(p.in))).empty()) add(c);
+        }
+      }
+    }
+  };
+  add_one_pass(aligned_vec, false);
+  // Rows that do not start on a 16-byte pack: the one-pass kinds in virtual columns too, with
+  // 16-byte accesses (the aligned configs above have narrower ones).
+  if (const int full = 16 / int(size_of(p.in)); aligned_vec < full) add_one_pass(full, true);
   // Online, one CTA per row: only for rows no one-pass config holds (they read x twice from DRAM
   // when many rows are in flight). Tiles of 8 to 32 values a thread.
   const bool one_pass = !out.empty();
   if (!one_pass) {
     for (int threads : {256, 512, 1024})
       for (int values : {8, 16, 32}) {
-        if (values < vec) continue;
-        add({vec, values / vec, threads, threads, 1, true});
+        if (values < aligned_vec) continue;
+        add({aligned_vec, values / aligned_vec, threads, threads, 1, true});
       }
   }
   // Cluster re-read (online with a cluster): long rows; the row's tiles dealt to 8 or 16 CTAs,
@@ -231,8 +249,8 @@ std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p) {
     for (int cluster : {8, 16})
       for (int threads : {128, 256, 512}) {
         const int values = 32;
-        if (values < vec) continue;
-        const SoftmaxConfig c{vec, values / vec, threads, threads, cluster, true};
+        if (values < aligned_vec) continue;
+        const SoftmaxConfig c{aligned_vec, values / aligned_vec, threads, threads, cluster, true};
         if (ceil_div(p.cols, c.cols_per_cta()) < 2 * cluster) continue;
         add(c);
       }
@@ -252,6 +270,9 @@ double softmax_cost(const SoftmaxConfig& c, const SoftmaxProblem& p) {
   const double inflight = double(ctas_per_sm * c.threads) * c.values() * double(size_of(p.in));
   double cost = 1.0;
   if (inflight < 32768) cost += 32768 / inflight - 1;
+  // Accesses narrower than 16 bytes (rows not on 16-byte packs, but in virtual columns): more
+  // load and store instructions for the same bytes.
+  if (c.vec * size_of(p.in) < 16) cost += 0.5;
   // A CTA alone on its SM leaves the memory idle while it reduces and stores.
   if (ctas_per_sm == 1) cost += 0.3;
   else if (ctas_per_sm == 2) cost += 0.1;
@@ -353,7 +374,7 @@ json softmax_params(const SoftmaxConfig& c, const SoftmaxProblem& p, const std::
   return {{"op", "softmax"},      {"in_dtype", to_string(p.in)}, {"out_dtype", to_string(p.out)},
           {"vec", c.vec},         {"chunks", c.chunks},          {"tpr", c.tpr},
           {"threads", c.threads}, {"cluster", c.cluster},        {"online", c.online},
-          {"packed", c.packed},   {"src", digest}};
+          {"packed", c.packed},   {"virt", c.virt},              {"src", digest}};
 }
 
 GtCutedslSoftmaxArgs softmax_args(const SoftmaxProblem& p, int device, const void* x, void* y) {

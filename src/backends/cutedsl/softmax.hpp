@@ -19,9 +19,19 @@
 // winners (64 KiB: 256 threads x 128 bf16; 128 KiB: 512 x 128 or 1024 x 64, one CTA an SM) for
 // long bf16 / fp16 rows.
 //
+// Virtual columns (`virt`, suffix "_u"; the one-pass kinds, fp32 and packed): rows that do not
+// start on a 16-byte pack (ld % (16 / input bytes) != 0: odd packed widths such as 50257 or 4097,
+// odd ld). Row r is read as the 16-byte packs of its aligned span, which starts a = (r ld) % vec
+// elements before the row: the partial head and tail packs are loaded whole (their foreign
+// elements, of the neighbour rows or the padding, masked to -Inf, never stored; a pack past the
+// end of x element by element), whole packs of y stored by 16-byte stores, the partial ones
+// element by element. A config then holds rows of cluster x cols_per_cta - (vec - 1) columns.
+// Offered only where the aligned kinds are narrowed to vec < 16 bytes (softmax_vec).
+//
 // A config's id is canonical: "p32_t256_v8x4" (32 threads per row, 256 threads, 4 accesses of 8),
 // "p512_t512_v8x8_c8" (a cluster of 8), "o_p1024_t1024_v8x2" (online), "o_p256_t256_v8x4_c16"
-// (cluster re-read), "x_p256_t256_v8x16_c8" (packed). The artifact depends on
+// (cluster re-read), "x_p256_t256_v8x16_c8" (packed), "x_p256_t256_v8x25_c2_u" (packed, virtual
+// columns). The artifact depends on
 // the config, the dtypes and the sources (their digest travels in the params), not on rows, cols,
 // ld or scale, so one artifact serves every problem whose rows the config holds.
 #pragma once
@@ -50,11 +60,13 @@ struct SoftmaxConfig {
   int cluster = 1;    // CTAs per row (1, 2, 4, 8, 16; > 1: tpr == threads)
   bool online = false;
   bool packed = false;  // one pass, x kept packed (16-bit inputs; not with online)
+  bool virt = false;    // one pass in virtual columns: any ld (rows need not start on a vec pack)
 
   int rows_per_cta() const { return threads / tpr; }
   int values() const { return chunks * vec; }  // values a thread keeps (fp32; packed: 16-bit pairs)
   int64_t cols_per_cta() const { return int64_t(tpr) * chunks * vec; }
-  // Longest row the config holds (the online kind: any).
+  // Longest row the config holds (the online kind: any; virt: the span's first vec - 1 columns
+  // may belong to the row before).
   int64_t max_cols() const;
   std::string id() const;
   std::string name() const { return id(); }
@@ -78,7 +90,9 @@ std::vector<SoftmaxConfig> softmax_valid_configs(const SoftmaxProblem& p);
 // one CTA per row, cluster, online, cluster re-read) kept in. One-pass configs when the row fits
 // 16 CTAs' registers (524288 columns of 2 bytes), else online ones; cluster re-read ones for rows
 // of 65536+ columns. Plus, ranked apart and on top of those, at most max_configs / 2 + 2 packed
-// ones (16-bit inputs, rows of 16384 to 524288 columns).
+// ones (16-bit inputs, rows of 16384 to 524288 columns). Where ld is not a multiple of a 16-byte
+// pack, the one-pass kinds also in virtual columns at 16-byte vectors (ranked with the others:
+// the narrower aligned configs cost more).
 // `admit` (may be empty) restricts the configs ranked (load-only: those in the store).
 std::vector<SoftmaxConfig> softmax_configs(const SoftmaxProblem& p, int max_configs,
                                            const std::function<bool(const SoftmaxConfig&)>& admit = {});
