@@ -264,3 +264,109 @@ def test_block_scale_groups_hold_for_every_thread(tile_m, tile_n, mode):
     assert not bad, f"registers grouped with another row / column: {bad[:8]}"
     assert len(reps) == (2 if mode == 0 else tile_n // 4)
     assert sorted(set(group_of)) == list(range(len(reps)))
+
+
+# A stand-in for one instance's exported object and for the runtime library: records what the
+# shim passes to the host entry (no GPU, no DSL trace).
+FAKE_KERNEL = r"""
+#include <stdint.h>
+#include <string.h>
+#define X __attribute__((visibility("default")))
+X unsigned char fake_seen[7][32];
+X int fake_sizes[7];
+X float fake_alpha, fake_beta;
+X int32_t fake_max_clusters;
+X void* fake_stream;
+X int fake_calls;
+void fake_init(void** a) { *(int*)a[1] = 0; }
+void fake_load(void** a) { *(int*)a[2] = 0; }
+void fake_entry(void** args, int32_t n) {
+  for (int i = 0; i < 7; ++i) memcpy(fake_seen[i], args[i], (size_t)fake_sizes[i]);
+  fake_alpha = *(float*)args[7];
+  fake_beta = *(float*)args[8];
+  fake_max_clusters = *(int32_t*)args[9];
+  fake_stream = *(void**)args[10];
+  *(int32_t*)args[11] = 0;
+  fake_calls += n == 12;
+}
+int gt_cutedsl_rt_set_device(int d) { return 0; }
+int gt_cutedsl_rt_get_last_error(void) { return 0; }
+const char* gt_cutedsl_rt_error_name(int e) { return "none"; }
+const char* gt_cutedsl_rt_error_string(int e) { return "none"; }
+int gt_cutedsl_rt_sm_count(int d, int* out) { *out = 132; return 0; }
+"""
+
+
+def _expected_structs(p, v):
+    """The kernel's 7 tensor structs, as bytes, for problem arguments v (names of GtCutedslArgs):
+    what compile._bindings (the fake tensors' layouts) and the scale and bias conventions of
+    gt_cutedsl_abi.h ask for. Matrices {data, int32 rows, cols, int64 ld, batch}, vectors with
+    a length {data, int32 length}, else {data}."""
+    import struct
+    ev = lambda e: eval(e.replace("args->", ""), {}, dict(v))  # noqa: E731 - C expressions over args
+    bd = cc._bindings(p)
+    mat = lambda b: struct.pack("<QiiqQ", ev(b[1]), ev(b[2]), ev(b[3]), ev(b[4]), ev(b[7]))  # noqa: E731
+    vec = lambda ptr, n: struct.pack("<Qi", ptr, n)  # noqa: E731
+    ptr = lambda x: struct.pack("<Q", x)  # noqa: E731
+    out = [mat(bd["a"]), mat(bd["b"]), mat(bd["d"]), mat(bd["c"]) if bd["c"] else ptr(v["d"]),
+           vec(v["bias"], v["n"]) if p["bias"] else ptr(v["d"])]
+    swap = p["swap_ab"]
+    rs, cs = (v["scale_b"], v["scale_a"]) if swap else (v["scale_a"], v["scale_b"])
+    if p["scale"] == "none":
+        out += [ptr(v["d"]), ptr(v["d"])]
+    elif p["scale"] == "tensorwise":
+        out += [ptr(rs), ptr(cs)]
+    else:
+        rows, cols = (v["n"], v["m"]) if swap else (v["m"], v["n"])
+        if p["scale"] == "block":
+            kb = (v["k"] + 127) // 128
+            sa, sb = v["m"] * kb, (v["n"] + 127) // 128 * ((kb + 3) // 4 * 4)
+            rows, cols = (sb, sa) if swap else (sa, sb)
+        out += [vec(rs, rows), vec(cs, cols)]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_gemm_shim_fills_the_kernel_structs(name, tmp_path):
+    """gemm_shim.cpp (one object for every instance, linked with the instance's generated data)
+    passes the host entry the tensor structs _bindings lays out, the scalars, the persistent grid
+    cap (SMs / cluster size) and the stream; and run() refuses a null pointer the instance reads."""
+    p = cc.normalize(VARIANTS[name])
+    tc = cc.toolchain()
+    fake_c = tmp_path / "fake.c"
+    fake_c.write_text(FAKE_KERNEL)
+    inst = tmp_path / "inst.s"
+    inst.write_text(cc.instance_asm(cc.config_text(p), cc._gemm_desc(p)))
+    so = tmp_path / "fake.so"
+    subprocess.run([tc["_cxx"], "-shared", "-fPIC", "-o", str(so), "-x", "c", str(fake_c), "-x", "none", str(inst),
+                    cc.gemm_shim_object(), "-Wl,--no-undefined", "-Wl,-Bsymbolic",
+                    "-Wl,--defsym=gt_inst_entry=fake_entry", "-Wl,--defsym=gt_inst_init=fake_init",
+                    "-Wl,--defsym=gt_inst_load=fake_load"], check=True)
+    lib = _memfd_load(str(so))
+    lib.gt_cutedsl_config.restype = ctypes.c_char_p
+    assert lib.gt_cutedsl_config().decode() == cc.config_text(p)
+    base = 1 << 20  # distinct 16-byte aligned fake device pointers
+    v = dict(m=300, n=200, k=1024, a=base, b=base * 2, c=base * 3, d=base * 4, bias=base * 5, scale_a=base * 6,
+             scale_b=base * 7, lda=1024 if p["a_row"] else 304, ldb=208 if p["b_row"] else 1024,
+             ldc=208 if p["c_row"] else 304, ldd=208 if p["d_row"] else 304)
+    expect = _expected_structs(p, v)
+    sizes = (ctypes.c_int * 7).in_dll(lib, "fake_sizes")
+    for i, e in enumerate(expect):
+        sizes[i] = len(e)
+    a = Args(abi_version=1, sm_count=132, alpha=1.5, beta=0.25, **v)
+    assert lib.gt_cutedsl_can_implement(ctypes.byref(a)) == 0
+    assert lib.gt_cutedsl_run(ctypes.byref(a), ctypes.c_void_p(0x1234)) == 0
+    assert ctypes.c_int.in_dll(lib, "fake_calls").value == 1
+    seen = (ctypes.c_ubyte * (7 * 32)).in_dll(lib, "fake_seen")
+    for i, e in enumerate(expect):
+        assert bytes(seen[i * 32:i * 32 + len(e)]) == e, cc._ARG_ORDER[i]
+    assert ctypes.c_float.in_dll(lib, "fake_alpha").value == 1.5
+    assert ctypes.c_float.in_dll(lib, "fake_beta").value == 0.25
+    assert ctypes.c_int32.in_dll(lib, "fake_max_clusters").value == 132 // (p["cluster_m"] * p["cluster_n"])
+    assert ctypes.c_void_p.in_dll(lib, "fake_stream").value == 0x1234
+    reads = ["a", "b", "d"] + (["c"] if p["has_c"] else []) + (["bias"] if p["bias"] else []) + \
+        (["scale_a", "scale_b"] if p["scale"] != "none" else [])
+    for x in ("a", "b", "c", "d", "bias", "scale_a", "scale_b"):
+        null = Args.from_buffer_copy(a)
+        setattr(null, x, None)
+        assert lib.gt_cutedsl_run(ctypes.byref(null), None) == (2 if x in reads else 0), x

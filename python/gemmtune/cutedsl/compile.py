@@ -7,9 +7,11 @@
     #  "runtime": {"path": "/abs/.../libgt_cutedsl_rt_<hash>.so", "soname": "libgt_..."}}
 
 Route A (docs/cutedsl.md): cute.compile on fake tensors (dynamic m, n, k and leading
-dimensions), export_to_c -> object + header, our generated shim (shim_template.cpp, C ABI
-gt_cutedsl_abi.h), linked by g++ into a kernel .so (~50 kB) that exports only the gt_cutedsl_*
-entry points and needs one shared runtime library by soname: libgt_cutedsl_rt_<hash>.so
+dimensions), export_to_c -> object + header (checked against what the shim assumes), linked by
+g++ with our shim (gemm_shim.cpp, C ABI gt_cutedsl_abi.h: one object for every instance, compiled
+once per worker) and the instance's data (a few lines of generated assembly: the config text and
+a descriptor) into a kernel .so (~45 kB); no C++ is compiled per artifact. The .so exports only
+the gt_cutedsl_* entry points and needs one shared runtime library by soname: libgt_cutedsl_rt_<hash>.so
 (runtime.cpp + the DSL's libcuda_dialect_runtime_static.a + the CUDA toolkit's
 libcudart_static.a, ~1 MB, one per toolchain; built once per worker process). At run time the
 two need only libc and a CUDA driver; the loader loads the runtime first.
@@ -265,6 +267,31 @@ def runtime() -> dict:
     return _RUNTIME
 
 
+_GEMM_SHIM: str | None = None
+
+
+def gemm_shim_object() -> str:
+    """gemm_shim.cpp compiled (-fPIC) into a private temporary directory of this process, once:
+    the shim every GEMM kernel .so links (deterministic bytes: same toolchain, same sources)."""
+    global _GEMM_SHIM
+    if _GEMM_SHIM is not None and os.path.isfile(_GEMM_SHIM):
+        return _GEMM_SHIM
+    import atexit
+    import tempfile
+    tc = toolchain()
+    d = tempfile.mkdtemp(prefix="gemmtune-cutedsl-shim-")
+    atexit.register(shutil.rmtree, d, True)
+    path = os.path.join(d, "gemm_shim.o")
+    cmd = [tc["_cxx"], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-c", "-o", path,
+           "-I" + os.path.join(tc["_cuda_home"], "include"), "-I" + HERE,
+           "-fno-exceptions", "-fno-rtti", "-fno-asynchronous-unwind-tables", os.path.join(HERE, "gemm_shim.cpp")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise CompileFailure("link", f"GEMM shim: {' '.join(cmd)}\n{r.stderr[-4000:]}")
+    _GEMM_SHIM = path
+    return path
+
+
 # ---- fake tensors ---------------------------------------------------------------------------------
 
 def _dtype(name: str):
@@ -373,96 +400,93 @@ def _struct_fields(header: str, prefix: str, tensor: str) -> dict:
     return fields
 
 
-def _shim_source(p: dict, prefix: str, header: str) -> str:
+def _check_header(p: dict, prefix: str, header: str) -> str:
+    """Checks that the exported header (export_to_c's <prefix>.h) declares what gemm_shim.cpp
+    assumes: each tensor's C struct as _bindings lays it out (matrix {data, dynamic_shapes[2],
+    dynamic_strides[2]}, a vector with a length {data, dynamic_shapes[1]}, else {data}) and a
+    wrapper that passes (a, b, d, c, bias, row_scale, col_scale, alpha, beta, max_clusters,
+    stream, ret) to the host entry. Returns the host entry's symbol
+    (_mlir_<prefix>__mlir_ciface_<function>). Raises CompileFailure("compile") when the DSL's
+    export no longer matches."""
     bd = _bindings(p)
-    swap = p["swap_ab"]
-    fill = []
-    checks = []
-
-    # can_implement checks sizes, leading dimensions and the alignment of non-null pointers (the
-    # C++ side asks it before any buffer exists); run also requires the pointers the kernel reads.
-    required = []
-
-    def matrix(var, name, binding, tma=True):
-        _, ptr, rows, cols, ld, _, dtype, batch = binding
+    matrix = {"data": 0, "dynamic_shapes": 2, "dynamic_strides": 2}
+    vector = {"data": 0, "dynamic_shapes": 1}
+    scalar = {"data": 0}
+    dyn_scales = p["scale"] in ("rowwise", "block")
+    expect = {"a": matrix, "b": matrix, "d": matrix, "c": matrix if bd["c"] else scalar,
+              "bias": vector if p["bias"] else scalar, "row_scale": vector if dyn_scales else scalar,
+              "col_scale": vector if dyn_scales else scalar}
+    for name in _ARG_ORDER:
         f = _struct_fields(header, prefix, name)
-        if f != {"data": 0, "dynamic_shapes": 2, "dynamic_strides": 2}:
-            raise CompileFailure("compile", f"struct of {name}: unexpected fields {f}")
-        fill.append(f"  {prefix}_Tensor_{name}_t {var};\n"
-                    f"  {var}.data = const_cast<void*>(static_cast<const void*>({ptr}));\n"
-                    f"  {var}.dynamic_shapes[0] = static_cast<int32_t>({rows});\n"
-                    f"  {var}.dynamic_shapes[1] = static_cast<int32_t>({cols});\n"
-                    f"  {var}.dynamic_strides[0] = {ld};\n"
-                    f"  {var}.dynamic_strides[1] = {batch};")
-        if tma:
-            checks.append(f"  if (({ld} * {DTYPE_BYTES[dtype]}) % 16 != 0) return GT_CUTEDSL_MISALIGNED;")
-            checks.append(f"  if ({ptr} && !aligned({ptr}, 16)) return GT_CUTEDSL_MISALIGNED;")
-        else:
-            checks.append(f"  if ({ptr} && !aligned({ptr}, {DTYPE_BYTES[dtype]})) return GT_CUTEDSL_MISALIGNED;")
-        required.append(ptr)
-
-    def vector(var, name, ptr, length, elem_bytes):
-        f = _struct_fields(header, prefix, name)
-        code = (f"  {prefix}_Tensor_{name}_t {var};\n"
-                f"  {var}.data = const_cast<void*>(static_cast<const void*>({ptr}));")
-        if length is not None:
-            if f != {"data": 0, "dynamic_shapes": 1}:
-                raise CompileFailure("compile", f"struct of {name}: unexpected fields {f}")
-            code += f"\n  {var}.dynamic_shapes[0] = static_cast<int32_t>({length});"
-        elif f != {"data": 0}:
-            raise CompileFailure("compile", f"struct of {name}: unexpected fields {f}")
-        fill.append(code)
-        if ptr != "args->d":  # args->d stands in for tensors the instance never reads
-            checks.append(f"  if ({ptr} && !aligned({ptr}, {elem_bytes})) return GT_CUTEDSL_MISALIGNED;")
-            required.append(ptr)
-
-    matrix("ta", "a", bd["a"])
-    matrix("tb", "b", bd["b"])
-    matrix("td", "d", bd["d"])
-    if bd["c"]:
-        matrix("tc", "c", bd["c"], tma=False)
-    else:
-        vector("tc", "c", "args->d", None, 16)
-    db = DTYPE_BYTES[p["d_dtype"]]
-    if p["bias"]:
-        vector("tbias", "bias", "args->bias", "args->n", db)
-    else:
-        vector("tbias", "bias", "args->d", None, 16)
-    if p["scale"] == "none":
-        vector("trs", "row_scale", "args->d", None, 16)
-        vector("tcs", "col_scale", "args->d", None, 16)
-    else:
-        rows = "args->n" if swap else "args->m"
-        cols = "args->m" if swap else "args->n"
-        rs, cs = ("args->scale_b", "args->scale_a") if swap else ("args->scale_a", "args->scale_b")
-        if p["scale"] == "block":
-            # sa: [kb, m] (m * kb floats), sb: [nb, round_up(kb, 4)] (gemmtune/problem.hpp); the
-            # kernel indexes them with int32.
-            kb = "((args->k + 127) / 128)"
-            sa_len = f"(args->m * {kb})"
-            sb_len = f"((args->n + 127) / 128 * (({kb} + 3) / 4 * 4))"
-            checks.append(f"  if ({sa_len} > kMax32 || {sb_len} > kMax32) return GT_CUTEDSL_BAD_ARGS;")
-            rows, cols = (sb_len, sa_len) if swap else (sa_len, sb_len)
-        dyn = p["scale"] in ("rowwise", "block")
-        vector("trs", "row_scale", rs, rows if dyn else None, 4)
-        vector("tcs", "col_scale", cs, cols if dyn else None, 4)
-    # Scalars: the wrapper takes them by value after the tensors.
-    wm = re.search(r"static inline int32_t cute_dsl_" + re.escape(prefix) + r"_wrapper\(([^)]*)\)", header)
+        if f != expect[name]:
+            raise CompileFailure("compile", f"struct of {name}: fields {f}, expected {expect[name]}")
+    wm = re.search(r"static inline int32_t cute_dsl_" + re.escape(prefix) + r"_wrapper\(([^)]*)\) \{(.*?)\n\}",
+                   header, re.S)
     if not wm:
         raise CompileFailure("compile", "export header lacks the wrapper function")
     params = [x.strip() for x in wm.group(1).split(",")]
     expect_tail = ["float alpha", "float beta", "int32_t max_clusters", "cudaStream_t stream"]
     if params[-4:] != expect_tail or len(params) != 1 + len(_ARG_ORDER) + 4:
         raise CompileFailure("compile", f"unexpected wrapper signature: {params}")
-    call_args = "&ta, &tb, &td, &tc, &tbias, &trs, &tcs, args->alpha, args->beta, max_clusters"
-    with open(os.path.join(HERE, "shim_template.cpp")) as f:
-        src = f.read()
-    cfg = config_text(p).replace("\\", "\\\\").replace('"', '\\"')
-    return (src.replace("@PREFIX@", prefix).replace("@CONFIG@", cfg)
-            .replace("@FILL@", "\n".join(fill)).replace("@CHECKS@", "\n".join(checks))
-            .replace("@REQUIRED@", " || ".join(f"!{r}" for r in required))
-            .replace("@CALL_ARGS@", call_args)
-            .replace("@CLUSTER_SIZE@", str(p["cluster_m"] * p["cluster_n"])))
+    body = " ".join(wm.group(2).split())
+    em = re.fullmatch(r"int32_t ret = 0; void \*args\[12\] = \{ a, b, d, c, bias, row_scale, col_scale, &alpha, "
+                      r"&beta, &max_clusters, &stream, &ret \}; (_mlir_" + re.escape(prefix) +
+                      r"__mlir_ciface_\w+)\(args, 12\); return ret;", body)
+    if not em:
+        raise CompileFailure("compile", f"unexpected wrapper body: {body[:400]}")
+    return em.group(1)
+
+
+# gemm_shim.cpp's GtGemmDesc, field by field (32-bit each).
+_DESC_FIELDS = ("version", "swap_ab", "a_row", "b_row", "c_row", "d_row", "ab_bytes", "d_bytes", "has_c", "bias",
+                "scale", "cluster_size")
+_DESC_VERSION = 1
+_DESC_SCALES = {"none": 0, "tensorwise": 1, "rowwise": 2, "block": 3}
+
+
+def _gemm_desc(p: dict) -> list[int]:
+    """gemm_shim.cpp's GtGemmDesc of normalized params."""
+    v = {"version": _DESC_VERSION, "swap_ab": p["swap_ab"], "a_row": p["a_row"], "b_row": p["b_row"],
+         "c_row": p["c_row"], "d_row": p["d_row"], "ab_bytes": DTYPE_BYTES[p["a_dtype"]],
+         "d_bytes": DTYPE_BYTES[p["d_dtype"]], "has_c": p["has_c"], "bias": p["bias"],
+         "scale": _DESC_SCALES[p["scale"]], "cluster_size": p["cluster_m"] * p["cluster_n"]}
+    return [int(v[k]) for k in _DESC_FIELDS]
+
+
+def _asm_string(text: str) -> str:
+    """text as a GNU as string literal (printable ASCII as is, the rest octal escapes)."""
+    out = []
+    for b in text.encode():
+        c = chr(b)
+        out.append("\\" + c if c in '"\\' else c if 32 <= b < 127 else f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def instance_asm(config: str, desc: list[int]) -> str:
+    """The per-instance data gemm_shim.cpp reads (gt_inst_config, gt_inst_desc), as assembly:
+    all an artifact needs besides the prebuilt shim object and its exported kernel object."""
+    return ("\t.section .rodata.gt_inst,\"a\",@progbits\n"
+            "\t.globl gt_inst_desc\n\t.hidden gt_inst_desc\n\t.p2align 2\n"
+            "gt_inst_desc:\n\t.long " + ", ".join(str(x) for x in desc) + "\n"
+            "\t.globl gt_inst_config\n\t.hidden gt_inst_config\n"
+            "gt_inst_config:\n\t.asciz " + _asm_string(config) + "\n"
+            "\t.section .note.GNU-stack,\"\",@progbits\n")
+
+
+class LinkedShim:
+    """A shim linked into the kernel .so without compiling C++ per artifact (build_instance):
+    prebuilt `objects`, the instance's data as assembly `asm`, and symbol `aliases` {new: existing}
+    (ld --defsym)."""
+
+    def __init__(self, objects: list[str], asm: str, aliases: dict[str, str]):
+        self.objects, self.asm, self.aliases = objects, asm, aliases
+
+
+def _gemm_shim(p: dict, prefix: str, header: str) -> LinkedShim:
+    entry = _check_header(p, prefix, header)
+    return LinkedShim([gemm_shim_object()], instance_asm(config_text(p), _gemm_desc(p)),
+                      {"gt_inst_entry": entry, "gt_inst_init": f"_mlir_{prefix}_cuda_init",
+                       "gt_inst_load": f"_mlir_{prefix}_cuda_load_to_device"})
 
 
 # ---- compile --------------------------------------------------------------------------------------
@@ -512,10 +536,11 @@ def _light_header(header: str) -> str:
 
 def build_instance(kernel, fake_args, out_dir: str, name: str, make_shim, exports: list[str]) -> dict:
     """The ahead-of-time build every CuTe DSL kernel shares: cute.compile(kernel, *fake_args) for
-    ARCH, export it to C (name.o + name.h), write its C ABI shim (make_shim(header text) -> C++
-    source), link name.so against the shared runtime library, exporting `exports` only.
-    Returns the compile result's common part: {artifact, name, compile_s, times{trace_compile,
-    export, link}, runtime}. Raises CompileFailure("compile" | "link", ...)."""
+    ARCH, export it to C (name.o + name.h), then link name.so against the shared runtime library,
+    exporting `exports` only, with the shim make_shim(header text) gives: C++ source (compiled
+    with the link: softmax), or a LinkedShim (prebuilt objects and generated data: GEMM, no C++
+    compile per artifact). Returns the compile result's common part: {artifact, name, compile_s,
+    times{trace_compile, export, link}, runtime}. Raises CompileFailure("compile" | "link", ...)."""
     import cutlass.cute as cute
     _check_dsl_arch()
     tc = toolchain()
@@ -537,22 +562,30 @@ def build_instance(kernel, fake_args, out_dir: str, name: str, make_shim, export
     times["export"] = round(t2 - t1, 3)
     with open(os.path.join(out_dir, name + ".h")) as f:
         header = f.read()
-    with open(os.path.join(out_dir, name + ".h"), "w") as f:
-        f.write(_light_header(header))
-    shim = os.path.join(out_dir, name + "_shim.cpp")
-    with open(shim, "w") as f:
-        f.write(make_shim(header))
+    shim = make_shim(header)
     vs = os.path.join(out_dir, name + ".map")
     with open(vs, "w") as f:
         f.write("{ global: " + "; ".join(exports) + "; local: *; };\n")
     so = os.path.join(out_dir, name + ".so")
     rt = runtime()
-    cmd = [tc["_cxx"], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-shared", "-o", so,
-           "-I" + os.path.join(tc["_cuda_home"], "include"), "-I" + out_dir, "-I" + HERE,
-           "-fno-exceptions", "-fno-rtti", "-fno-asynchronous-unwind-tables", "-Wl,--as-needed",
-           shim, os.path.join(out_dir, name + ".o"), rt["path"],
-           "-static-libgcc", "-Wl,--no-undefined", "-Wl,--exclude-libs,ALL",
-           "-Wl,--version-script=" + vs, "-Wl,-Bsymbolic", "-Wl,--build-id=none"]
+    tail = [os.path.join(out_dir, name + ".o"), rt["path"],
+            "-static-libgcc", "-Wl,--no-undefined", "-Wl,--exclude-libs,ALL",
+            "-Wl,--version-script=" + vs, "-Wl,-Bsymbolic", "-Wl,--build-id=none"]
+    if isinstance(shim, LinkedShim):
+        src = os.path.join(out_dir, name + "_inst.s")
+        with open(src, "w") as f:
+            f.write(shim.asm)
+        cmd = [tc["_cxx"], "-shared", "-o", so, "-Wl,--as-needed", src, *shim.objects, *tail]
+        cmd += [f"-Wl,--defsym={k}={v}" for k, v in sorted(shim.aliases.items())]
+    else:
+        with open(os.path.join(out_dir, name + ".h"), "w") as f:
+            f.write(_light_header(header))
+        src = os.path.join(out_dir, name + "_shim.cpp")
+        with open(src, "w") as f:
+            f.write(shim)
+        cmd = [tc["_cxx"], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-shared", "-o", so,
+               "-I" + os.path.join(tc["_cuda_home"], "include"), "-I" + out_dir, "-I" + HERE,
+               "-fno-exceptions", "-fno-rtti", "-fno-asynchronous-unwind-tables", "-Wl,--as-needed", src, *tail]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise CompileFailure("link", f"{' '.join(cmd)}\n{r.stderr[-4000:]}")
@@ -580,7 +613,7 @@ def compile_gemm(params: Any, out_dir: str) -> dict:
 
     from .gemm_sm90 import HopperGemm
     name = instance_name(p)
-    out = build_instance(HopperGemm(cfg), _fake_args(p), out_dir, name, lambda header: _shim_source(p, name, header),
+    out = build_instance(HopperGemm(cfg), _fake_args(p), out_dir, name, lambda header: _gemm_shim(p, name, header),
                          ["gt_cutedsl_abi_version", "gt_cutedsl_config", "gt_cutedsl_can_implement",
                           "gt_cutedsl_run", "gt_cutedsl_status_text"])
     out["meta"] = {"config": config_text(p), "toolchain": toolchain_text(),

@@ -1,8 +1,9 @@
-// What the CuTe DSL instance shims share (shim_template.cpp: GEMM, softmax_shim.cpp: softmax):
+// What the CuTe DSL instance shims share (gemm_shim.cpp: GEMM, softmax_shim.cpp: softmax):
 // the shared runtime library's entry points (runtime.cpp: every CUDA call goes through it, never
 // to a cudart of the shim's own), loading the exported module once per process and once per
 // device, and the text of the calling thread's latest CUDA error. Included once per shim, after
-// the export's header (cudaLibrary_t, cudaError_t). No libstdc++ in a shim: pthread and snprintf.
+// the export's header or <cuda_runtime_api.h> (cudaLibrary_t, cudaError_t). No libstdc++ in a
+// shim: pthread and snprintf.
 // Hashed into every CuTe DSL artifact key (src/backends/cutedsl/compiler.cpp, softmax.cpp).
 #pragma once
 
