@@ -30,6 +30,7 @@
 # widths 1001 / 4097 / 16385 / 50257 in virtual columns), bf16, fp16, fp32; and of the CuTe DSL GPU
 # tests' matrix (tests/gpu/packs/softmax.jsonl): the top PACK_TEST_CONFIGS (2) of each problem, the
 # top PACK_ODD_CONFIGS (3) of those whose rows do not start on 16-byte packs (virtual columns).
+# PACK_SHAPES (RxC,RxC,...) keeps only those rows of the suite (a pack for a SOFTMAX_SHAPES run).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 PACK=artifacts-pack/softmax-shapes.tar.xz
@@ -47,7 +48,9 @@ if [ "${1:-}" = --pack ]; then
   }
   # the suite's rows the CuTe DSL kernels can take: rows of 1000-262144 values (aligned or not)
   # and of 7 (not on 16-byte packs)
-  awk -F, 'NR == 1 || ($2 >= 1000 && $2 <= 262144) || $2 == 7' "$SUITE" >"$tmp/pack.csv"
+  # (PACK_SHAPES=RxC,RxC,...: only those of them)
+  awk -F, -v want="${PACK_SHAPES:-}" 'BEGIN { n = split(want, w, ","); for (i = 1; i <= n; ++i) keep[w[i]] = 1 }
+    NR == 1 || ((($2 >= 1000 && $2 <= 262144) || $2 == 7) && (n == 0 || ($1 "x" $2) in keep))' "$SUITE" >"$tmp/pack.csv"
   for dt in bf16 fp16 fp32; do pc "$tmp/pack.csv" "${PACK_SUITE_CONFIGS:-5}" --dtype "$dt"; done
   # the GPU tests' matrix; its problems whose rows are not on 16-byte packs (ld, or cols when
   # packed, not a multiple of 16 bytes' elements) again with more candidates

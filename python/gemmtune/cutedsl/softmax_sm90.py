@@ -273,6 +273,20 @@ class HopperSoftmax:
                 else:
                     cute.copy(atom, tx[None, j], rx[None, j])
 
+    @staticmethod
+    def _f32(rx: cute.Tensor, i: int, j: int) -> Float32:
+        """rx[i, j] as fp32 (exact). A 16-bit x is read as its 32-bit word (pair i // 2, vec >= 2)
+        and converted by half_f32: LLVM then keeps each pair one 32-bit value from the load on.
+        With rx[i, j].to(Float32) it split the pairs into 16-bit registers where a guarded
+        load's branches join, and for bf16 ptxas extracted the high halves there by PRMT, right
+        after each load: the thread waited for every load before issuing the next (SASS of
+        p128_t128_v8x5_u; the H200 ran bf16 at 60-70% of copy where fp16, whose conversion
+        reads a register's high half directly, reached 88-93%)."""
+        if cutlass.const_expr(rx.element_type.width == 16 and rx.shape[0] >= 2):
+            return half_f32(cute.recast_tensor(rx, Int32)[i // 2, j], i % 2 == 1,
+                            rx.element_type == cutlass.BFloat16)
+        return rx[i, j].to(Float32)
+
     @cute.jit
     def _values(self, rx: cute.Tensor, v: cute.Tensor, first: Int32, cols: Int32, valid_row, scale: Float32):
         """v = scale * rx in fp32, -Inf outside the row's columns [0, cols) (and for a row past
@@ -285,7 +299,7 @@ class HopperSoftmax:
             if not valid_row:
                 left = Int32(0)
             for i in cutlass.range_constexpr(cfg.vec):
-                val = rx[i, j].to(Float32) * scale
+                val = self._f32(rx, i, j) * scale
                 v[i, j] = val if i < left else -Float32.inf
                 if cutlass.const_expr(cfg.virt):
                     v[i, j] = v[i, j] if c0 + i >= 0 else -Float32.inf  # the head pack's foreign elements
@@ -444,7 +458,7 @@ class HopperSoftmax:
                     lo = -(first + j * TPR * V)  # virt: the head pack's foreign elements
                 for i in cutlass.range_constexpr(V):
                     if i < left and i >= lo:
-                        m = _fmax(m, rx[i, j].to(Float32) * scale)
+                        m = _fmax(m, self._f32(rx, i, j) * scale)
         m = cute.arch.warp_reduction(m, _fmax, threads_in_group=G)
 
         # s = sum exp(s x - m); m = -Inf (only -Inf, masked or NaN values): exp(s x) instead.
@@ -472,7 +486,7 @@ class HopperSoftmax:
                     lo = -(first + j * TPR * V)
                 for i in cutlass.range_constexpr(V):
                     if i < left and i >= lo:
-                        sums[i % NACC] = sums[i % NACC] + ex2_ftz(rx[i, j].to(Float32) * sl + mzl)
+                        sums[i % NACC] = sums[i % NACC] + ex2_ftz(self._f32(rx, i, j) * sl + mzl)
         s = (sums[0] + sums[1]) + (sums[2] + sums[3])
         s = cute.arch.warp_reduction(s, _add, threads_in_group=G)
 
