@@ -74,11 +74,12 @@ class _Entry:
         self.defer = _defers(op, plan.problem.get("act", "none"), info, _State.defer_margin)  # run torch's op
 
 
-# mm / linear defer to torch's op where the pick beat torch's own kernel by less than this in the
-# tune. 5%: the same problem's pick-to-baseline ratio moved by that much between tunes on the H200
-# (llama3-8b gate/up at 2048 tokens: 1.021 and 1.049 in two runs, 1.040 in a third; the tune's
-# p20-p80 noise there 5.8%, median 3.8% over 190 problems), and in the block that 2% did not
-# show (bench/results/2026-12-03-h200-s12-torch-defer.md: the block was slower with it).
+# mm / linear defer to torch's op where a cuBLASLt pick beat torch's own kernel by less than this
+# in the tune. 5%: the same problem's pick-to-baseline ratio moved by that much between tunes on
+# the H200 (llama3-8b gate / up at 2048 tokens: 1.021 and 1.049 in the two s12 runs; the fused
+# gate+up 1.040 with 5.8% p20-p80 noise in 2026-11-30-h200-cublaslt-tournament.md, median noise
+# 3.8% over its 190 problems), and in the block the 2% did not show (s12-defer: x0.987 eager,
+# x0.992 graph-replayed at 2048 tokens with gate / up on it). docs/python.md.
 DEFER_MARGIN = 0.05
 
 
