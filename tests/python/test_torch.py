@@ -568,7 +568,7 @@ def test_traced_defer_selects_once_never_under_capture(monkeypatch):
     selects, calls = _fake_gpu(monkeypatch, lambda p: baseline(p["m"] == 10))
     x, w = torch.randn(2, 5, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16)
     on_cpu = _ops._linear_key(x, w, None, None)
-    monkeypatch.setattr(torch.Tensor, "get_device", lambda self: 0)  # the CPU tensors pose as cuda:0
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda self: torch.device("cuda", 0)))  # CPU tensors as cuda:0
     lin = _ops._linear_key(x, w, None, None)
     assert _ops._traced_defer("linear", lin) is True and len(selects) == 1 and selects[0]["m"] == 10
     assert _ops._traced_defer("linear", lin) is True and len(selects) == 1
@@ -580,7 +580,7 @@ def test_traced_defer_selects_once_never_under_capture(monkeypatch):
     assert _ops._traced_defer("linear", _ops._linear_key(x3, w, None, None)) is False and len(selects) == 2
     assert _ops._traced_defer("linear", lin) is True            # already selected: still answered
     assert _ops._traced_defer("linear", on_cpu) is False and len(selects) == 2
-    meta = (*lin[:3], None, *lin[4:])                           # dynamo's get_device() of a meta tensor
+    meta = (*lin[:3], torch.device("meta"), *lin[4:])
     assert _ops._traced_defer("linear", meta) is False and len(selects) == 2
     # A refused argument (weight's k differs): not deferred, nothing selected (the op reports it).
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)

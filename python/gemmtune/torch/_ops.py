@@ -242,21 +242,21 @@ def _entry(op: str, key: tuple, plan: P.Plan, device: Optional[int], copy_rows: 
 
 
 # ---- keys: one builder per op, for the eager hot path, the ops' kernels and dynamo's trace ----------
-# A key holds, per tensor, (shape, stride, dtype, device index) at _T[i] (what a plan depends on);
-# a hit needs no check but the data pointers' alignment (they change per call); a miss plans,
-# which checks everything and names the argument. Under dynamo with static shapes the same
-# builder evaluates to constants (get_device() included), which _traced_defer receives.
+# A key holds, per tensor, (shape, stride, dtype, device) at _T[i] (what a plan depends on); a
+# hit needs no check but the data pointers' alignment (they change per call); a miss plans, which
+# checks everything and names the argument. Under dynamo with static shapes the same builder
+# evaluates to constants, which _traced_defer receives.
 
 def _mm_key(a: Tensor, b: Tensor) -> tuple:
-    return (a.shape, a.stride(), a.dtype, a.get_device(), b.shape, b.stride(), b.dtype, b.get_device())
+    return (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device)
 
 
 def _linear_key(x: Tensor, weight: Tensor, bias: Optional[Tensor], activation: Optional[str]) -> tuple:
     if bias is None:
-        return (x.shape, x.stride(), x.dtype, x.get_device(), weight.shape, weight.stride(), weight.dtype,
-                weight.get_device(), activation)
-    return (x.shape, x.stride(), x.dtype, x.get_device(), weight.shape, weight.stride(), weight.dtype,
-            weight.get_device(), activation, bias.shape, bias.stride(), bias.dtype, bias.get_device())
+        return (x.shape, x.stride(), x.dtype, x.device, weight.shape, weight.stride(), weight.dtype, weight.device,
+                activation)
+    return (x.shape, x.stride(), x.dtype, x.device, weight.shape, weight.stride(), weight.dtype, weight.device,
+            activation, bias.shape, bias.stride(), bias.dtype, bias.device)
 
 
 _T = (0, 4, 9)       # where a key's tensors start: a / x, b / weight, bias (linear's activation at 8)
@@ -283,9 +283,10 @@ def _traced_defer(op: str, key: tuple) -> bool:
     Selects the key's kernel now, as the first run would (never while a CUDA graph is being
     captured: then False, and the op stays ours); not a CUDA device: False. An argument the
     plan refuses, or a failed selection: False (the op then reports it, as before)."""
-    dev = key[3]  # the first operand's device index (-1: CPU; None: meta)
-    if dev is None or dev < 0:
+    dev = key[3]  # the first operand's device
+    if dev.type != "cuda":
         return False
+    dev = dev.index if dev.index is not None else torch.cuda.current_device()
     ent = _State.entries[op].get(key)
     if ent is None:
         if torch.cuda.is_current_stream_capturing():
