@@ -350,6 +350,26 @@ def time_ms(fn, iters):
     return statistics.median(samples)
 
 
+def time_pair(fa, fb, iters):
+    """Medians (ms) of fa and fb timed interleaved, a b b a a b ... (each sample of one beside one
+    of the other), after a warm-up of both: drift of the GPU's clocks and power state falls on
+    both alike. Timed one after the other instead (time_ms, the s8-s13 rows), the second of two
+    blocks running the same kernels measured slower (the control rows say by how much)."""
+    for _ in range(3):
+        fa(), fb()
+    torch.cuda.synchronize()
+    sa, sb = [], []
+    for i in range(iters):
+        for fn, acc in (((fa, sa), (fb, sb)) if i % 2 == 0 else ((fb, sb), (fa, sa))):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            acc.append(s.elapsed_time(e))
+    return statistics.median(sa), statistics.median(sb)
+
+
 def rel(a, b):
     return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
@@ -373,6 +393,7 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autot
     check("optimize keeps the state_dict", list(opt.state_dict()) == list(plain.state_dict())
           and all(torch.equal(opt.state_dict()[k], v) for k, v in plain.state_dict().items()))
     f64 = copy.deepcopy(plain).double()
+    twin = copy.deepcopy(plain)  # the control: plain PyTorch against itself (the same kernels)
     for T in tokens:
         x = torch.randn(1, T, 4096, device="cuda", dtype=torch.bfloat16)
         with torch.no_grad():
@@ -382,10 +403,11 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autot
             check(f"block T={T}: optimized output vs float64", e_opt <= max(2 * e_plain, 1e-2),
                   f"rel err {e_opt:.2e} (plain torch {e_plain:.2e})")
             iters = 50 if T <= 16 else 20
-            row = {"tokens": T, "eager_plain_ms": time_ms(lambda: plain(x), iters),
-                   "eager_gemmtune_ms": time_ms(lambda: opt(x), iters), "rel_err_gemmtune": e_opt,
-                   "rel_err_plain": e_plain}
+            row = {"tokens": T, "rel_err_gemmtune": e_opt, "rel_err_plain": e_plain}
+            row["eager_plain_ms"], row["eager_gemmtune_ms"] = time_pair(lambda: plain(x), lambda: opt(x), iters)
             row["eager_speedup"] = row["eager_plain_ms"] / row["eager_gemmtune_ms"]
+            a, b = time_pair(lambda: plain(x), lambda: twin(x), iters)
+            row["control_eager_x"] = a / b
             # The kernels each layer runs at this m.
             row["kernels"] = {n: _kernel_of(gt, getattr(opt, n), x) for n in LAYERS}
             row["deferred"] = [n for n, k in row["kernels"].items() if k.endswith("(torch's op)")]
@@ -433,7 +455,7 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autot
         x = torch.randn(1, T, 4096, device="cuda", dtype=torch.bfloat16)
         with torch.no_grad():
             graphs = {}
-            for name, mod in (("plain", plain), ("gemmtune", opt)):
+            for name, mod in (("plain", plain), ("gemmtune", opt), ("twin", twin)):
                 s = torch.cuda.Stream()
                 s.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(s):
@@ -450,12 +472,20 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autot
             check(f"CUDA graph of the optimized block (T={T}) replays == eager", d <= 1e-3, f"rel diff {d:.2e}")
             iters = 50 if T <= 16 else 20
             row = next(r for r in RESULTS["block"] if r["tokens"] == T)
-            row["graph_plain_ms"] = time_ms(graphs["plain"][0].replay, iters)
-            row["graph_gemmtune_ms"] = time_ms(graphs["gemmtune"][0].replay, iters)
+            gp, go, gt2 = (graphs[n][0].replay for n in ("plain", "gemmtune", "twin"))
+            row["graph_plain_ms"], row["graph_gemmtune_ms"] = time_pair(gp, go, iters)
             row["graph_speedup"] = row["graph_plain_ms"] / row["graph_gemmtune_ms"]
+            # Controls: the two blocks, and plain PyTorch against its twin, timed one after the
+            # other as the s8-s13 rows were (time_ms), and the twins interleaved.
+            row["graph_speedup_sequential"] = time_ms(gp, iters) / time_ms(go, iters)
+            row["control_graph_sequential_x"] = time_ms(gp, iters) / time_ms(gt2, iters)
+            a, b = time_pair(gp, gt2, iters)
+            row["control_graph_x"] = a / b
             log(f"block T={T}: CUDA graph plain {row['graph_plain_ms']:.3f} ms, gemmtune {row['graph_gemmtune_ms']:.3f} ms "
-                f"(x{row['graph_speedup']:.3f})")
-            del graphs, g, y
+                f"(x{row['graph_speedup']:.3f}; timed one after the other x{row['graph_speedup_sequential']:.3f}); "
+                f"control plain vs its twin: interleaved x{row['control_graph_x']:.3f}, one after the other "
+                f"x{row['control_graph_sequential_x']:.3f}; eager interleaved x{row['control_eager_x']:.3f}")
+            del graphs, g, y, gp, go, gt2
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
             write_now()
@@ -477,8 +507,7 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autot
                   f"rel err {rel(yo, y_ref):.2e} (plain compiled {rel(yp, y_ref):.2e})")
             iters = 50 if T <= 16 else 20
             row = next(r for r in RESULTS["block"] if r["tokens"] == T)
-            row["compiled_plain_ms"] = time_ms(lambda: cp(x), iters)
-            row["compiled_gemmtune_ms"] = time_ms(lambda: co(x), iters)
+            row["compiled_plain_ms"], row["compiled_gemmtune_ms"] = time_pair(lambda: cp(x), lambda: co(x), iters)
             row["compiled_speedup"] = row["compiled_plain_ms"] / row["compiled_gemmtune_ms"]
             row["compile_s"] = ct
             log(f"block T={T}: compiled plain {row['compiled_plain_ms']:.3f} ms, gemmtune "
@@ -659,7 +688,7 @@ def write(out_dir):
         lines += ["## Llama-3-8B decoder block (bf16, random weights)", ""]
         lines += [f"- T={r['tokens']}: layers running torch's op: {', '.join(r.get('deferred') or []) or 'none'}; "
                   f"kernels: {r.get('kernels')}" for r in RESULTS["block"] if "kernels" in r]
-        lines += ["",
+        lines += ["", "Plain and optimized blocks timed interleaved (a b b a ..., medians; time_pair).", "",
                   "| tokens | eager torch ms | eager gemmtune ms | x | compiled torch ms | compiled gemmtune ms | x | rel err gemmtune / torch |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in RESULTS["block"]:
@@ -683,6 +712,17 @@ def write(out_dir):
                 lines.append(f"| {r['tokens']} | {c('graph_plain_ms')} | {c('graph_gemmtune_ms')} | {c('graph_speedup')} | "
                              f"{c('max_autotune_plain_ms')} | {c('graph_gemmtune_vs_max_autotune')} |")
             lines.append("")
+    ctl = [r for r in RESULTS["block"] if "control_graph_x" in r]
+    if ctl:
+        lines += ["Controls (x = first / second; the same kernels give 1): plain PyTorch against its twin (a deep "
+                  "copy) interleaved in eager mode and in CUDA-graph replay, and timed one after the other "
+                  "(the s8-s13 method); the optimized block against plain timed that way:", "",
+                  "| tokens | twin eager interleaved | twin graph interleaved | twin graph one after the other | "
+                  "gemmtune graph one after the other |", "|---|---|---|---|---|"]
+        for r in ctl:
+            lines.append(f"| {r['tokens']} | {r['control_eager_x']:.3f} | {r['control_graph_x']:.3f} | "
+                         f"{r['control_graph_sequential_x']:.3f} | {r['graph_speedup_sequential']:.3f} |")
+        lines.append("")
     lh = [r for r in RESULTS["block"] if "layer_host" in r]
     if lh:
         lines += ["## Host time per call of each layer (eager, no_grad): nn.Linear vs gt.Linear", "",

@@ -657,3 +657,49 @@ def test_compile_traces_torch_op_when_deferred(monkeypatch):
     tg = _graph_targets(lambda x, w: gt.linear(x, w, None, "relu"), t(8, 64), t(64, 64))
     assert sum("gemmtune" in s for s in tg) == 1, tg
     torch._dynamo.reset()
+
+
+def test_deferred_block_dispatches_what_plain_pytorch_does(monkeypatch):
+    """The H200 check's Llama-style block (scripts/gpu/torch_check.py, small sizes, CPU) after
+    optimize(), every pick torch's own kernel: its forward dispatches exactly the aten ops plain
+    PyTorch's does (same ops, shapes, strides, dtypes, in the same order), so on the GPU it
+    launches the same kernels: a gap between the two blocks there is not in what they run."""
+    import copy
+    import os
+    import sys
+    from torch.utils._python_dispatch import TorchDispatchMode
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "gpu"))
+    import torch_check
+
+    _fake_gpu(monkeypatch, lambda p: baseline(True))
+    torch.manual_seed(0)
+    plain = torch_check.DecoderBlock(d=64, heads=4, kv=2, ff=160).to(bf16).eval()
+    opt = copy.deepcopy(plain)
+    x = torch.randn(1, 8, 64, dtype=bf16)
+    rep = gt.optimize(opt, (x,), engine=FakeEngine(), progress=False)
+    assert len(rep.replaced) == 7
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            sig = [(tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a
+                   for a in torch.utils._pytree.tree_leaves((args, kwargs or {}))]
+            self.ops.append((str(func), sig))
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad():
+        opt(x)  # selects every layer's kernel (the first call of each key)
+        assert all(e.defer for e in _ops._State.entries["linear"].values())
+        runs = []
+        for mod in (plain, opt):
+            with Ops() as mode:
+                y = mod(x)
+            runs.append((mode.ops, y))
+    (ops_plain, y_plain), (ops_opt, y_opt) = runs
+    assert ops_opt == ops_plain
+    assert sum("mm" in name for name, _ in ops_plain) == 7 and not any("gemmtune" in n for n, _ in ops_opt)
+    assert torch.equal(y_opt, y_plain)
+    _ops.configure()
