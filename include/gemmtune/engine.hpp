@@ -34,6 +34,17 @@ namespace detail {
 struct EngineAccess;  // the tuning helper's way in (src/engine/tune_hooks.hpp)
 }
 
+// A GEMM kernel beside torch's own call for its problem (Engine::versus_torch): what
+// gemmtune.torch decides on whether to call torch's op instead of the kernel (docs/python.md).
+struct TorchStanding {
+  bool is_torch = false;  // the kernel runs what torch's call runs (cuBLASLt's torch baseline)
+  // Medians from the last tune of the kernel's problem, as the tuning cache holds it (every
+  // candidate's timing; the two were raced in the same rounds, so they compare). 0 where it
+  // has none: no cache, the problem never tuned, the kernel or the baseline not timed in it.
+  double median_us = 0;   // the kernel's
+  double torch_us = 0;    // the torch baseline's
+};
+
 class Engine {
  public:
   explicit Engine(EngineOptions options = {});
@@ -76,6 +87,8 @@ class Engine {
   std::string cache_key(const GroupedGemmProblem& problem) const;
   // Every enabled backend's status: the GEMM backends, then the softmax ones, then the grouped ones.
   std::vector<BackendStatus> backends() const;
+  // The kernel beside torch's own call for its problem (reads the tuning cache; not for a hot path).
+  TorchStanding versus_torch(const Kernel& kernel);
   TuningCache* cache();  // nullptr when use_cache is false
 
  private:

@@ -127,8 +127,10 @@ class Kernel(_Owned):
         self._run = _capi.lib().gt_kernel_run_ex
 
     def describe(self) -> dict:
-        """{"backend", "id", "name", "problem", "problem_json", "cache_key", "torch_baseline"}: torch_baseline,
-        the cuBLASLt baseline that reproduces torch's own call (docs/cublaslt.md)."""
+        """{"backend", "id", "name", "problem", "problem_json", "cache_key", "torch_baseline", "median_us",
+        "torch_baseline_us"}: torch_baseline, the cuBLASLt baseline that reproduces torch's own call
+        (docs/cublaslt.md); median_us and torch_baseline_us, the kernel's and that baseline's medians
+        in the last tune of the problem, from the tuning cache (None where it has none)."""
         if self._info is None:
             out = ctypes.c_void_p()
             _capi.check(_capi.lib().gt_kernel_describe(self._h, ctypes.byref(out)))

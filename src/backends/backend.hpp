@@ -96,6 +96,9 @@ class BackendFor : public BackendBase {
   virtual std::vector<std::unique_ptr<Cand>> candidates(const Problem& problem) = 0;
   // Rebuild a candidate from its id (from the cache); throws Error if the id is unusable.
   virtual std::unique_ptr<Cand> load(const Problem& problem, const std::string& id) = 0;
+  // Whether the candidate `id` runs what torch's own call for the problem runs (cuBLASLt's torch
+  // baseline, docs/cublaslt.md): gemmtune.torch may then call torch's op instead. Pure.
+  virtual bool reproduces_torch(const std::string& /*id*/) const { return false; }
 };
 
 using Backend = BackendFor<GemmOp>;

@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "backends/cublaslt/lt.hpp"
 #include "core/cuda.hpp"
 #include "core/problem_json.hpp"
 #include "gemmtune/engine.hpp"
@@ -244,10 +243,18 @@ GT_API int gt_kernel_describe(gt_kernel* kernel, char** out) {
   if (!kernel) return fail(GT_ERR_ARGUMENT, "gt_kernel_describe: kernel is NULL");
   return call([&] {
     auto j = nlohmann::json::parse(gemmtune::kernel_to_json(kernel->kernel));
-    j["cache_key"] = kernel->state->engine.cache_key(kernel->kernel.problem());
-    // The cuBLASLt baseline that reproduces torch's own call (docs/cublaslt.md: its id is
-    // torch-<main>-<fallback>, selected or loaded): gemmtune.torch then calls torch's op instead.
-    j["torch_baseline"] = gemmtune::lt::is_torch_baseline(kernel->kernel.backend(), kernel->kernel.id());
+    gemmtune::TorchStanding s;
+    {
+      std::lock_guard lock(kernel->state->mutex);
+      j["cache_key"] = kernel->state->engine.cache_key(kernel->kernel.problem());
+      s = kernel->state->engine.versus_torch(kernel->kernel);
+    }
+    // gemmtune.torch calls torch's op instead of a kernel that is torch's own call, or (its
+    // margin) one that beat it by little in the tune (docs/python.md).
+    auto us = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    j["torch_baseline"] = s.is_torch;
+    j["median_us"] = us(s.median_us);
+    j["torch_baseline_us"] = us(s.torch_us);
     *out = dup(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   });
 }

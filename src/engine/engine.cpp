@@ -29,6 +29,7 @@
 #include "engine/first_load_check.hpp"
 #include "engine/isolate.hpp"
 #include "engine/registry.hpp"
+#include "engine/torch_standing.hpp"
 #include "engine/tune_hooks.hpp"
 #include "gemmtune/error.hpp"
 #include "gemmtune/tuning_cache.hpp"
@@ -207,6 +208,20 @@ std::vector<BackendStatus> Engine::backends() const {
   list(impl_->softmax, SoftmaxOp::name);
   list(impl_->grouped, GroupedOp::name);
   return out;
+}
+
+TorchStanding Engine::versus_torch(const Kernel& kernel) {
+  auto& st = impl_->gemm;
+  auto reproduces_torch = [&](const std::string& backend, const std::string& id) {
+    const Backend* b = st.backend(backend);
+    return b && b->reproduces_torch(id);
+  };
+  TorchStanding s;
+  if (impl_->cache)
+    s = detail::torch_standing(impl_->cache->results(cache_key(kernel.problem())), kernel.backend(), kernel.id(),
+                               [&](const CandidateResult& r) { return reproduces_torch(r.backend, r.id); });
+  s.is_torch = reproduces_torch(kernel.backend(), kernel.id());
+  return s;
 }
 
 Kernel Engine::select(const GemmProblem& p, TuneReport* report) { return impl_->select<GemmOp>(p, report); }

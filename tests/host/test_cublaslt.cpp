@@ -329,10 +329,6 @@ TEST(CublasLtTorch, BaselineIdRoundTrip) {
   std::string id = lt::torch_id(main, fallback);
   EXPECT_TRUE(lt::is_torch_id(id));
   EXPECT_FALSE(lt::is_torch_id(lt::algo_to_hex(main)));
-  // gt_kernel_describe's "torch_baseline": the cublaslt backend's torch- id only.
-  EXPECT_TRUE(lt::is_torch_baseline("cublaslt", id));
-  EXPECT_FALSE(lt::is_torch_baseline("cublaslt", lt::algo_to_hex(main)));
-  EXPECT_FALSE(lt::is_torch_baseline("triton", id));
   EXPECT_EQ(id.size(), 6u + 128 + 1 + 128);
   lt::parse_torch_id(id, m2, f2);
   EXPECT_TRUE(lt::same_algo(main, m2));
@@ -386,6 +382,17 @@ struct CublasLtSupports : ::testing::Test {
     EXPECT_NE(v.reason.find(words), std::string::npos) << p.str() << ": " << v.reason;
   }
 };
+
+// gt_kernel_describe's "torch_baseline": the backend says which of its ids is torch's call (its
+// torch- ids only; without a GPU too); other backends reproduce none.
+TEST_F(CublasLtSupports, ReproducesTorchOnlyForItsBaselineIds) {
+  cublasLtMatmulAlgo_t main = algo_with(1), fallback = algo_with(2);
+  EXPECT_TRUE(hopper->reproduces_torch(lt::torch_id(main, fallback)));
+  EXPECT_FALSE(hopper->reproduces_torch(lt::algo_to_hex(main)));
+  EXPECT_FALSE(hopper->reproduces_torch(""));
+  std::unique_ptr<Backend> native = make_native_gemm_backend(context(9, 0));
+  EXPECT_FALSE(native->reproduces_torch(lt::torch_id(main, fallback)));
+}
 
 TEST_F(CublasLtSupports, NameVersionAvailability) {
   EXPECT_EQ(hopper->name(), "cublaslt");

@@ -437,26 +437,30 @@ def test_fast_path_takes_parameters(monkeypatch):
 # ---- deferring to torch's op when the pick is torch's own kernel ----------------------------------------
 
 class BaselineKernel(FakeKernel):
-    """A selected kernel whose describe() says whether it is the cuBLASLt torch baseline."""
+    """A selected kernel with a given describe() (backend, torch_baseline, medians)."""
 
-    def __init__(self, problem, baseline):
+    def __init__(self, problem, info):
         super().__init__(problem)
-        self.baseline = baseline
+        self.info = info
 
     def describe(self):
-        return {"backend": "cublaslt", "id": "torch-00-00" if self.baseline else "00", "name": "lt",
-                "torch_baseline": self.baseline}
+        return {"id": "00", "name": "lt", "median_us": None, "torch_baseline_us": None, **self.info}
 
 
-def _fake_gpu(monkeypatch, baseline):
-    """The hot path on CPU tensors, the GPU parts faked; _select picks the torch baseline when
-    baseline(problem) says so. Returns (selects, calls): problems selected, C runs made."""
+def baseline(yes: bool) -> dict:
+    """describe() of the cuBLASLt torch baseline (yes) or of another cuBLASLt algo, medians unknown."""
+    return {"backend": "cublaslt", "id": "torch-00-00" if yes else "00", "torch_baseline": yes}
+
+
+def _fake_gpu(monkeypatch, describe):
+    """The hot path on CPU tensors, the GPU parts faked; _select's kernel describes itself as
+    describe(problem) says. Returns (selects, calls): problems selected, C runs made."""
     import contextlib
     _ops.configure()
     calls, selects = [], []
     monkeypatch.setattr(P, "_check_cuda", lambda op, name, t, device: None)
     monkeypatch.setattr(_ops, "_select", lambda op, plan, device: selects.append(plan.problem)
-                        or BaselineKernel(plan.problem, baseline(plan.problem)))
+                        or BaselineKernel(plan.problem, describe(plan.problem)))
     monkeypatch.setattr(_ops, "_raw_stream", lambda device: 1234)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
@@ -471,7 +475,7 @@ def test_defers_to_torch_exactly_when_the_pick_is_torch_baseline(monkeypatch):
     """mm and linear (no activation) whose pick is the torch baseline run torch's op (same result,
     no C call); any other pick, an activation, or softmax run gemmtune's kernel. Decided once per
     key: repeated calls select nothing more."""
-    selects, calls = _fake_gpu(monkeypatch, lambda p: p.get("n", 48) == 48)  # n = 48 (and softmax): baseline
+    selects, calls = _fake_gpu(monkeypatch, lambda p: baseline(p.get("n", 48) == 48))  # n = 48 (and softmax)
     w, w2 = torch.randn(48, 32, dtype=bf16), torch.randn(40, 32, dtype=bf16)
     b = torch.randn(48, dtype=bf16)
     x = torch.randn(2, 5, 32, dtype=bf16)
@@ -492,31 +496,122 @@ def test_defers_to_torch_exactly_when_the_pick_is_torch_baseline(monkeypatch):
     _ops.configure()
 
 
+# The margin rule on the describe() of a pick: the s12 H200 run's layers at 2048 and 16 tokens.
+GATE_2048 = {"backend": "cublaslt", "torch_baseline": False, "median_us": 321.6, "torch_baseline_us": 328.4}
+
+
+@pytest.mark.parametrize("info,act,margin,defer", [
+    (GATE_2048, "none", 0.05, True),                                        # 2.1% faster: within the margin
+    (dict(GATE_2048, torch_baseline_us=336.6), "none", 0.05, True),         # 4.7% faster: still within 5%
+    (dict(GATE_2048, torch_baseline_us=340.0), "none", 0.05, False),        # 5.7% faster: keeps its win
+    (GATE_2048, "none", 0.0, False),                                        # margin 0: the baseline only
+    (GATE_2048, "none", 0.02, False),                                       # 2.1% > 2%
+    (dict(GATE_2048, median_us=330.0), "none", 0.0, True),                  # slower than the baseline
+    (GATE_2048, "silu", 0.05, False),                                       # an activation: never
+    (dict(GATE_2048, torch_baseline_us=None), "none", 0.05, False),         # baseline not timed / no cache
+    (dict(GATE_2048, median_us=None), "none", 0.05, False),                 # the pick not timed at this m
+    (dict(GATE_2048, backend="triton"), "none", 0.05, False),               # launched by gemmtune: keeps it
+    (dict(GATE_2048, backend="native", median_us=11.04, torch_baseline_us=10.96), "none", 0.05, False),
+    (dict(GATE_2048, torch_baseline=True, median_us=None), "none", 0.0, True),   # torch's own kernel
+    (dict(GATE_2048, torch_baseline=True), "relu", 0.05, False),
+])
+def test_defer_rule(info, act, margin, defer):
+    assert _ops._defers("linear", act, info, margin) is defer
+    assert _ops._defers("mm", act, info, margin) is defer
+    assert _ops._defers("softmax", act, info, margin) is False and _ops._defers("scaled_mm", act, info, margin) is False
+
+
+def test_defer_margin_is_configured_and_applied_per_key(monkeypatch):
+    """The margin (configure(defer_margin=...), default DEFER_MARGIN = 0.05) decides each key's
+    entry once, from its kernel's describe(); configure() refuses a margin that is no fraction."""
+    assert _ops.DEFER_MARGIN == 0.05 and _ops._State.defer_margin == 0.05
+    # gate-like (n = 48): a cuBLASLt algo 2.1% faster than torch's; down-like (n = 40): 8% faster.
+    medians = {48: (321.6, 328.4), 40: (100.0, 108.0)}
+    _, calls = _fake_gpu(monkeypatch, lambda p: {"backend": "cublaslt", "torch_baseline": False,
+                                                 "median_us": medians[p["n"]][0], "torch_baseline_us": medians[p["n"]][1]})
+    x, w, w2 = torch.randn(2, 5, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16), torch.randn(40, 32, dtype=bf16)
+    assert torch.equal(gt.linear(x, w), torch.nn.functional.linear(x, w)) and calls == []
+    gt.linear(x, w2)
+    assert len(calls) == 1
+    for margin, defer in ((0.0, [False, False]), (0.09, [True, True])):
+        _ops.configure(defer_margin=margin)
+        assert _ops._State.defer_margin == margin and not _ops._State.entries["linear"]
+        gt.linear(x, w), gt.linear(x, w2)
+        assert [e.defer for e in _ops._State.entries["linear"].values()] == defer
+    for bad in (-0.01, 1.0, "5%", None, True):
+        raises(lambda: _ops.configure(defer_margin=bad), "configure: defer_margin")
+    _ops.configure()
+    assert _ops._State.defer_margin == 0.05
+
+
+def test_deferred_call_is_torch_op_whatever_the_tensors(monkeypatch):
+    """A deferred key runs torch's op before any other test: with autograd to record it is
+    torch's own backward (no autograd.Function of ours), and no C call is made."""
+    selects, calls = _fake_gpu(monkeypatch, lambda p: baseline(True))
+    x, w = torch.randn(4, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16)
+    with torch.no_grad():
+        gt.linear(x, w), gt.mm(x, w.t())
+    monkeypatch.setattr(_ops, "_plain_tensors", None)  # never asked on a deferred call (a call would raise)
+    wg = w.clone().requires_grad_()
+    y = gt.linear(x, wg)
+    assert y.grad_fn is not None and "Function" not in type(y.grad_fn).__name__
+    y.float().sum().backward()
+    assert torch.equal(wg.grad, torch.nn.functional.linear(x, w).new_ones(4, 48).t() @ x)
+    assert len(selects) == 2 and calls == []
+    _ops.configure()
+
+
 def test_traced_defer_selects_once_never_under_capture(monkeypatch):
     """What dynamo asks while tracing with static shapes: the key's pick (selected now if new,
     the same entry the eager call uses); under CUDA-graph capture a new key is not selected (the
     op stays ours); not a CUDA device: never."""
-    selects, calls = _fake_gpu(monkeypatch, lambda p: p["m"] == 10)
+    selects, calls = _fake_gpu(monkeypatch, lambda p: baseline(p["m"] == 10))
     x, w = torch.randn(2, 5, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16)
-    cuda0 = ("cuda", 0)
-    sig = lambda t: (tuple(t.shape), tuple(t.stride()), t.dtype, cuda0)
-    lin = (*sig(x), *sig(w), None, None)
+    on_cpu = _ops._linear_key(x, w, None, None)
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda self: torch.device("cuda", 0)))  # CPU tensors as cuda:0
+    lin = _ops._linear_key(x, w, None, None)
     assert _ops._traced_defer("linear", lin) is True and len(selects) == 1 and selects[0]["m"] == 10
     assert _ops._traced_defer("linear", lin) is True and len(selects) == 1
-    # The eager key of the same tensors on cuda:0 finds that entry.
-    key = (x.shape, x.stride(), x.dtype, 0, w.shape, w.stride(), w.dtype, 0, None)
-    assert _ops._State.entries["linear"][key].defer
-    assert _ops._traced_defer("mm", (*sig(x[0]), *sig(w.t()))) is False and len(selects) == 2   # m = 5
+    # The eager call finds that entry (one key builder).
+    assert _ops._State.entries["linear"][lin].defer
+    assert _ops._traced_defer("mm", _ops._mm_key(x[0], w.t())) is False and len(selects) == 2   # m = 5
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     x3 = torch.randn(10, 32, dtype=bf16)
-    assert _ops._traced_defer("linear", (*sig(x3), *sig(w), None, None)) is False and len(selects) == 2
+    assert _ops._traced_defer("linear", _ops._linear_key(x3, w, None, None)) is False and len(selects) == 2
     assert _ops._traced_defer("linear", lin) is True            # already selected: still answered
-    meta = (tuple(x.shape), tuple(x.stride()), x.dtype, ("meta", None))
-    assert _ops._traced_defer("linear", (*meta, *sig(w), None, None)) is False and len(selects) == 2
+    assert _ops._traced_defer("linear", on_cpu) is False and len(selects) == 2
+    meta = (*lin[:3], torch.device("meta"), *lin[4:])
+    assert _ops._traced_defer("linear", meta) is False and len(selects) == 2
     # A refused argument (weight's k differs): not deferred, nothing selected (the op reports it).
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     w16 = torch.randn(48, 16, dtype=bf16)
-    assert _ops._traced_defer("linear", (*sig(x), *sig(w16), None, None)) is False and len(selects) == 2
+    assert _ops._traced_defer("linear", _ops._linear_key(x, w16, None, None)) is False and len(selects) == 2
+    # With a bias: its tensor is planned too.
+    b = torch.randn(48, dtype=bf16)
+    assert _ops._traced_defer("linear", _ops._linear_key(x, w, b, None)) is True and selects[-1]["bias"]
+    _ops.configure()
+
+
+def test_dynamo_passes_the_eager_key(monkeypatch):
+    """The key dynamo evaluates (static shapes) and hands _traced_defer is the eager call's key
+    for the same tensors: one builder, so both find one entry."""
+    seen = []
+
+    @torch.compiler.assume_constant_result
+    def record(op, key):
+        seen.append((op, key))
+        return False
+
+    _fake_gpu(monkeypatch, lambda p: baseline(False))  # CPU tensors traced and run as if on a GPU
+    monkeypatch.setattr(_ops, "_traced_defer", record)
+    x, w, b = torch.randn(2, 5, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16), torch.randn(48, dtype=bf16)
+    a, m = torch.randn(5, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16).t()
+    torch._dynamo.reset()
+    torch.compile(lambda x, w, b, a, m: (gt.linear(x, w, b), gt.linear(x, w), gt.mm(a, m)), backend="eager",
+                  fullgraph=True, dynamic=False)(x, w, b, a, m)
+    assert seen == [("linear", _ops._linear_key(x, w, b, None)), ("linear", _ops._linear_key(x, w, None, None)),
+                    ("mm", _ops._mm_key(a, m))], seen
+    torch._dynamo.reset()
     _ops.configure()
 
 
@@ -562,3 +657,49 @@ def test_compile_traces_torch_op_when_deferred(monkeypatch):
     tg = _graph_targets(lambda x, w: gt.linear(x, w, None, "relu"), t(8, 64), t(64, 64))
     assert sum("gemmtune" in s for s in tg) == 1, tg
     torch._dynamo.reset()
+
+
+def test_deferred_block_dispatches_what_plain_pytorch_does(monkeypatch):
+    """The H200 check's Llama-style block (scripts/gpu/torch_check.py, small sizes, CPU) after
+    optimize(), every pick torch's own kernel: its forward dispatches exactly the aten ops plain
+    PyTorch's does (same ops, shapes, strides, dtypes, in the same order), so on the GPU it
+    launches the same kernels: a gap between the two blocks there is not in what they run."""
+    import copy
+    import os
+    import sys
+    from torch.utils._python_dispatch import TorchDispatchMode
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "gpu"))
+    import torch_check
+
+    _fake_gpu(monkeypatch, lambda p: baseline(True))
+    torch.manual_seed(0)
+    plain = torch_check.DecoderBlock(d=64, heads=4, kv=2, ff=160).to(bf16).eval()
+    opt = copy.deepcopy(plain)
+    x = torch.randn(1, 8, 64, dtype=bf16)
+    rep = gt.optimize(opt, (x,), engine=FakeEngine(), progress=False)
+    assert len(rep.replaced) == 7
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            sig = [(tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a
+                   for a in torch.utils._pytree.tree_leaves((args, kwargs or {}))]
+            self.ops.append((str(func), sig))
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad():
+        opt(x)  # selects every layer's kernel (the first call of each key)
+        assert all(e.defer for e in _ops._State.entries["linear"].values())
+        runs = []
+        for mod in (plain, opt):
+            with Ops() as mode:
+                y = mod(x)
+            runs.append((mode.ops, y))
+    (ops_plain, y_plain), (ops_opt, y_opt) = runs
+    assert ops_opt == ops_plain
+    assert sum("mm" in name for name, _ in ops_plain) == 7 and not any("gemmtune" in n for n, _ in ops_opt)
+    assert torch.equal(y_opt, y_plain)
+    _ops.configure()

@@ -41,8 +41,10 @@ class Linear(torch.nn.Linear):
 class OptimizeReport:
     """What optimize() did: `replaced` (module names now gemmtune.torch.Linear), `problems` (one
     dict per tuned GEMM: layers, m, n, k, dtype, bias, backend, kernel, median_us, default_us
-    (cuBLASLt's default pick, the kernel torch would run), speedup, from_cache, seconds,
-    candidates), `seconds` in all."""
+    (cuBLASLt's default pick, the kernel torch would run), speedup, torch_us (the median of
+    torch's own call in the tune, where cuBLASLt reproduced it), torch_op (the layer runs torch's
+    op: the pick is torch's kernel or within the defer margin of it, configure()), from_cache,
+    seconds, candidates), `seconds` in all."""
 
     def __init__(self):
         self.replaced: list = []
@@ -55,13 +57,15 @@ class OptimizeReport:
     def __str__(self) -> str:
         lines = [f"gemmtune.torch.optimize: {len(self.replaced)} Linear layers replaced, {len(self.problems)} "
                  f"problems in {self.seconds:.1f} s",
-                 f"{'m':>6} {'n':>6} {'k':>6} {'dtype':>5} {'backend':>9} {'us':>9} {'default us':>10} {'x':>6}  layers"]
+                 f"{'m':>6} {'n':>6} {'k':>6} {'dtype':>5} {'backend':>9} {'us':>9} {'default us':>10} {'x':>6} "
+                 f"{'runs':>5}  layers"]
         for p in self.problems:
             us = f"{p['median_us']:.2f}" if p.get("median_us") else "-"
             dus = f"{p['default_us']:.2f}" if p.get("default_us") else "-"
             sp = f"{p['speedup']:.3f}" if p.get("speedup") else "-"
+            runs = "torch" if p.get("torch_op") else "gt"
             lines.append(f"{p['m']:>6} {p['n']:>6} {p['k']:>6} {p['dtype']:>5} {p['backend']:>9} {us:>9} {dus:>10} "
-                         f"{sp:>6}  {', '.join(p['layers'][:3])}{' ...' if len(p['layers']) > 3 else ''}")
+                         f"{sp:>6} {runs:>5}  {', '.join(p['layers'][:3])}{' ...' if len(p['layers']) > 3 else ''}")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -160,7 +164,9 @@ def optimize(model: torch.nn.Module, example_inputs: Any, m_buckets: Optional[It
             # this engine made before).
             info = kernel.describe() if kernel is not None else {}
             if info:
-                s.update(backend=info["backend"], id=info["id"], kernel=info["name"])
+                s.update(backend=info["backend"], id=info["id"], kernel=info["name"],
+                         torch_us=info.get("torch_baseline_us"),
+                         torch_op=_ops._defers("linear", "none", info, _ops._State.defer_margin))
             report.problems.append({"layers": entry["layers"], "m": p["m"], "n": p["n"], "k": p["k"],
                                     "dtype": p["dtype"], "bias": p.get("bias", False), **s})
             if s["backend"]:

@@ -277,6 +277,8 @@ class CublasLtBackend final : public Backend {
     return cand;
   }
 
+  bool reproduces_torch(const std::string& id) const override { return lt::is_torch_id(id); }
+
  private:
   void require(const GemmProblem& p) const {
     GT_CHECK(handle_, "cublaslt: not available: " + unavailable_);

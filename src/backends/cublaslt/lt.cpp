@@ -310,8 +310,6 @@ std::string torch_id(const cublasLtMatmulAlgo_t& main, const cublasLtMatmulAlgo_
 
 bool is_torch_id(std::string_view id) { return id.substr(0, kTorchIdPrefix.size()) == kTorchIdPrefix; }
 
-bool is_torch_baseline(std::string_view backend, std::string_view id) { return backend == "cublaslt" && is_torch_id(id); }
-
 void parse_torch_id(std::string_view id, cublasLtMatmulAlgo_t& main, cublasLtMatmulAlgo_t& fallback) {
   constexpr size_t hex = 2 * sizeof(cublasLtMatmulAlgo_t);
   const size_t p = kTorchIdPrefix.size();

@@ -186,9 +186,6 @@ cublasLtMatmulAlgo_t algo_from_hex(std::string_view id);
 constexpr std::string_view kTorchIdPrefix = "torch-";
 std::string torch_id(const cublasLtMatmulAlgo_t& main, const cublasLtMatmulAlgo_t& fallback);
 bool is_torch_id(std::string_view id);
-// Whether a kernel (its backend's name and id) is this backend's torch baseline: what torch's
-// own call runs (gt_kernel_describe's "torch_baseline"; gemmtune.torch then calls torch's op).
-bool is_torch_baseline(std::string_view backend, std::string_view id);
 // Inverse of torch_id; throws Error naming the id when it is malformed.
 void parse_torch_id(std::string_view id, cublasLtMatmulAlgo_t& main, cublasLtMatmulAlgo_t& fallback);
 
