@@ -627,7 +627,9 @@ TEST(SoftmaxNative, RowKindOddWidths) {
 }
 
 // The span kind (packed rows as one flat span, chunks of rows staged by the copy engine), on the
-// rows it is offered for: short rows (2 .. 16 values, a lane or a few a row, in registers) and
+// rows it is offered for: short rows (2 .. 16 values, a lane or a few a row, in registers; 2 .. 8
+// values also as flat rows, a thread whole rows as 16-byte packs, the last chunk's partial pack
+// of rows one a thread: 3 x 3 has only those) and
 // rows of 257 values to 2 KiB in packs, odd widths among them (rows start anywhere in a pack;
 // x's last bytes past its last whole 16 element by element); bf16, fp16, fp32 (y of x's dtype),
 // scales 1, 0.37, -1.5, 0, special rows; then with the persistent grid capped at 1 and 3 CTAs,
@@ -674,7 +676,10 @@ TEST(SoftmaxNative, SpanKind) {
 // The wide kind: 1-8 long rows (2^16 .. 2^20, odd ones, strided), every dtype pair, special
 // rows; then with its grid capped at 1 and 3 CTAs, so that each CTA holds several slices (of
 // the same and of different rows: the first in registers, the others re-read) and waits for
-// rows whose other slices it published itself.
+// rows whose other slices it published itself. The ring (stages > 0, rows of whole packs) runs in
+// both: uncapped its slots hold every slice until its row is merged; capped, a row's slices span
+// more steps than the ring has slots, so slots are taken before their rows complete and those
+// slices are re-read from x at the end.
 TEST(SoftmaxNative, WideFewLongRows) {
   REQUIRE_GPU();
   struct Case {

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -1447,7 +1448,76 @@ __device__ __forceinline__ void span_row_packs(unsigned char* stage, int o0, int
   });
 }
 
-template <class T, int E>
+// Flat rows (group 0): rows of C values, a thread holding P whole rows as NP 16-byte packs of the
+// stage (P C sizeof(T) = 16 NP, the fewest rows that end on a pack: 8 rows of 7 bf16 = 7 packs,
+// 4 rows of 7 fp32 = 7 packs). The packs are read and written with 16-byte shared-memory accesses
+// (a quarter warp's 8 lanes NP x 16 bytes apart: distinct banks for odd NP, at most 2-way
+// otherwise); element-wise reads of rows 14 bytes apart hit the same banks up to 4 times (the
+// g1 values path: 64% of copy for 19173961 x 7 bf16 on the H200).
+constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int(b, a % b); }
+template <class T, int C>
+struct FlatRows {
+  static constexpr int RB = C * int(sizeof(T));       // bytes a row
+  static constexpr int P = 16 / gcd_int(RB, 16);      // rows a thread
+  static constexpr int NP = P * RB / 16;              // 16-byte packs a thread
+};
+constexpr int kFlatMaxCols = 8;  // flat rows: 2 .. 8 values (template instances)
+
+// One row of C values v = s x in registers -> y in place; the arithmetic and special values of
+// span_row_values with one lane a row.
+template <int C>
+__device__ __forceinline__ void softmax_regs(float* v) {
+  float m = -INFINITY, amin = INFINITY;
+#pragma unroll
+  for (int j = 0; j < C; ++j) {
+    m = fmaxf(m, v[j]);
+    amin = fminf(amin, v[j]);
+  }
+  const float ml = m * kLog2e;
+  float sum = 0.0f;
+  if (isfinite(ml) || !isfinite(m)) {
+    if (fmaf(amin, kLog2e, -ml) >= -126.0f) {
+#pragma unroll
+      for (int j = 0; j < C; ++j) sum += (v[j] = ex2_ftz(fmaf(v[j], kLog2e, -ml)));
+    } else {
+#pragma unroll
+      for (int j = 0; j < C; ++j) sum += (v[j] = ex2(fmaf(v[j], kLog2e, -ml)));
+    }
+  } else {  // |m| > 2.3e38
+#pragma unroll
+    for (int j = 0; j < C; ++j) sum += (v[j] = exp_sub(v[j], m));
+  }
+  const float inv = 1.0f / sum;
+#pragma unroll
+  for (int j = 0; j < C; ++j) v[j] *= inv;
+}
+
+// The flat rows of a chunk in its stage (16-byte aligned: ob == 0), y over x: thread t takes the
+// groups of P rows t, t + T, ...; the rows of a last partial group one a thread by the values path.
+template <class T, int C>
+__device__ __forceinline__ void span_flat_rows(unsigned char* stage, int nr, float scale, int t, int T_, float* red_m,
+                                               float* red_s) {
+  using F = FlatRows<T, C>;
+  constexpr int V = int(16 / sizeof(T));
+  const int groups = nr / F::P;
+  for (int g = t; g < groups; g += T_) {
+    uint4* const pk = reinterpret_cast<uint4*>(stage + g * (F::P * F::RB));
+    float v[F::NP * V];
+#pragma unroll
+    for (int j = 0; j < F::NP; ++j) unpack16<T>(pk[j], v + j * V);
+#pragma unroll
+    for (int i = 0; i < F::NP * V; ++i) v[i] *= scale;
+#pragma unroll
+    for (int r = 0; r < F::P; ++r) softmax_regs<C>(v + r * C);
+#pragma unroll
+    for (int j = 0; j < F::NP; ++j) pk[j] = pack16<T>(v + j * V);
+  }
+  for (int lr = groups * F::P + t; lr < nr; lr += T_)  // one lane a row: no shuffles
+    span_row_values<T, kFlatMaxCols>(stage + lr * F::RB, C, true, 0, 1, 0, scale, red_m, red_s);
+}
+
+// C > 0: flat rows of C values (group 0; E unused).
+template <class T, int E, int C>
 __global__ void __launch_bounds__(kSpanMaxThreads)
     softmax_span_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, float scale, int64_t R,
                         int S, int stage_bytes, int G) {
@@ -1478,8 +1548,9 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
   if (t == 0)
     for (int s = 0; s + 1 < S; ++s) issue(first + s * G0, s);
 
-  const int q = t / G, k = t - q * G, ng = T_ / G;
-  const int qw = G < 32 ? (t & ~31) / G : q;  // the first group of this thread's warp
+  const int Gl = C > 0 ? 1 : G;  // lanes a row (flat rows: one)
+  const int q = t / Gl, k = t - q * Gl, ng = T_ / Gl;
+  const int qw = Gl < 32 ? (t & ~31) / Gl : q;  // the first group of this thread's warp
   int it = 0;
   for (int64_t ch = first; ch < nchunks; ch += G0, ++it) {
     const int st = it % S;
@@ -1493,7 +1564,8 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
     }
     const int ob = int(c.b0 - c.a0);                           // the chunk's first byte in the stage (0 .. 15)
     const int rb = int(row_bytes);    // a row fits a stage (cannot_run)
-    for (int lr0 = 0; lr0 + qw < c.nr; lr0 += ng) {
+    if constexpr (C > 0) span_flat_rows<T, C>(stage, c.nr, scale, t, T_, red_m, red_s);
+    else for (int lr0 = 0; lr0 + qw < c.nr; lr0 += ng) {
       const int lr = lr0 + q;
       const bool valid = lr < c.nr;
       if constexpr (E > 0) {
@@ -1697,6 +1769,179 @@ __global__ void __launch_bounds__(kWideMaxThreads)
       }
     }
   }
+}
+
+// ---- wide ring: few long rows, the slices kept in shared memory until their rows are merged ---
+//
+// The wide kind's slices and workspace (part, cnt; S = threads x E values a slice), for rows of
+// whole 16-byte packs (ld and cols multiples of vec): CTA b takes the items b + k G (step k) in
+// order, each brought by the copy engine (cp.async.bulk) into slot k % N of a ring of N slots
+// (`stages`), A items ahead. Step k: wait for slot k; the slice's (M_k, Z_k) published as in
+// wide; then the item j = k + A - N whose slot the next load takes is written (y = exp(s x - M) /
+// Z from its slot, after its row's counter reached nsl) when every item of its row belongs to a
+// step <= k, else left to be re-read from x at the end; then item k + A is loaded. A row's items
+// lie within L + 1 consecutive steps (L = ceil(nsl / G)), so A = N - 1 - L keeps every item in
+// its slot until its row is complete, and x is read once (on the H200, 8 rows of 2^22 fp32 are
+// 128 MiB: the old wide kind re-read most of them). A wait at step k needs only publications of
+// steps <= k, each made before its CTA's own wait of that step: no CTA waits on a later step, so
+// (all CTAs resident) the waits end, whatever G and N; a too-small ring only costs re-reads.
+constexpr int kRingMaxStages = 16;
+
+template <class Ti, class To, int E>
+__global__ void __launch_bounds__(kWideMaxThreads)
+    softmax_ring_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale,
+                        int nsl, float2* __restrict__ part, unsigned* __restrict__ cnt, int N) {
+  constexpr int VEC = int(16 / sizeof(Ti));
+  constexpr int P = E / VEC;
+  static_assert(E % VEC == 0 && P >= 1, "wide ring softmax: whole 16-byte packs per thread");
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kRingMaxStages];
+  __shared__ float2 wred[32];  // per warp (m_w, s_w)
+  __shared__ float2 stat;      // the row's (M, Z)
+  const int t = int(threadIdx.x), T = int(blockDim.x), lane = t & 31, warp = t >> 5, nw = T >> 5;
+  const int S = T * E, slot_bytes = S * int(sizeof(Ti));
+  const int64_t G = gridDim.x, b = blockIdx.x, items = rows * nsl;
+  const int64_t K = items > b ? (items - b + G - 1) / G : 0;
+  const int64_t L = (nsl + G - 1) / G;
+  const int A = int(N - 1 - L > 1 ? N - 1 - L : 1);
+  if (t == 0) {
+    for (int st = 0; st < N; ++st) mbar_init(&full[st], 1);
+    fence_mbar_init();
+  }
+  __syncthreads();
+  const uint64_t policy = evict_first_policy();
+  // item k of this CTA: its row, its first column, its valid columns (a multiple of VEC)
+  struct Item {
+    int64_t i, row, base;
+    int n;
+  };
+  auto item = [&](int64_t k) {
+    Item it;
+    it.i = b + k * G;
+    it.row = it.i / nsl;
+    it.base = (it.i - it.row * nsl) * S;
+    it.n = int(cols - it.base < S ? cols - it.base : int64_t(S));
+    return it;
+  };
+  // every item of row r lies in a step <= k
+  auto ready = [&](int64_t r, int64_t k) { return ((r + 1) * nsl - 1) / G <= k; };
+  auto issue = [&](int64_t k) {  // thread 0
+    if (k >= K) return;
+    const Item it = item(k);
+    const int st = int(k % N);
+    const uint32_t bytes = uint32_t(it.n) * uint32_t(sizeof(Ti));
+    mbar_arrive_expect_tx(&full[st], bytes);
+    unsigned char* const dst = smem_raw + int64_t(st) * slot_bytes;
+    const char* const src = reinterpret_cast<const char*>(x + it.row * ld + it.base);
+    for (uint32_t o = 0; o < bytes; o += kBulkChunk)
+      bulk_load(dst + o, src + o, bytes - o < kBulkChunk ? bytes - o : kBulkChunk, &full[st], policy);
+  };
+  // v = s x of this thread's packs (u = (j T + t) VEC) of item it, from its slot or from x;
+  // -Inf past the row
+  float v[E];
+  auto values = [&](const Item& it, const Ti* src) {
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const int u = (j * T + t) * VEC;
+      if (u < it.n) {
+        const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(src + u);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[j * VEC + e] = scale * to_float(pk.v[e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[j * VEC + e] = -INFINITY;
+      }
+    }
+  };
+  auto slot = [&](int64_t k) { return reinterpret_cast<const Ti*>(smem_raw + int64_t(k % N) * slot_bytes); };
+  int64_t stat_row = -1;  // the row whose (M, Z) `stat` holds
+  // y of item k: from its slot (in_slot) or re-read from x
+  auto write = [&](int64_t k, bool in_slot) {
+    const Item it = item(k);
+    if (it.row != stat_row) {
+      if (warp == 0) {
+        const unsigned* c = cnt + it.row;
+        if (ld_acquire(c) < unsigned(nsl)) {
+          const uint64_t t0 = global_ns();
+          while (ld_acquire(c) < unsigned(nsl))
+            if (global_ns() - t0 > kPipeWaitTimeoutNs) __trap();
+        }
+        const float2* pr = part + it.row * nsl;
+        float M = -INFINITY;
+        for (int j = lane; j < nsl; j += 32) M = fmaxf(M, ld_relaxed_f2(pr + j).x);
+        M = warp_max(M);
+        float Z = 0.0f;
+        for (int j = lane; j < nsl; j += 32) {
+          const float2 q = ld_relaxed_f2(pr + j);
+          Z += q.y * weight(q.x, M);
+        }
+        Z = warp_sum(Z);
+        if (lane == 0) stat = make_float2(M, Z);
+      }
+      __syncthreads();
+      stat_row = it.row;
+    }
+    if (t == 0)  // nsl publishers and nsl readers: the last reader puts the counter back to 0
+      if (atomicAdd(cnt + it.row, 1u) == unsigned(2 * nsl - 1)) atomicExch(cnt + it.row, 0u);
+    const float M = stat.x, inv = 1.0f / stat.y;
+    values(it, in_slot ? slot(k) : x + it.row * ld + it.base);
+    To* const gy = y + it.row * ld + it.base;
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const int u = (j * T + t) * VEC;
+      if (u < it.n) {
+        float o[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) o[e] = exp_sub(v[j * VEC + e], M) * inv;
+        store_streaming<To, VEC>(gy + u, o);
+      }
+    }
+  };
+
+  if (t == 0)
+    for (int k = 0; k < A; ++k) issue(k);
+  for (int64_t k = 0; k < K; ++k) {
+    const Item it = item(k);
+    mbar_wait(&full[k % N], uint32_t(k / N) & 1u);
+    values(it, slot(k));
+    float m = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
+    m = warp_max(m);
+    const float r = m == -INFINITY ? 0.0f : m;
+    float sum = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) sum += exp_sub(v[e], r);
+    sum = warp_sum(sum);
+    // the CTA's pair, published; stat (the cached row pair) is not touched
+    if (lane == 0) wred[warp] = make_float2(m, sum);
+    __syncthreads();
+    if (warp == 0) {
+      const float2 q = lane < nw ? wred[lane] : make_float2(-INFINITY, 0.0f);
+      const float M = warp_max(q.x);
+      const float Z = warp_sum(q.y * weight(q.x, M));
+      if (lane == 0) {
+        part[it.i] = make_float2(M, Z);
+        red_release_add(cnt + it.row, 1u);
+      }
+    }
+    const int64_t j = k + A - N;  // the item whose slot the next load takes
+    if (j >= 0 && ready(item(j).row, k)) {
+      __syncthreads();  // stat is rewritten by write's merge: every thread read the previous one
+      write(j, true);
+    }
+    __syncthreads();  // the slot of j is read; wred is rewritten by the next step
+    if (t == 0) issue(k + A);
+  }
+  for (int64_t j = K + A - N > 0 ? K + A - N : 0; j < K; ++j) {  // the items still in their slots
+    __syncthreads();
+    write(j, true);
+  }
+  for (int64_t j = 0; j < K + A - N; ++j)  // the items whose slots were taken before their rows were complete
+    if (!ready(item(j).row, j + N - A)) {
+      __syncthreads();
+      write(j, false);
+    }
 }
 
 // ---- dispatch --------------------------------------------------------------------------------
@@ -1990,8 +2235,10 @@ void launch_wide_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const 
   int nsl = int(wide_slices(c, p));
   float2* part = nullptr;  // set by launch() (the workspace)
   unsigned* cnt = nullptr;
-  void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &nsl, &part, &cnt};
-  launch(c, p, reinterpret_cast<const void*>(&softmax_wide_kernel<Ti, To, E>), args, s);
+  int N = c.stages;  // the ring's slots (0: the two-pass kernel)
+  void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &nsl, &part, &cnt, &N};
+  if (N > 0) launch(c, p, reinterpret_cast<const void*>(&softmax_ring_kernel<Ti, To, E>), args, s);
+  else launch(c, p, reinterpret_cast<const void*>(&softmax_wide_kernel<Ti, To, E>), args, s);
 }
 
 template <class Ti, class To, int VEC>
@@ -2038,9 +2285,16 @@ void launch_tiny(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
 // span: the rows of a chunk (a multiple of the CTA's threads / group, as many as chunk_kib KiB of x
 // hold; 0 when not even one row a group fits) and the bytes of one stage (the chunk and its two
 // partial edge packs, rounded to 128).
+// Flat rows (group 0): a multiple of the rows whose bytes end on a 16-byte pack (FlatRows::P),
+// so that every chunk starts on one.
 int64_t span_rows(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
+  const int64_t row_bytes = p.cols * int64_t(size_of(p.in));
+  if (c.group == 0) {
+    const int64_t P = 16 / std::gcd<int64_t>(row_bytes, 16);
+    return int64_t(c.chunk_kib) * 1024 / (P * row_bytes) * P;
+  }
   if (c.group < 1 || c.threads % c.group) return 0;
-  const int64_t ng = c.threads / c.group, row_bytes = p.cols * int64_t(size_of(p.in));
+  const int64_t ng = c.threads / c.group;
   return int64_t(c.chunk_kib) * 1024 / (ng * row_bytes) * ng;
 }
 int64_t span_stage_bytes(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
@@ -2055,13 +2309,26 @@ void launch_span(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
     int S = c.stages, stage_bytes = int(span_stage_bytes(c, p)), G = c.group;
     void* args[] = {&x, &y, &rows, &cols, &scale, &R, &S, &stage_bytes, &G};
     const void* kernel = nullptr;
-    switch (c.elems) {
-      case 0: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 0>); break;
-      case 1: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 1>); break;
-      case 2: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 2>); break;
-      case 4: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 4>); break;
-      case 8: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 8>); break;
-      default: GT_THROW("native softmax: " + c.name() + ": elems must be 0, 1, 2, 4 or 8 for the span kind");
+    if (G == 0) {  // flat rows of elems == cols values
+      switch (c.elems) {
+        case 2: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 2>); break;
+        case 3: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 3>); break;
+        case 4: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 4>); break;
+        case 5: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 5>); break;
+        case 6: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 6>); break;
+        case 7: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 7>); break;
+        case 8: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 8>); break;
+        default: GT_THROW("native softmax: " + c.name() + ": flat rows (group 0) of 2 .. 8 values");
+      }
+    } else {
+      switch (c.elems) {
+        case 0: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 0, 0>); break;
+        case 1: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 1, 0>); break;
+        case 2: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 2, 0>); break;
+        case 4: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 4, 0>); break;
+        case 8: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 8, 0>); break;
+        default: GT_THROW("native softmax: " + c.name() + ": elems must be 0, 1, 2, 4 or 8 for the span kind");
+      }
     }
     launch(c, p, kernel, args, s);
   } else {
@@ -2220,7 +2487,8 @@ std::string NativeSoftmaxConfig::name() const {
   if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row) n += "_r" + std::to_string(block_rows);
   if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe || kind == SoftmaxKind::row)
     n += "_c" + std::to_string(cluster);
-  if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row) n += "_s" + std::to_string(stages);
+  if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row || (kind == SoftmaxKind::wide && stages > 0))
+    n += "_s" + std::to_string(stages);
   return n;
 }
 
@@ -2268,7 +2536,8 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
                         c.kind == SoftmaxKind::row
                     ? field('c')
                     : 1;
-  if (c.kind != SoftmaxKind::span) c.stages = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? field('s') : 0;
+  if (c.kind == SoftmaxKind::wide) c.stages = pos != std::string::npos && name[pos + 1] == 's' ? field('s') : 0;
+  else if (c.kind != SoftmaxKind::span) c.stages = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? field('s') : 0;
   if (pos != std::string::npos) bad("trailing text");
   if (c.name() != name) bad("not in canonical form");
   return c;
@@ -2323,12 +2592,17 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (p.row_stride() != p.cols) return "the span kind needs packed rows (ld == cols)";
     if (threads < 64 || threads > kSpanMaxThreads)
       return "64 .. " + std::to_string(kSpanMaxThreads) + " threads for the span kind";
-    if (elems != 0 && (!pow2(elems) || elems > 8)) return "elems must be 0, 1, 2, 4 or 8 for the span kind";
-    if (group < 1 || threads % group || (group < 32 ? !pow2(group) : group % 32))
-      return "group must be 1, 2, 4, 8, 16 lanes or whole warps dividing the threads";
+    if (group == 0) {  // flat rows
+      if (elems < 2 || elems > kFlatMaxCols || elems != p.cols)
+        return "group 0 (flat rows) needs elems == cols, 2 .. " + std::to_string(kFlatMaxCols);
+    } else if (elems != 0 && (!pow2(elems) || elems > 8)) {
+      return "elems must be 0, 1, 2, 4 or 8 for the span kind";
+    }
+    if (group < 0 || (group > 0 && threads % group) || (group < 32 ? group > 0 && !pow2(group) : group % 32))
+      return "group must be 0 (flat rows), 1, 2, 4, 8, 16 lanes or whole warps dividing the threads";
     if (group > 32 && threads / group > 15) return "at most 15 groups of warps a CTA (named barriers)";
     if (elems > 0 && group > 32) return "elems > 0 needs a group within one warp";
-    if (elems > 0 && p.cols > int64_t(group) * elems)
+    if (group > 0 && elems > 0 && p.cols > int64_t(group) * elems)
       return "holds rows of at most " + std::to_string(group * elems) + " columns, not " + std::to_string(p.cols);
     if (elems == 0 && group < 2) return "elems 0 (packs) needs at least 2 lanes a row";
     if (elems == 0) {  // a lane holds at most kSpanPacks of the 16-byte packs a row (share) spans
@@ -2339,8 +2613,9 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     }
     if (stages < 2 || stages > kSpanMaxStages) return "stages must be 2 .. " + std::to_string(kSpanMaxStages);
     if (chunk_kib < 1 || span_rows(*this, p) < 1)
-      return "a chunk of " + std::to_string(chunk_kib) + " KiB holds less than one row for each of the " +
-             std::to_string(threads / std::max(group, 1)) + " groups of a CTA";
+      return "a chunk of " + std::to_string(chunk_kib) + " KiB holds less than " +
+             (group == 0 ? std::string("one pack of whole rows")
+                         : "one row for each of the " + std::to_string(threads / group) + " groups of a CTA");
     if (stages * span_stage_bytes(*this, p) > kNativeSmemDynamicOptIn)
       return std::to_string(stages) + " stages of " + std::to_string(span_stage_bytes(*this, p)) + " bytes exceed the " +
              std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
@@ -2353,6 +2628,15 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (wide_slices(*this, p) > kWideMaxSlices)
       return std::to_string(wide_slices(*this, p)) + " slices a row exceed " + std::to_string(kWideMaxSlices);
     if (p.rows > int64_t(0x7fffffff) / wide_slices(*this, p)) return "too many slices for one grid (2^31 - 1 blocks)";
+    if (stages != 0) {  // the ring: slices of whole packs in shared-memory slots
+      if (stages < 3 || stages > kRingMaxStages) return "stages (ring slots) must be 0 or 3 .. " + std::to_string(kRingMaxStages);
+      if (p.row_stride() % vec || p.cols % vec)
+        return "the ring (stages > 0) needs rows of whole 16-byte packs (ld and cols multiples of " + std::to_string(vec) + ")";
+      const int64_t bytes = int64_t(stages) * threads * elems * int64_t(size_of(p.in));
+      if (bytes > kNativeSmemDynamicOptIn)
+        return std::to_string(stages) + " slots of " + std::to_string(threads * elems) + " elements (" + std::to_string(bytes) +
+               " bytes) exceed the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
+    }
   } else if (kind != SoftmaxKind::online) {
     if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32";
     if (elems % vec) return "elems must be a multiple of vec";
@@ -2364,7 +2648,8 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   const bool rows_of_warps = kind == SoftmaxKind::pipe || kind == SoftmaxKind::row;  // block_rows, any cluster
   if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && !rows_of_warps && cluster != 1)
     return "cluster must be 1 for this kind";
-  if (!rows_of_warps && kind != SoftmaxKind::span && stages != 0) return "stages must be 0 for this kind";
+  if (!rows_of_warps && kind != SoftmaxKind::span && kind != SoftmaxKind::wide && stages != 0)
+    return "stages must be 0 for this kind";
   if (!rows_of_warps && block_rows != 1) return "block_rows must be 1 for this kind";
   if (kind != SoftmaxKind::tiny && kind != SoftmaxKind::span && group != 0) return "group must be 0 for this kind";
   if (kind != SoftmaxKind::span && chunk_kib != 0) return "chunk_kib must be 0 for this kind";
@@ -2395,7 +2680,6 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
 }
 
 std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p, int num_sms) {
-  (void)num_sms;
   p.validate();
   std::vector<NativeSoftmaxConfig> out;
   const int v16 = vec16_of(p.in);
@@ -2588,6 +2872,20 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         }
       }
   }
+  // span, flat rows (group 0): packed rows of 2 .. 8 values, a thread P whole rows (a chunk one or
+  // two sweeps of the CTA's threads, at least 12 KiB), 2-4 CTAs an SM at 128 / 256 threads, one at 512.
+  if (p.in == p.out && p.row_stride() == p.cols && p.cols >= 2 && p.cols <= kFlatMaxCols) {
+    const int64_t rb = p.cols * int64_t(size_of(p.in)), P = 16 / std::gcd<int64_t>(rb, 16);
+    const struct {
+      int threads, sweeps, stages;
+    } flats[] = {{128, 1, 4}, {128, 2, 4}, {256, 1, 3}, {256, 1, 4}, {512, 1, 3}, {512, 1, 4}};
+    for (const auto& f : flats) {
+      const int64_t sweep = f.threads * P * rb, sweeps = f.sweeps * std::max<int64_t>(1, 12 * 1024 / sweep);
+      const int kib = int((sweep * sweeps + 1023) / 1024);
+      NativeSoftmaxConfig cfg{SoftmaxKind::span, v16, int(p.cols), f.threads, 1, f.stages, 1, 0, kib};
+      if (cfg.cannot_run(p).empty() && std::find(out.begin(), out.end(), cfg) == out.end()) out.push_back(cfg);
+    }
+  }
   // wide: few long rows, each spread over many CTAs (256 or 512 threads, 2 or 4 packs a thread).
   if (p.rows <= kWideMaxRows && p.cols >= kWideMinCols)
     for (int t : {256, 512})
@@ -2595,6 +2893,22 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         NativeSoftmaxConfig cfg{SoftmaxKind::wide, v16, v16 * mult, t, 1};
         if (cfg.cannot_run(p).empty()) out.push_back(cfg);
       }
+  // wide ring (rows of whole packs): as many slots as one CTA an SM holds (at most 16), and as two
+  // do; only where the ring holds a row's items over the CTAs (N >= ceil(nsl / G) + 2, G = the
+  // SMs times the CTAs an SM, 132 when num_sms is not given): else it re-reads (the two-pass kind).
+  if (p.rows <= kWideMaxRows && p.cols >= kWideMinCols && p.row_stride() % v16 == 0 && p.cols % v16 == 0)
+    for (int t : {256, 512})
+      for (int mult : {2, 4})
+        for (int per_sm : {1, 2}) {
+          const int64_t slot = int64_t(t) * v16 * mult * int64_t(size_of(p.in));
+          // two an SM: half of sm_90's 228 KiB an SM, less 1 KiB reserved a CTA and 1 KiB of static smem
+          const int64_t room = per_sm == 1 ? kNativeSmemDynamicOptIn : 233472 / 2 - 2048;
+          const int n = int(std::min<int64_t>(kRingMaxStages, room / slot));
+          NativeSoftmaxConfig cfg{SoftmaxKind::wide, v16, v16 * mult, t, 1, n};
+          if (n < 3 || !cfg.cannot_run(p).empty() || std::find(out.begin(), out.end(), cfg) != out.end()) continue;
+          const int64_t grid = int64_t(num_sms > 0 ? num_sms : 132) * per_sm, nsl = wide_slices(cfg, p);
+          if (n >= (nsl + grid - 1) / grid + 2) out.push_back(cfg);
+        }
   // online: any row longer than tiny's (tiny holds every row of <= 1024 columns in one pass; the
   // online kernel's block a row took 58 ms, 200x tiny's time, for 19M rows of 7 on the H200).
   if (p.cols > kTinyMaxCols)
@@ -2669,6 +2983,7 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       break;
     case SoftmaxKind::wide:
       l.grid = p.rows * wide_slices(c, p);
+      l.dynamic_smem = int64_t(c.stages) * c.threads * c.elems * int64_t(size_of(p.in));  // the ring's slots
       l.persistent = true;
       l.cooperative = true;
       break;
@@ -2783,7 +3098,7 @@ NativeSoftmaxKernelInfo native_softmax_kernel_info(const NativeSoftmaxConfig& c,
     case SoftmaxKind::pipe: info.kernel = "softmax_pipe_kernel"; break;
     case SoftmaxKind::online: info.kernel = "softmax_online_kernel"; break;
     case SoftmaxKind::tiny: info.kernel = "softmax_tiny_kernel"; break;
-    case SoftmaxKind::wide: info.kernel = "softmax_wide_kernel"; break;
+    case SoftmaxKind::wide: info.kernel = c.stages > 0 ? "softmax_ring_kernel" : "softmax_wide_kernel"; break;
     case SoftmaxKind::row: info.kernel = "softmax_row_kernel"; break;
     case SoftmaxKind::span: info.kernel = "softmax_span_kernel"; break;
   }

@@ -35,7 +35,10 @@
 //            slices' (max, sum) to a global workspace, waits for its rows' other slices (an
 //            arrival counter per row), and writes y: its first slice from registers, the
 //            others re-read (from L2 while they fit). Reads x once when the grid holds every
-//            slice, else partly twice.
+//            slice, else partly twice. With stages > 0 (rows of whole 16-byte packs), the ring:
+//            each CTA keeps its slices in a ring of `stages` shared-memory slots, brought by the
+//            copy engine ahead of use, until their rows are merged; reads x once while the ring
+//            holds a row's slices over the grid.
 //   row      the row in registers, one pass, non-persistent (odd widths): a CTA holds block_rows
 //            rows of threads / block_rows threads (any multiple of 32), or with a cluster of
 //            `cluster` CTAs an even share of one row's 16-byte packs; every pack by one 16-byte
@@ -49,7 +52,9 @@
 //            (cp.async.bulk, the neighbours' edge bytes over-fetched); `group` lanes a row
 //            reduce it there (elems > 0: elems values a lane in registers; elems 0: the row's
 //            16-byte packs in three passes) and write y over x; y leaves by a bulk copy shared
-//            -> global, only the chunk's two partial edge packs element by element. Reads x once.
+//            -> global, only the chunk's two partial edge packs element by element; group 0
+//            (flat rows, elems == cols, 2 .. 8): a thread P whole rows as 16-byte packs (the
+//            fewest rows ending on a pack). Reads x once.
 // Every kind loads `vec` consecutive elements per access (16 bytes at most: one vector load
 // when vec > 1); x, y aligned to vec elements of their dtype (cudaMalloc's 256 bytes suffice;
 // the launcher checks). warp, block, cluster, smem and online need ld % vec == 0 (configs only
@@ -71,7 +76,7 @@
 namespace gemmtune::native {
 
 // Bump when a kernel's code changes what it computes or how fast: keys the tuning cache.
-inline constexpr const char* kNativeSoftmaxVersion = "8";
+inline constexpr const char* kNativeSoftmaxVersion = "9";
 
 enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online, tiny, wide, row, span };
 const char* to_string(SoftmaxKind);
@@ -82,9 +87,10 @@ struct NativeSoftmaxConfig {
   int elems = 0;      // elements per thread kept in registers (warp, block, cluster, pipe); 0 for smem, online
   int threads = 256;  // threads per block (warp: rows per block = threads / 32)
   int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem: 1, 2, 4, 8, 16; pipe, row: 1 to 16; else 1)
-  int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; row: blocks of rows in flight, 1 or 2; else 0
+  int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; row: blocks of rows in flight, 1 or 2;
+                      // span: chunks in shared memory, 2 .. 6; wide: ring slots, 0 (two-pass) or 3 .. 16; else 0
   int block_rows = 1;  // pipe, row: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
-  int group = 0;       // tiny: lanes a row (1, 2, 4, 8, 16 or 32); span: lanes a row (1 .. 32, or warps); else 0
+  int group = 0;       // tiny: lanes a row (1, 2, 4, 8, 16 or 32); span: lanes a row (1 .. 32, or warps; 0: flat rows); else 0
   int chunk_kib = 0;   // span: KiB of x a chunk holds at most (its rows: a multiple of threads / group); else 0
 
   int rows_per_block() const {
@@ -106,7 +112,7 @@ struct NativeSoftmaxConfig {
 };
 
 // Every config worth timing for `p` (validated first), in a fixed order: warp, block, cluster,
-// smem, pipe, row, tiny, span, wide, online. num_sms is unused (kept for the backend's call).
+// smem, pipe, row, tiny, span, wide, online. num_sms (0: 132, the H200's) sizes the wide ring.
 std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p, int num_sms = 0);
 
 // y = softmax(p.scale * x) for device pointers x (p.in), y (p.out), both rows * ld elements;
