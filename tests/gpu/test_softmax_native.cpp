@@ -6,7 +6,7 @@
 // dtype pair, few rows) and with its persistent grid capped so that clusters loop over rows and
 // wrap around their stages; the tiny kind (rows of 1-1024 columns, CTA spans starting inside a
 // 16-byte pack), rows not starting on a 16-byte pack (odd packed widths: pipe, row, tiny, wide), the
-// row kind (odd widths, clusters, several rows a CTA), and
+// row kind (odd widths, clusters, several rows a CTA), the flat kind (rows of 2-8 values), and
 // the wide kind (1-8 long rows over the whole GPU, its grid also capped so that CTAs hold several
 // slices). Inputs are random (never constant), outputs poisoned (NaN bits)
 // before every run, and the padding between cols and ld must stay poisoned. Skips without a
@@ -627,9 +627,7 @@ TEST(SoftmaxNative, RowKindOddWidths) {
 }
 
 // The span kind (packed rows as one flat span, chunks of rows staged by the copy engine), on the
-// rows it is offered for: short rows (2 .. 16 values, a lane or a few a row, in registers; 2 .. 8
-// values also as flat rows, a thread whole rows as 16-byte packs, the last chunk's partial pack
-// of rows one a thread: 3 x 3 has only those) and
+// rows it is offered for: short rows (2 .. 16 values, a lane or a few a row, in registers) and
 // rows of 257 values to 2 KiB in packs, odd widths among them (rows start anywhere in a pack;
 // x's last bytes past its last whole 16 element by element); bf16, fp16, fp32 (y of x's dtype),
 // scales 1, 0.37, -1.5, 0, special rows; then with the persistent grid capped at 1 and 3 CTAs,
@@ -671,6 +669,27 @@ TEST(SoftmaxNative, SpanKind) {
         EXPECT_EQ(check_problem(p, true, seed++, span), 0);
       }
   }
+}
+
+// The flat kind (packed rows of 2 .. 8 values, a lane the fewest whole rows that end on a 16-byte
+// pack, a warp's tile transposed through shared memory): every width 2 .. 8, bf16 / fp16 / fp32,
+// scales 1, 0.37, -1.5, 0, special rows; row counts that leave the last tile short (one lane a
+// row there), that fill whole tiles, and fewer rows than one tile.
+TEST(SoftmaxNative, FlatRows) {
+  REQUIRE_GPU();
+  auto flat = [](const NativeSoftmaxConfig& c) { return is_kind(c, SoftmaxKind::flat); };
+  uint64_t seed = 9500;
+  int k = 0;
+  for (int64_t cols = 2; cols <= 8; ++cols)
+    for (const Dtypes& d : kSame)
+      for (int64_t rows : {int64_t(20001), int64_t(16384), int64_t(5)}) {
+        SoftmaxProblem p = SoftmaxProblem::make(rows, cols, d.in);
+        p.out = d.out;
+        const float scales[] = {1.0f, 0.37f, -1.5f, 0.0f};
+        p.scale = scales[k++ % 4];
+        ASSERT_EQ(count_kind(p, SoftmaxKind::flat), 3) << p.str();
+        EXPECT_EQ(check_problem(p, rows > 6, seed++, flat), 0);
+      }
 }
 
 // The wide kind: 1-8 long rows (2^16 .. 2^20, odd ones, strided), every dtype pair, special

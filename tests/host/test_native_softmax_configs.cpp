@@ -104,14 +104,6 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
             EXPECT_EQ(c.cluster, 1);
           } else if (c.kind == SoftmaxKind::span) {
             EXPECT_EQ(p.row_stride(), cols) << c.name() << ": packed rows only";
-            if (c.group == 0) {  // flat rows: a thread whole rows of 2 .. 8 values
-              EXPECT_EQ(c.elems, cols) << c.name();
-              EXPECT_TRUE(cols >= 2 && cols <= 8) << c.name();
-              EXPECT_TRUE(c.threads == 128 || c.threads == 256 || c.threads == 512) << c.name();
-              EXPECT_TRUE(c.stages >= 3 && c.stages <= 4) << c.name();
-              EXPECT_EQ(NativeSoftmaxConfig::parse(c.name()), c) << c.name();
-              continue;
-            }
             EXPECT_TRUE(c.threads == 256 || c.threads == 512) << c.name();
             EXPECT_EQ(c.threads % c.group, 0) << c.name();
             if (c.elems > 0) {
@@ -203,7 +195,7 @@ TEST(NativeSoftmaxConfigs, OneVectorWidthWhereLdAllows) {
     std::set<int> v;
     for (const auto& c : native_softmax_configs(p))
       if (own == (c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row || c.kind == SoftmaxKind::tiny ||
-                  c.kind == SoftmaxKind::wide || c.kind == SoftmaxKind::span))
+                  c.kind == SoftmaxKind::wide || c.kind == SoftmaxKind::span || c.kind == SoftmaxKind::flat))
         v.insert(c.vec);
     return v;
   };
@@ -291,7 +283,7 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
   EXPECT_EQ(NativeSoftmaxConfig::parse("tiny_v8_e1_t256_g8").group, 8);
   EXPECT_EQ(NativeSoftmaxConfig::parse("wide_v8_e32_t512"), NativeSoftmaxConfig({SoftmaxKind::wide, 8, 32, 512, 1}));
   EXPECT_EQ(NativeSoftmaxConfig::parse("wide_v8_e32_t512_s7"), NativeSoftmaxConfig({SoftmaxKind::wide, 8, 32, 512, 1, 7}));
-  EXPECT_EQ(NativeSoftmaxConfig::parse("span_v8_e7_t256_g0_k28_s3").group, 0);
+  EXPECT_EQ(NativeSoftmaxConfig::parse("flat_v8_e7_t256"), NativeSoftmaxConfig({SoftmaxKind::flat, 8, 7, 256, 1}));
   for (const char* bad : {"tiny_v8_e1_t256", "tiny_v8_e1_t256_g8_c1", "tiny_v8_t256_g8", "wide_v8_e32_t512_g1", "wide_v8_t512",
                           "wide_v8_e32_t512_c1", "wide_v8_e32_t512_s0", "wide_v8_e32_t512_s7_s7"})
     EXPECT_THROW(NativeSoftmaxConfig::parse(bad), Error) << bad;
@@ -324,12 +316,20 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
   EXPECT_NE(C({K::wide, 8, 32, 512, 1, 17}).cannot_run(big), "");  // 16 at most
   EXPECT_NE(C({K::wide, 8, 32, 512, 1, 8}).cannot_run(big), "");   // 8 x 32 KiB: more than a CTA's shared memory
   EXPECT_NE(C({K::wide, 8, 32, 512, 1, 7}).cannot_run(SoftmaxProblem::make(2, (1 << 20) - 1)), "");  // not whole packs
-  // flat rows (span, group 0): elems == cols, 2 .. 8
-  auto flat = [](int e, int t, int kib, int st) { return C{K::span, 8, e, t, 1, st, 1, 0, kib}; };
-  EXPECT_EQ(flat(7, 256, 28, 3).cannot_run(SoftmaxProblem::make(1000, 7)), "");
-  EXPECT_NE(flat(7, 256, 28, 3).cannot_run(SoftmaxProblem::make(1000, 6)), "");  // elems != cols
-  EXPECT_NE(flat(9, 256, 28, 3).cannot_run(SoftmaxProblem::make(1000, 9)), "");  // 8 values at most
-  EXPECT_NE(flat(7, 256, 0, 3).cannot_run(SoftmaxProblem::make(1000, 7)), "");   // no rows in a chunk
+  // flat: packed rows of elems == cols = 2 .. 8 values, y of x's dtype
+  EXPECT_EQ(names(19173961, 7, DType::bf16, K::flat), (std::vector<std::string>{"flat_v8_e7_t128", "flat_v8_e7_t256", "flat_v8_e7_t512"}));
+  EXPECT_EQ(names(5003, 2, DType::fp32, K::flat), (std::vector<std::string>{"flat_v4_e2_t128", "flat_v4_e2_t256", "flat_v4_e2_t512"}));
+  EXPECT_TRUE(names(100, 9, DType::bf16, K::flat).empty());
+  EXPECT_TRUE(names(100, 1, DType::bf16, K::flat).empty());
+  EXPECT_TRUE(names(100, 7, DType::bf16, K::flat, 8).empty());  // strided
+  const auto x7 = SoftmaxProblem::make(1000, 7);
+  EXPECT_EQ(C({K::flat, 8, 7, 256, 1}).cannot_run(x7), "");
+  EXPECT_NE(C({K::flat, 8, 6, 256, 1}).cannot_run(x7), "");   // elems != cols
+  EXPECT_NE(C({K::flat, 1, 7, 256, 1}).cannot_run(x7), "");   // 16-byte packs only
+  EXPECT_NE(C({K::flat, 8, 7, 1024, 1}).cannot_run(x7), "");  // 512 threads at most
+  auto mixed = x7;
+  mixed.out = DType::fp32;
+  EXPECT_NE(C({K::flat, 8, 7, 256, 1}).cannot_run(mixed), "");  // y of x's dtype
 }
 
 // row: per P packs a thread the fewest threads a row that hold a CTA's even share of the row's
@@ -578,7 +578,7 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         const bool ones = c.kind == SoftmaxKind::tiny && p.cols == 1 && p.row_stride() == 1;  // tiny's element-wise path
         EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ||
                                           c.kind == SoftmaxKind::span || (c.kind == SoftmaxKind::tiny && !ones) ||
-                                          (c.kind == SoftmaxKind::wide && c.stages > 0))
+                                          (c.kind == SoftmaxKind::wide && c.stages > 0) || c.kind == SoftmaxKind::flat)
             << c.name();
         EXPECT_EQ(l.persistent, c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row || c.kind == SoftmaxKind::wide ||
                                     (c.kind == SoftmaxKind::tiny && !ones) || c.kind == SoftmaxKind::span)
@@ -595,12 +595,18 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
           continue;
         }
         if (c.kind == SoftmaxKind::span) {  // an upper bound: every chunk of rows (a multiple of the CTA's groups) on its own CTA
-          const int64_t rb = p.cols * int64_t(size_of(p.in));
-          const int64_t ng = c.group > 0 ? c.threads / c.group : 16 / std::gcd<int64_t>(rb, 16);  // flat: rows ending on a pack
+          const int64_t ng = c.threads / c.group, rb = p.cols * int64_t(size_of(p.in));
           const int64_t R = int64_t(c.chunk_kib) * 1024 / (ng * rb) * ng;
           ASSERT_GE(R, ng) << c.name();
           EXPECT_EQ(l.grid, (p.rows + R - 1) / R) << c.name();
           EXPECT_EQ(l.dynamic_smem, c.stages * ((R * rb + 32 + 127) / 128 * 128)) << c.name();
+          continue;
+        }
+        if (c.kind == SoftmaxKind::flat) {  // a warp a tile of 32 lanes x P rows (whole 16-byte packs)
+          const int64_t rb = p.cols * int64_t(size_of(p.in)), P = 16 / std::gcd<int64_t>(rb, 16), w = c.threads / 32;
+          EXPECT_EQ(P * rb % 16, 0) << c.name();
+          EXPECT_EQ(l.grid, (p.rows + 32 * P * w - 1) / (32 * P * w)) << c.name();
+          EXPECT_EQ(l.dynamic_smem, w * 32 * P * rb) << c.name();
           continue;
         }
         if (c.kind == SoftmaxKind::wide) {  // an upper bound: every slice of every row on its own CTA
@@ -694,10 +700,7 @@ TEST(NativeSoftmaxConfigs, SpanConfigs) {
   };
   using V = std::vector<std::string>;
   EXPECT_EQ(names(19173961, 7, DType::bf16),
-            (V{"span_v8_e8_t512_g1_k48_s4", "span_v8_e8_t256_g1_k24_s4", "span_v8_e4_t512_g2_k48_s4", "span_v8_e4_t256_g2_k24_s4",
-               // flat rows: 8 rows of 7 bf16 (7 packs) a thread, a chunk of 1 or 2 sweeps of the threads
-               "span_v8_e7_t128_g0_k14_s4", "span_v8_e7_t128_g0_k28_s4", "span_v8_e7_t256_g0_k28_s3", "span_v8_e7_t256_g0_k28_s4",
-               "span_v8_e7_t512_g0_k56_s3", "span_v8_e7_t512_g0_k56_s4"}));
+            (V{"span_v8_e8_t512_g1_k48_s4", "span_v8_e8_t256_g1_k24_s4", "span_v8_e4_t512_g2_k48_s4", "span_v8_e4_t256_g2_k24_s4"}));
   EXPECT_TRUE(names(134217728, 1, DType::bf16).empty());  // rows of one value: tiny's element-wise path
   EXPECT_EQ(names(131072, 1001, DType::bf16),
             (V{"span_v8_e0_t512_g16_k72_s3", "span_v8_e0_t256_g16_k36_s3", "span_v8_e0_t512_g32_k48_s4", "span_v8_e0_t256_g32_k24_s4"}));
@@ -707,11 +710,7 @@ TEST(NativeSoftmaxConfigs, SpanConfigs) {
             (V{"span_v8_e0_t512_g32_k48_s4", "span_v8_e0_t256_g32_k24_s4", "span_v8_e0_t512_g64_k48_s4", "span_v8_e0_t256_g64_k24_s4"}));
   EXPECT_EQ(names(1000, 512, DType::fp32),
             (V{"span_v4_e0_t512_g32_k48_s4", "span_v4_e0_t256_g32_k24_s4", "span_v4_e0_t512_g64_k48_s4", "span_v4_e0_t256_g64_k24_s4"}));
-  EXPECT_EQ(names(5003, 2, DType::fp32), (V{"span_v4_e2_t512_g1_k48_s4", "span_v4_e2_t256_g1_k24_s4", "span_v4_e1_t512_g2_k48_s4",
-                                            "span_v4_e1_t256_g2_k24_s4", "span_v4_e2_t128_g0_k12_s4", "span_v4_e2_t128_g0_k24_s4",
-                                            "span_v4_e2_t256_g0_k12_s3", "span_v4_e2_t256_g0_k12_s4", "span_v4_e2_t512_g0_k8_s3",
-                                            "span_v4_e2_t512_g0_k8_s4"}));  // flat: chunks of at least 12 KiB
-  EXPECT_EQ(names(100, 9, DType::bf16).size(), 4u);  // no flat rows past 8 values
+  EXPECT_EQ(names(5003, 2, DType::fp32), (V{"span_v4_e2_t512_g1_k48_s4", "span_v4_e2_t256_g1_k24_s4", "span_v4_e1_t512_g2_k48_s4", "span_v4_e1_t256_g2_k24_s4"}));
   EXPECT_TRUE(names(32768, 4097, DType::bf16).empty());
   EXPECT_TRUE(names(1000, 513, DType::fp32).empty());
   EXPECT_TRUE(names(131072, 1001, DType::fp32).empty());
@@ -733,8 +732,7 @@ TEST(NativeSoftmaxConfigs, SpanConfigs) {
       EXPECT_TRUE(l.persistent) << c.name();
       EXPECT_LE(l.dynamic_smem, kNativeSmemDynamicOptIn) << c.name();
       const int64_t rb = cols * int64_t(size_of(in));
-      const int64_t least = c.group > 0 ? rb * (c.threads / c.group) : rb * (16 / std::gcd<int64_t>(rb, 16));  // flat: a pack of rows
-      EXPECT_GE(l.dynamic_smem, c.stages * (least + 32)) << c.name();
+      EXPECT_GE(l.dynamic_smem, c.stages * (rb * (c.threads / c.group) + 32)) << c.name();
       EXPECT_EQ(l.cluster, 1) << c.name();
       EXPECT_EQ(native_softmax_launch_violation(l, NativeSoftmaxDeviceLimits{}, 2048, 64), "") << c.name();
     }

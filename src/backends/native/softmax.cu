@@ -1448,76 +1448,7 @@ __device__ __forceinline__ void span_row_packs(unsigned char* stage, int o0, int
   });
 }
 
-// Flat rows (group 0): rows of C values, a thread holding P whole rows as NP 16-byte packs of the
-// stage (P C sizeof(T) = 16 NP, the fewest rows that end on a pack: 8 rows of 7 bf16 = 7 packs,
-// 4 rows of 7 fp32 = 7 packs). The packs are read and written with 16-byte shared-memory accesses
-// (a quarter warp's 8 lanes NP x 16 bytes apart: distinct banks for odd NP, at most 2-way
-// otherwise); element-wise reads of rows 14 bytes apart hit the same banks up to 4 times (the
-// g1 values path: 64% of copy for 19173961 x 7 bf16 on the H200).
-constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int(b, a % b); }
-template <class T, int C>
-struct FlatRows {
-  static constexpr int RB = C * int(sizeof(T));       // bytes a row
-  static constexpr int P = 16 / gcd_int(RB, 16);      // rows a thread
-  static constexpr int NP = P * RB / 16;              // 16-byte packs a thread
-};
-constexpr int kFlatMaxCols = 8;  // flat rows: 2 .. 8 values (template instances)
-
-// One row of C values v = s x in registers -> y in place; the arithmetic and special values of
-// span_row_values with one lane a row.
-template <int C>
-__device__ __forceinline__ void softmax_regs(float* v) {
-  float m = -INFINITY, amin = INFINITY;
-#pragma unroll
-  for (int j = 0; j < C; ++j) {
-    m = fmaxf(m, v[j]);
-    amin = fminf(amin, v[j]);
-  }
-  const float ml = m * kLog2e;
-  float sum = 0.0f;
-  if (isfinite(ml) || !isfinite(m)) {
-    if (fmaf(amin, kLog2e, -ml) >= -126.0f) {
-#pragma unroll
-      for (int j = 0; j < C; ++j) sum += (v[j] = ex2_ftz(fmaf(v[j], kLog2e, -ml)));
-    } else {
-#pragma unroll
-      for (int j = 0; j < C; ++j) sum += (v[j] = ex2(fmaf(v[j], kLog2e, -ml)));
-    }
-  } else {  // |m| > 2.3e38
-#pragma unroll
-    for (int j = 0; j < C; ++j) sum += (v[j] = exp_sub(v[j], m));
-  }
-  const float inv = 1.0f / sum;
-#pragma unroll
-  for (int j = 0; j < C; ++j) v[j] *= inv;
-}
-
-// The flat rows of a chunk in its stage (16-byte aligned: ob == 0), y over x: thread t takes the
-// groups of P rows t, t + T, ...; the rows of a last partial group one a thread by the values path.
-template <class T, int C>
-__device__ __forceinline__ void span_flat_rows(unsigned char* stage, int nr, float scale, int t, int T_, float* red_m,
-                                               float* red_s) {
-  using F = FlatRows<T, C>;
-  constexpr int V = int(16 / sizeof(T));
-  const int groups = nr / F::P;
-  for (int g = t; g < groups; g += T_) {
-    uint4* const pk = reinterpret_cast<uint4*>(stage + g * (F::P * F::RB));
-    float v[F::NP * V];
-#pragma unroll
-    for (int j = 0; j < F::NP; ++j) unpack16<T>(pk[j], v + j * V);
-#pragma unroll
-    for (int i = 0; i < F::NP * V; ++i) v[i] *= scale;
-#pragma unroll
-    for (int r = 0; r < F::P; ++r) softmax_regs<C>(v + r * C);
-#pragma unroll
-    for (int j = 0; j < F::NP; ++j) pk[j] = pack16<T>(v + j * V);
-  }
-  for (int lr = groups * F::P + t; lr < nr; lr += T_)  // one lane a row: no shuffles
-    span_row_values<T, kFlatMaxCols>(stage + lr * F::RB, C, true, 0, 1, 0, scale, red_m, red_s);
-}
-
-// C > 0: flat rows of C values (group 0; E unused).
-template <class T, int E, int C>
+template <class T, int E>
 __global__ void __launch_bounds__(kSpanMaxThreads)
     softmax_span_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, float scale, int64_t R,
                         int S, int stage_bytes, int G) {
@@ -1548,9 +1479,8 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
   if (t == 0)
     for (int s = 0; s + 1 < S; ++s) issue(first + s * G0, s);
 
-  const int Gl = C > 0 ? 1 : G;  // lanes a row (flat rows: one)
-  const int q = t / Gl, k = t - q * Gl, ng = T_ / Gl;
-  const int qw = Gl < 32 ? (t & ~31) / Gl : q;  // the first group of this thread's warp
+  const int q = t / G, k = t - q * G, ng = T_ / G;
+  const int qw = G < 32 ? (t & ~31) / G : q;  // the first group of this thread's warp
   int it = 0;
   for (int64_t ch = first; ch < nchunks; ch += G0, ++it) {
     const int st = it % S;
@@ -1564,8 +1494,7 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
     }
     const int ob = int(c.b0 - c.a0);                           // the chunk's first byte in the stage (0 .. 15)
     const int rb = int(row_bytes);    // a row fits a stage (cannot_run)
-    if constexpr (C > 0) span_flat_rows<T, C>(stage, c.nr, scale, t, T_, red_m, red_s);
-    else for (int lr0 = 0; lr0 + qw < c.nr; lr0 += ng) {
+    for (int lr0 = 0; lr0 + qw < c.nr; lr0 += ng) {
       const int lr = lr0 + q;
       const bool valid = lr < c.nr;
       if constexpr (E > 0) {
@@ -1597,6 +1526,130 @@ __global__ void __launch_bounds__(kSpanMaxThreads)
     __syncwarp();
   }
   if (t == 0) bulk_wait_all();
+}
+
+// ---- flat: packed rows of 2 .. 8 values, a lane whole rows as 16-byte packs ----------------
+//
+// Packed rows (ld == cols) of C values (a template argument), y of x's dtype: the fewest rows P
+// whose bytes end on a 16-byte pack (P C sizeof(T) = 16 NP: 8 rows of 7 bf16 are 7 packs, 4 of
+// 7 fp32 are 7) are a lane's; a warp's tile is 32 lanes x NP packs. The warp loads its tile with
+// NP coalesced 16-byte loads a lane (lane l, load j: pack 32 j + l, as a copy kernel does),
+// transposes it through its shared memory (store pack 32 j + l, read packs NP l .. NP l + NP - 1:
+// a quarter warp's 8 lanes NP x 16 bytes apart, distinct banks for odd NP), reduces its P rows
+// in registers (the values at compile-time positions of the packs, y written over x there) and
+// stores the tile back the same two ways. Non-persistent (a warp a tile): the occupancy and the
+// NP loads a lane in flight hide the latency. The last, partial tile: a lane a row, element by
+// element. (The span kind's lanes read rows 14 bytes apart element by element from shared memory,
+// up to 4 times on one bank: 64-70% of copy for 19173961 x 7 bf16 on the H200; this kind's
+// first version, span chunks with the lane's packs read from the stage, 79.5%.)
+constexpr int gcd_int(int a, int b) { return b == 0 ? a : gcd_int(b, a % b); }
+template <class T, int C>
+struct FlatRows {
+  static constexpr int RB = C * int(sizeof(T));   // bytes a row
+  static constexpr int P = 16 / gcd_int(RB, 16);  // rows a lane
+  static constexpr int NP = P * RB / 16;          // 16-byte packs a lane
+};
+constexpr int kFlatMaxCols = 8;      // rows of 2 .. 8 values (template instances)
+constexpr int kFlatMaxThreads = 512;
+
+// One row of C values v = s x in registers -> y in place; the arithmetic and special values of
+// span_row_values with one lane a row.
+template <int C>
+__device__ __forceinline__ void softmax_regs(float* v) {
+  float m = -INFINITY, amin = INFINITY;
+#pragma unroll
+  for (int j = 0; j < C; ++j) {
+    m = fmaxf(m, v[j]);
+    amin = fminf(amin, v[j]);
+  }
+  const float ml = m * kLog2e;
+  float sum = 0.0f;
+  if (isfinite(ml) || !isfinite(m)) {
+    if (fmaf(amin, kLog2e, -ml) >= -126.0f) {
+#pragma unroll
+      for (int j = 0; j < C; ++j) sum += (v[j] = ex2_ftz(fmaf(v[j], kLog2e, -ml)));
+    } else {
+#pragma unroll
+      for (int j = 0; j < C; ++j) sum += (v[j] = ex2(fmaf(v[j], kLog2e, -ml)));
+    }
+  } else {  // |m| > 2.3e38
+#pragma unroll
+    for (int j = 0; j < C; ++j) sum += (v[j] = exp_sub(v[j], m));
+  }
+  const float inv = 1.0f / sum;
+#pragma unroll
+  for (int j = 0; j < C; ++j) v[j] *= inv;
+}
+
+// Element f of 32-bit words w holding T values (f a compile-time index once unrolled).
+template <class T>
+__device__ __forceinline__ float word_elem(const uint32_t* w, int f) {
+  if constexpr (sizeof(T) == 4) {
+    return __uint_as_float(w[f]);
+  } else {
+    const uint32_t h = f & 1 ? w[f >> 1] >> 16 : w[f >> 1] & 0xffffu;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) return __uint_as_float(h << 16);
+    else return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+  }
+}
+template <class T>
+__device__ __forceinline__ void set_word_elem(uint32_t* w, int f, float v) {
+  if constexpr (sizeof(T) == 4) {
+    w[f] = __float_as_uint(v);
+  } else {
+    const T t = from_float<T>(v);
+    const uint32_t h = *reinterpret_cast<const unsigned short*>(&t);
+    w[f >> 1] = f & 1 ? (w[f >> 1] & 0xffffu) | (h << 16) : (w[f >> 1] & 0xffff0000u) | h;
+  }
+}
+
+template <class T, int C>
+__global__ void __launch_bounds__(kFlatMaxThreads)
+    softmax_flat_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t rows, float scale) {
+  using F = FlatRows<T, C>;
+  constexpr int NP = F::NP, P = F::P;
+  extern __shared__ __align__(16) uint4 flat_tiles[];
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  uint4* const tile = flat_tiles + warp * (32 * NP);
+  const int64_t t = int64_t(blockIdx.x) * (blockDim.x >> 5) + warp;  // this warp's tile
+  const int64_t r0 = t * (32 * P);
+  if (r0 >= rows) return;
+  if (r0 + 32 * P <= rows) {
+    const uint4* const gx = reinterpret_cast<const uint4*>(x) + t * (32 * NP);
+    uint4* const gy = reinterpret_cast<uint4*>(y) + t * (32 * NP);
+    uint32_t w[4 * NP];
+#pragma unroll
+    for (int j = 0; j < NP; ++j) tile[32 * j + lane] = __ldcs(gx + 32 * j + lane);
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < NP; ++j) {
+      const uint4 q = tile[NP * lane + j];
+      w[4 * j] = q.x, w[4 * j + 1] = q.y, w[4 * j + 2] = q.z, w[4 * j + 3] = q.w;
+    }
+#pragma unroll
+    for (int r = 0; r < P; ++r) {
+      float v[C];
+#pragma unroll
+      for (int c = 0; c < C; ++c) v[c] = scale * word_elem<T>(w, r * C + c);
+      softmax_regs<C>(v);
+#pragma unroll
+      for (int c = 0; c < C; ++c) set_word_elem<T>(w, r * C + c, v[c]);
+    }
+#pragma unroll
+    for (int j = 0; j < NP; ++j) tile[NP * lane + j] = make_uint4(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]);
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < NP; ++j) __stcs(gy + 32 * j + lane, tile[32 * j + lane]);
+  } else {  // the last tile, short: a lane a row
+    for (int64_t r = r0 + lane; r < rows; r += 32) {
+      float v[C];
+#pragma unroll
+      for (int c = 0; c < C; ++c) v[c] = scale * to_float(x[r * C + c]);
+      softmax_regs<C>(v);
+#pragma unroll
+      for (int c = 0; c < C; ++c) y[r * C + c] = from_float<T>(v[c]);
+    }
+  }
 }
 
 // ---- wide: few long rows, each cut into slices spread over the whole GPU ----------------------
@@ -1632,6 +1685,32 @@ __device__ __forceinline__ float2 ld_relaxed_f2(const float2* p) {
   float2 v;
   asm volatile("ld.relaxed.gpu.global.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p) : "memory");
   return v;
+}
+
+// A row's (M, Z) from its n slice pairs (m_j, z_j) at pr, by one warp (every lane gets it): M =
+// max m_j, Z = sum z_j exp(m_j - M) (a -Inf m_j weighs 0; a NaN or +Inf pair makes Z NaN). Each
+// lane merges its pairs online, kMergeLoads loads in flight at a time (a load's result used
+// right after it would expose the L2 latency of every pair: ~16 us a row of 512 slices), then
+// the lanes merge theirs.
+constexpr int kMergeLoads = 8;
+__device__ __forceinline__ float2 merge_pairs(const float2* pr, int n, int lane) {
+  float M = -INFINITY, Z = 0.0f;
+  for (int j0 = lane; j0 < n; j0 += 32 * kMergeLoads) {
+    float2 q[kMergeLoads];
+#pragma unroll
+    for (int u = 0; u < kMergeLoads; ++u) {
+      const int j = j0 + 32 * u;
+      q[u] = j < n ? ld_relaxed_f2(pr + j) : make_float2(-INFINITY, 0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < kMergeLoads; ++u) {
+      const float Mn = fmaxf(M, q[u].x);
+      Z = Z * weight(M, Mn) + q[u].y * weight(q[u].x, Mn);
+      M = Mn;
+    }
+  }
+  const float Mw = warp_max(M);
+  return make_float2(Mw, warp_sum(Z * weight(M, Mw)));
 }
 
 // v[0..E) = s x of the thread's packs of a row's slice (gx[u]: the slice's virtual column u;
@@ -1726,16 +1805,8 @@ __global__ void __launch_bounds__(kWideMaxThreads)
         while (ld_acquire(c) < unsigned(nsl))
           if (global_ns() - t0 > kPipeWaitTimeoutNs) __trap();
       }
-      const float2* pr = part + row * nsl;
-      float M = -INFINITY;
-      for (int j = lane; j < nsl; j += 32) M = fmaxf(M, ld_relaxed_f2(pr + j).x);
-      M = warp_max(M);
-      float Z = 0.0f;
-      for (int j = lane; j < nsl; j += 32) {
-        const float2 q = ld_relaxed_f2(pr + j);
-        Z += q.y * weight(q.x, M);
-      }
-      Z = warp_sum(Z);
+      const float2 mz = merge_pairs(part + row * nsl, nsl, lane);
+      const float M = mz.x, Z = mz.y;
       if (lane == 0) {
         stat = make_float2(M, Z);
         // nsl publishers and nsl readers: the last reader puts the counter back to 0.
@@ -1866,17 +1937,8 @@ __global__ void __launch_bounds__(kWideMaxThreads)
           while (ld_acquire(c) < unsigned(nsl))
             if (global_ns() - t0 > kPipeWaitTimeoutNs) __trap();
         }
-        const float2* pr = part + it.row * nsl;
-        float M = -INFINITY;
-        for (int j = lane; j < nsl; j += 32) M = fmaxf(M, ld_relaxed_f2(pr + j).x);
-        M = warp_max(M);
-        float Z = 0.0f;
-        for (int j = lane; j < nsl; j += 32) {
-          const float2 q = ld_relaxed_f2(pr + j);
-          Z += q.y * weight(q.x, M);
-        }
-        Z = warp_sum(Z);
-        if (lane == 0) stat = make_float2(M, Z);
+        const float2 mz = merge_pairs(part + it.row * nsl, nsl, lane);
+        if (lane == 0) stat = mz;
       }
       __syncthreads();
       stat_row = it.row;
@@ -2282,19 +2344,35 @@ void launch_tiny(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
   }
 }
 
+template <class Ti, class To, int VEC>
+void launch_flat(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  if constexpr (std::is_same_v<Ti, To> && VEC * sizeof(Ti) == 16) {
+    int64_t rows = p.rows;
+    float scale = p.scale;
+    void* args[] = {&x, &y, &rows, &scale};
+    const void* kernel = nullptr;
+    switch (c.elems) {
+      case 2: kernel = reinterpret_cast<const void*>(&softmax_flat_kernel<Ti, 2>); break;
+      case 3: kernel = reinterpret_cast<const void*>(&softmax_flat_kernel<Ti, 3>); break;
+      case 4: kernel = reinterpret_cast<const void*>(&softmax_flat_kernel<Ti, 4>); break;
+      case 5: kernel = reinterpret_cast<const void*>(&softmax_flat_kernel<Ti, 5>); break;
+      case 6: kernel = reinterpret_cast<const void*>(&softmax_flat_kernel<Ti, 6>); break;
+      case 7: kernel = reinterpret_cast<const void*>(&softmax_flat_kernel<Ti, 7>); break;
+      case 8: kernel = reinterpret_cast<const void*>(&softmax_flat_kernel<Ti, 8>); break;
+      default: GT_THROW("native softmax: " + c.name() + ": the flat kind takes rows of 2 .. 8 values");
+    }
+    launch(c, p, kernel, args, s);
+  } else {
+    GT_THROW("native softmax: " + c.name() + ": the flat kind needs 16-byte vectors and y of x's dtype");
+  }
+}
+
 // span: the rows of a chunk (a multiple of the CTA's threads / group, as many as chunk_kib KiB of x
 // hold; 0 when not even one row a group fits) and the bytes of one stage (the chunk and its two
 // partial edge packs, rounded to 128).
-// Flat rows (group 0): a multiple of the rows whose bytes end on a 16-byte pack (FlatRows::P),
-// so that every chunk starts on one.
 int64_t span_rows(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
-  const int64_t row_bytes = p.cols * int64_t(size_of(p.in));
-  if (c.group == 0) {
-    const int64_t P = 16 / std::gcd<int64_t>(row_bytes, 16);
-    return int64_t(c.chunk_kib) * 1024 / (P * row_bytes) * P;
-  }
   if (c.group < 1 || c.threads % c.group) return 0;
-  const int64_t ng = c.threads / c.group;
+  const int64_t ng = c.threads / c.group, row_bytes = p.cols * int64_t(size_of(p.in));
   return int64_t(c.chunk_kib) * 1024 / (ng * row_bytes) * ng;
 }
 int64_t span_stage_bytes(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
@@ -2309,26 +2387,13 @@ void launch_span(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
     int S = c.stages, stage_bytes = int(span_stage_bytes(c, p)), G = c.group;
     void* args[] = {&x, &y, &rows, &cols, &scale, &R, &S, &stage_bytes, &G};
     const void* kernel = nullptr;
-    if (G == 0) {  // flat rows of elems == cols values
-      switch (c.elems) {
-        case 2: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 2>); break;
-        case 3: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 3>); break;
-        case 4: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 4>); break;
-        case 5: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 5>); break;
-        case 6: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 6>); break;
-        case 7: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 7>); break;
-        case 8: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, kFlatMaxCols, 8>); break;
-        default: GT_THROW("native softmax: " + c.name() + ": flat rows (group 0) of 2 .. 8 values");
-      }
-    } else {
-      switch (c.elems) {
-        case 0: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 0, 0>); break;
-        case 1: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 1, 0>); break;
-        case 2: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 2, 0>); break;
-        case 4: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 4, 0>); break;
-        case 8: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 8, 0>); break;
-        default: GT_THROW("native softmax: " + c.name() + ": elems must be 0, 1, 2, 4 or 8 for the span kind");
-      }
+    switch (c.elems) {
+      case 0: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 0>); break;
+      case 1: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 1>); break;
+      case 2: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 2>); break;
+      case 4: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 4>); break;
+      case 8: kernel = reinterpret_cast<const void*>(&softmax_span_kernel<Ti, 8>); break;
+      default: GT_THROW("native softmax: " + c.name() + ": elems must be 0, 1, 2, 4 or 8 for the span kind");
     }
     launch(c, p, kernel, args, s);
   } else {
@@ -2371,6 +2436,7 @@ void launch_vec(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti*
   if (c.kind == SoftmaxKind::wide) return launch_wide<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::tiny) return launch_tiny<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::span) return launch_span<Ti, To, VEC>(c, p, x, y, s);
+  if (c.kind == SoftmaxKind::flat) return launch_flat<Ti, To, VEC>(c, p, x, y, s);
   switch (c.elems) {
     case 1: return launch_rows<Ti, To, 1, VEC>(c, p, x, y, s);
     case 2: return launch_rows<Ti, To, 2, VEC>(c, p, x, y, s);
@@ -2421,6 +2487,7 @@ int launch_bound(const NativeSoftmaxConfig& c) {
     case SoftmaxKind::row: return c.elems > 32 || c.stages == 2 ? row_max_threads<64, true>() : row_max_threads<32, false>();
     case SoftmaxKind::tiny: return kTinyMaxThreads;
     case SoftmaxKind::span: return kSpanMaxThreads;
+    case SoftmaxKind::flat: return kFlatMaxThreads;
     case SoftmaxKind::wide: return kWideMaxThreads;
     case SoftmaxKind::smem:
     case SoftmaxKind::online: return kMaxThreads;
@@ -2458,6 +2525,7 @@ const char* to_string(SoftmaxKind k) {
     case SoftmaxKind::wide: return "wide";
     case SoftmaxKind::row: return "row";
     case SoftmaxKind::span: return "span";
+    case SoftmaxKind::flat: return "flat";
   }
   return "?";
 }
@@ -2474,6 +2542,7 @@ int64_t NativeSoftmaxConfig::max_cols() const {
     case SoftmaxKind::tiny: return std::min<int64_t>(int64_t(group) * elems, kTinyMaxCols);
     case SoftmaxKind::wide: return -1;  // any: slices as many as the row needs
     case SoftmaxKind::span: return -1;  // rows that fit a chunk: see cannot_run
+    case SoftmaxKind::flat: return kFlatMaxCols;
   }
   return 0;
 }
@@ -2497,7 +2566,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
     GT_THROW("native softmax config '" + name + "': " + why +
              " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
              "pipe_v8_e32_t1024_r1_c8_s3, row_v8_e32_t160_r1_c1_s1, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512, "
-             "span_v8_e0_t512_g64_k48_s4)");
+             "span_v8_e0_t512_g64_k48_s4, flat_v8_e7_t256)");
   };
   NativeSoftmaxConfig c;
   size_t pos = name.find('_');
@@ -2512,6 +2581,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   else if (kind == "wide") c.kind = SoftmaxKind::wide;
   else if (kind == "row") c.kind = SoftmaxKind::row;
   else if (kind == "span") c.kind = SoftmaxKind::span;
+  else if (kind == "flat") c.kind = SoftmaxKind::flat;
   else bad("unknown kind '" + kind + "'");
   auto field = [&](char tag) -> int {
     if (pos == std::string::npos || pos + 2 > name.size() || name[pos + 1] != tag) bad(std::string("missing _") + tag);
@@ -2592,17 +2662,12 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     if (p.row_stride() != p.cols) return "the span kind needs packed rows (ld == cols)";
     if (threads < 64 || threads > kSpanMaxThreads)
       return "64 .. " + std::to_string(kSpanMaxThreads) + " threads for the span kind";
-    if (group == 0) {  // flat rows
-      if (elems < 2 || elems > kFlatMaxCols || elems != p.cols)
-        return "group 0 (flat rows) needs elems == cols, 2 .. " + std::to_string(kFlatMaxCols);
-    } else if (elems != 0 && (!pow2(elems) || elems > 8)) {
-      return "elems must be 0, 1, 2, 4 or 8 for the span kind";
-    }
-    if (group < 0 || (group > 0 && threads % group) || (group < 32 ? group > 0 && !pow2(group) : group % 32))
-      return "group must be 0 (flat rows), 1, 2, 4, 8, 16 lanes or whole warps dividing the threads";
+    if (elems != 0 && (!pow2(elems) || elems > 8)) return "elems must be 0, 1, 2, 4 or 8 for the span kind";
+    if (group < 1 || threads % group || (group < 32 ? !pow2(group) : group % 32))
+      return "group must be 1, 2, 4, 8, 16 lanes or whole warps dividing the threads";
     if (group > 32 && threads / group > 15) return "at most 15 groups of warps a CTA (named barriers)";
     if (elems > 0 && group > 32) return "elems > 0 needs a group within one warp";
-    if (group > 0 && elems > 0 && p.cols > int64_t(group) * elems)
+    if (elems > 0 && p.cols > int64_t(group) * elems)
       return "holds rows of at most " + std::to_string(group * elems) + " columns, not " + std::to_string(p.cols);
     if (elems == 0 && group < 2) return "elems 0 (packs) needs at least 2 lanes a row";
     if (elems == 0) {  // a lane holds at most kSpanPacks of the 16-byte packs a row (share) spans
@@ -2613,12 +2678,18 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
     }
     if (stages < 2 || stages > kSpanMaxStages) return "stages must be 2 .. " + std::to_string(kSpanMaxStages);
     if (chunk_kib < 1 || span_rows(*this, p) < 1)
-      return "a chunk of " + std::to_string(chunk_kib) + " KiB holds less than " +
-             (group == 0 ? std::string("one pack of whole rows")
-                         : "one row for each of the " + std::to_string(threads / group) + " groups of a CTA");
+      return "a chunk of " + std::to_string(chunk_kib) + " KiB holds less than one row for each of the " +
+             std::to_string(threads / std::max(group, 1)) + " groups of a CTA";
     if (stages * span_stage_bytes(*this, p) > kNativeSmemDynamicOptIn)
       return std::to_string(stages) + " stages of " + std::to_string(span_stage_bytes(*this, p)) + " bytes exceed the " +
              std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
+  } else if (kind == SoftmaxKind::flat) {
+    if (vec != vec16_of(p.in)) return "the flat kind copies 16-byte packs (vec " + std::to_string(vec16_of(p.in)) + ")";
+    if (p.out != p.in) return "the flat kind writes y over x in registers: y's dtype must be x's";
+    if (p.row_stride() != p.cols) return "the flat kind needs packed rows (ld == cols)";
+    if (elems != p.cols || elems < 2 || elems > kFlatMaxCols)
+      return "elems must be cols, 2 .. " + std::to_string(kFlatMaxCols) + ", for the flat kind";
+    if (threads > kFlatMaxThreads) return "at most " + std::to_string(kFlatMaxThreads) + " threads for the flat kind";
   } else if (kind == SoftmaxKind::wide) {
     const int v16 = vec16_of(p.in);
     if (vec != v16) return "the wide kind loads 16-byte packs (vec " + std::to_string(v16) + ")";
@@ -2670,10 +2741,12 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   }
   const int64_t per_block = kind == SoftmaxKind::tiny   ? tiny_rows(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)))
                             : kind == SoftmaxKind::span ? span_rows(*this, p)
+                            : kind == SoftmaxKind::flat ? int64_t(threads) * (16 / std::gcd<int64_t>(p.cols * int64_t(size_of(p.in)), 16))
                                                         : rows_per_block();
   const int64_t blocks = (p.rows + per_block - 1) / per_block * cluster;
   if (blocks > int64_t(0x7fffffff)) return "too many rows for one grid (2^31 - 1 blocks)";
-  const bool own_alignment = rows_of_warps || kind == SoftmaxKind::tiny || kind == SoftmaxKind::wide || kind == SoftmaxKind::span;
+  const bool own_alignment = rows_of_warps || kind == SoftmaxKind::tiny || kind == SoftmaxKind::wide || kind == SoftmaxKind::span ||
+                             kind == SoftmaxKind::flat;
   if (vec > 1 && !aligned && !own_alignment)
     return "ld = " + std::to_string(p.row_stride()) + " is not a multiple of vec";
   return {};
@@ -2872,20 +2945,12 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         }
       }
   }
-  // span, flat rows (group 0): packed rows of 2 .. 8 values, a thread P whole rows (a chunk one or
-  // two sweeps of the CTA's threads, at least 12 KiB), 2-4 CTAs an SM at 128 / 256 threads, one at 512.
-  if (p.in == p.out && p.row_stride() == p.cols && p.cols >= 2 && p.cols <= kFlatMaxCols) {
-    const int64_t rb = p.cols * int64_t(size_of(p.in)), P = 16 / std::gcd<int64_t>(rb, 16);
-    const struct {
-      int threads, sweeps, stages;
-    } flats[] = {{128, 1, 4}, {128, 2, 4}, {256, 1, 3}, {256, 1, 4}, {512, 1, 3}, {512, 1, 4}};
-    for (const auto& f : flats) {
-      const int64_t sweep = f.threads * P * rb, sweeps = f.sweeps * std::max<int64_t>(1, 12 * 1024 / sweep);
-      const int kib = int((sweep * sweeps + 1023) / 1024);
-      NativeSoftmaxConfig cfg{SoftmaxKind::span, v16, int(p.cols), f.threads, 1, f.stages, 1, 0, kib};
-      if (cfg.cannot_run(p).empty() && std::find(out.begin(), out.end(), cfg) == out.end()) out.push_back(cfg);
+  // flat: packed rows of 2 .. 8 values, y of x's dtype; 128, 256, 512 threads.
+  if (p.in == p.out && p.row_stride() == p.cols && p.cols >= 2 && p.cols <= kFlatMaxCols)
+    for (int t : {128, 256, 512}) {
+      NativeSoftmaxConfig cfg{SoftmaxKind::flat, v16, int(p.cols), t, 1};
+      if (cfg.cannot_run(p).empty()) out.push_back(cfg);
     }
-  }
   // wide: few long rows, each spread over many CTAs (256 or 512 threads, 2 or 4 packs a thread).
   if (p.rows <= kWideMaxRows && p.cols >= kWideMinCols)
     for (int t : {256, 512})
@@ -2925,11 +2990,11 @@ void run_native_softmax(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, c
     const auto misaligned = [&](const void* ptr, DType t) {
       const uintptr_t a = reinterpret_cast<uintptr_t>(ptr);
       return a % (size_t(c.vec) * size_of(t)) != 0 ||
-             ((c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::span) && a % 16 != 0);
+             ((c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::span || c.kind == SoftmaxKind::flat) && a % 16 != 0);
     };
     if (misaligned(in, p.in) || misaligned(out, p.out))
       GT_THROW("native softmax: " + c.name() + ": x and y must be aligned to " + std::to_string(c.vec) + " elements" +
-               (c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::span ? " and 16 bytes" : ""));
+               (c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::span || c.kind == SoftmaxKind::flat ? " and 16 bytes" : ""));
   }
   dispatch(c, p, in, out, s);
 }
@@ -2981,6 +3046,12 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       l.dynamic_smem = int64_t(c.stages) * span_stage_bytes(c, p);
       l.persistent = true;
       break;
+    case SoftmaxKind::flat: {  // a warp a tile of 32 lanes x P rows
+      const int64_t rb = p.cols * int64_t(size_of(p.in)), P = 16 / std::gcd<int64_t>(rb, 16), warps = c.threads / 32;
+      l.grid = (p.rows + 32 * P * warps - 1) / (32 * P * warps);
+      l.dynamic_smem = warps * 32 * (P * rb);  // each warp's tile
+      break;
+    }
     case SoftmaxKind::wide:
       l.grid = p.rows * wide_slices(c, p);
       l.dynamic_smem = int64_t(c.stages) * c.threads * c.elems * int64_t(size_of(p.in));  // the ring's slots
@@ -3101,6 +3172,7 @@ NativeSoftmaxKernelInfo native_softmax_kernel_info(const NativeSoftmaxConfig& c,
     case SoftmaxKind::wide: info.kernel = c.stages > 0 ? "softmax_ring_kernel" : "softmax_wide_kernel"; break;
     case SoftmaxKind::row: info.kernel = "softmax_row_kernel"; break;
     case SoftmaxKind::span: info.kernel = "softmax_span_kernel"; break;
+    case SoftmaxKind::flat: info.kernel = "softmax_flat_kernel"; break;
   }
   info.regs_per_thread = fa.numRegs;
   info.static_smem = int64_t(fa.sharedSizeBytes);

@@ -52,9 +52,11 @@
 //            (cp.async.bulk, the neighbours' edge bytes over-fetched); `group` lanes a row
 //            reduce it there (elems > 0: elems values a lane in registers; elems 0: the row's
 //            16-byte packs in three passes) and write y over x; y leaves by a bulk copy shared
-//            -> global, only the chunk's two partial edge packs element by element; group 0
-//            (flat rows, elems == cols, 2 .. 8): a thread P whole rows as 16-byte packs (the
-//            fewest rows ending on a pack). Reads x once.
+//            -> global, only the chunk's two partial edge packs element by element. Reads x once.
+//   flat     packed rows of elems == cols = 2 .. 8 values, y of x's dtype: a lane holds the fewest
+//            whole rows that end on a 16-byte pack (8 rows of 7 bf16: 7 packs), a warp's tile
+//            loaded and stored with coalesced 16-byte accesses and transposed through shared
+//            memory; a warp a tile, non-persistent. Reads x once.
 // Every kind loads `vec` consecutive elements per access (16 bytes at most: one vector load
 // when vec > 1); x, y aligned to vec elements of their dtype (cudaMalloc's 256 bytes suffice;
 // the launcher checks). warp, block, cluster, smem and online need ld % vec == 0 (configs only
@@ -78,7 +80,7 @@ namespace gemmtune::native {
 // Bump when a kernel's code changes what it computes or how fast: keys the tuning cache.
 inline constexpr const char* kNativeSoftmaxVersion = "9";
 
-enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online, tiny, wide, row, span };
+enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online, tiny, wide, row, span, flat };
 const char* to_string(SoftmaxKind);
 
 struct NativeSoftmaxConfig {
@@ -90,7 +92,7 @@ struct NativeSoftmaxConfig {
   int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; row: blocks of rows in flight, 1 or 2;
                       // span: chunks in shared memory, 2 .. 6; wide: ring slots, 0 (two-pass) or 3 .. 16; else 0
   int block_rows = 1;  // pipe, row: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
-  int group = 0;       // tiny: lanes a row (1, 2, 4, 8, 16 or 32); span: lanes a row (1 .. 32, or warps; 0: flat rows); else 0
+  int group = 0;       // tiny: lanes a row (1, 2, 4, 8, 16 or 32); span: lanes a row (1 .. 32, or warps); else 0
   int chunk_kib = 0;   // span: KiB of x a chunk holds at most (its rows: a multiple of threads / group); else 0
 
   int rows_per_block() const {
@@ -102,7 +104,7 @@ struct NativeSoftmaxConfig {
   int64_t max_cols() const;
   // Stable name (also the candidate id), e.g. "warp_v8_e32_t256", "block_v8_e16_t512",
   // "cluster_v8_e32_t512_c8", "smem_v8_t512_c4", "pipe_v8_e32_t1024_r1_c8_s3", "online_v4_t1024",
-  // "tiny_v8_e1_t256_g8", "wide_v8_e32_t512", "row_v8_e32_t160_r1_c1_s1", "span_v8_e0_t512_g64_k48_s4".
+  // "tiny_v8_e1_t256_g8", "wide_v8_e32_t512", "row_v8_e32_t160_r1_c1_s1", "span_v8_e0_t512_g64_k48_s4", "flat_v8_e7_t256".
   std::string name() const;
   // The config named `name`; throws Error naming the bad part.
   static NativeSoftmaxConfig parse(const std::string& name);
@@ -112,7 +114,7 @@ struct NativeSoftmaxConfig {
 };
 
 // Every config worth timing for `p` (validated first), in a fixed order: warp, block, cluster,
-// smem, pipe, row, tiny, span, wide, online. num_sms (0: 132, the H200's) sizes the wide ring.
+// smem, pipe, row, tiny, span, flat, wide, online. num_sms (0: 132, the H200's) sizes the wide ring.
 std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p, int num_sms = 0);
 
 // y = softmax(p.scale * x) for device pointers x (p.in), y (p.out), both rows * ld elements;
