@@ -266,16 +266,14 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
   EXPECT_EQ(names(100, 257, DType::bf16, K::tiny), (std::vector<std::string>{"tiny_v8_e16_t256_g32"}));
   EXPECT_EQ(names(100, 1001, DType::fp32, K::tiny), (std::vector<std::string>{"tiny_v4_e32_t256_g32"}));
   EXPECT_TRUE(names(100, 1025, DType::bf16, K::tiny).empty());
-  // two-pass, then the ring where its slots hold a row's slices over 132 SMs (1 or 2 CTAs an SM)
+  // two-pass, then the ring (4 or 8 packs a thread, at most 32 values) where its slots hold a
+  // row's slices over 132 SMs (1 or 2 CTAs an SM)
   EXPECT_EQ(names(1, 1048576, DType::bf16, K::wide),
             (std::vector<std::string>{"wide_v8_e16_t256", "wide_v8_e32_t256", "wide_v8_e16_t512", "wide_v8_e32_t512",
-                                      "wide_v8_e16_t256_s16", "wide_v8_e16_t256_s14", "wide_v8_e32_t256_s14",
-                                      "wide_v8_e32_t256_s7", "wide_v8_e16_t512_s14", "wide_v8_e16_t512_s7",
-                                      "wide_v8_e32_t512_s7", "wide_v8_e32_t512_s3"}));
+                                      "wide_v8_e32_t256_s14", "wide_v8_e32_t256_s7", "wide_v8_e32_t512_s7", "wide_v8_e32_t512_s3"}));
   EXPECT_EQ(names(8, 4194304, DType::fp32, K::wide),
             (std::vector<std::string>{"wide_v4_e8_t256", "wide_v4_e16_t256", "wide_v4_e8_t512", "wide_v4_e16_t512",
-                                      "wide_v4_e8_t256_s14", "wide_v4_e16_t256_s14", "wide_v4_e16_t256_s7", "wide_v4_e8_t512_s14",
-                                      "wide_v4_e8_t512_s7", "wide_v4_e16_t512_s7"}));
+                                      "wide_v4_e16_t256_s14", "wide_v4_e16_t256_s7", "wide_v4_e32_t256_s7", "wide_v4_e16_t512_s7"}));
   EXPECT_TRUE(names(2, 1048575, DType::bf16, K::wide).size() == 4);  // cols not whole packs: no ring
   EXPECT_FALSE(names(64, 8192, DType::bf16, K::wide).empty());
   EXPECT_TRUE(names(65, 1048576, DType::bf16, K::wide).empty());
@@ -307,6 +305,8 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
   EXPECT_NE(C({K::wide, 8, 32, 1024, 1}).cannot_run(big), "");  // 512 threads at most
   EXPECT_NE(C({K::wide, 1, 32, 512, 1}).cannot_run(big), "");   // 16-byte packs only
   EXPECT_NE(C({K::wide, 8, 8, 512, 1}).cannot_run(big), "");    // 2 or 4 packs a thread
+  EXPECT_NE(C({K::wide, 4, 32, 256, 1}).cannot_run(SoftmaxProblem::make(2, 1 << 20, DType::fp32)), "");  // 8: the ring only
+  EXPECT_EQ(C({K::wide, 4, 32, 256, 1, 7}).cannot_run(SoftmaxProblem::make(2, 1 << 20, DType::fp32)), "");
   EXPECT_NE(C({K::wide, 8, 16, 32, 1}).cannot_run(SoftmaxProblem::make(1, int64_t(1) << 24)), "");  // 32768 slices
   C g = C({K::wide, 8, 32, 512, 1});
   g.group = 2;

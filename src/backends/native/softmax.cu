@@ -2306,12 +2306,15 @@ void launch_wide_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const 
 template <class Ti, class To, int VEC>
 void launch_wide(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
   if constexpr (VEC * sizeof(Ti) == 16) {
-    switch (c.elems / VEC) {  // 2 or 4 packs, at most 32 values a thread (cannot_run)
+    switch (c.elems / VEC) {  // 2 or 4 packs (8: the ring), at most 32 values a thread (cannot_run)
       case 2: return launch_wide_e<Ti, To, 2 * VEC>(c, p, x, y, s);
       case 4:
         if constexpr (4 * VEC <= 32) return launch_wide_e<Ti, To, 4 * VEC>(c, p, x, y, s);
         [[fallthrough]];
-      default: GT_THROW("native softmax: " + c.name() + ": elems must be vec x 2 or 4 and at most 32 for the wide kind");
+      case 8:
+        if constexpr (8 * VEC <= 32) return launch_wide_e<Ti, To, 8 * VEC>(c, p, x, y, s);
+        [[fallthrough]];
+      default: GT_THROW("native softmax: " + c.name() + ": elems must be vec x 2 or 4 (8: the ring) and at most 32 for the wide kind");
     }
   } else {
     GT_THROW("native softmax: " + c.name() + ": the wide kind needs 16-byte vectors");
@@ -2693,8 +2696,8 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   } else if (kind == SoftmaxKind::wide) {
     const int v16 = vec16_of(p.in);
     if (vec != v16) return "the wide kind loads 16-byte packs (vec " + std::to_string(v16) + ")";
-    if (elems % vec || (elems / vec != 2 && elems / vec != 4) || elems > 32)
-      return "elems must be vec x 2 or 4 and at most 32";
+    if (elems % vec || (elems / vec != 2 && elems / vec != 4 && (elems / vec != 8 || stages == 0)) || elems > 32)
+      return "elems must be vec x 2 or 4 (8 for the ring) and at most 32";
     if (threads > kWideMaxThreads) return "at most " + std::to_string(kWideMaxThreads) + " threads for the wide kind";
     if (wide_slices(*this, p) > kWideMaxSlices)
       return std::to_string(wide_slices(*this, p)) + " slices a row exceed " + std::to_string(kWideMaxSlices);
@@ -2958,19 +2961,21 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         NativeSoftmaxConfig cfg{SoftmaxKind::wide, v16, v16 * mult, t, 1};
         if (cfg.cannot_run(p).empty()) out.push_back(cfg);
       }
-  // wide ring (rows of whole packs): as many slots as one CTA an SM holds (at most 16), and as two
-  // do; only where the ring holds a row's items over the CTAs (N >= ceil(nsl / G) + 2, G = the
-  // SMs times the CTAs an SM, 132 when num_sms is not given): else it re-reads (the two-pass kind).
+  // wide ring (rows of whole packs): slices of 4 and 8 packs a thread (at most 32 values; on the
+  // H200 the largest slices won: the time grew with the steps a CTA takes, not with the loads in
+  // flight), as many slots as one CTA an SM holds (at most 16), and as two do; only where the ring
+  // holds a row's items over the CTAs (N >= ceil(nsl / G) + 2, G = the SMs times the CTAs an SM,
+  // 132 when num_sms is not given): else it re-reads (the two-pass kind).
   if (p.rows <= kWideMaxRows && p.cols >= kWideMinCols && p.row_stride() % v16 == 0 && p.cols % v16 == 0)
     for (int t : {256, 512})
-      for (int mult : {2, 4})
+      for (int mult : {4, 8})
         for (int per_sm : {1, 2}) {
           const int64_t slot = int64_t(t) * v16 * mult * int64_t(size_of(p.in));
           // two an SM: half of sm_90's 228 KiB an SM, less 1 KiB reserved a CTA and 1 KiB of static smem
           const int64_t room = per_sm == 1 ? kNativeSmemDynamicOptIn : 233472 / 2 - 2048;
           const int n = int(std::min<int64_t>(kRingMaxStages, room / slot));
           NativeSoftmaxConfig cfg{SoftmaxKind::wide, v16, v16 * mult, t, 1, n};
-          if (n < 3 || !cfg.cannot_run(p).empty() || std::find(out.begin(), out.end(), cfg) != out.end()) continue;
+          if (v16 * mult > 32 || n < 3 || !cfg.cannot_run(p).empty() || std::find(out.begin(), out.end(), cfg) != out.end()) continue;
           const int64_t grid = int64_t(num_sms > 0 ? num_sms : 132) * per_sm, nsl = wide_slices(cfg, p);
           if (n >= (nsl + grid - 1) / grid + 2) out.push_back(cfg);
         }
