@@ -385,6 +385,19 @@ class HopperSoftmax:
         return self._merge(buf, Int32(0), C * W, lane)
 
     @cute.jit
+    def _row_stats(self, m: Float32, s: Float32, pairs: cute.Tensor, buf: cute.Tensor, mbar, rank: Int32,
+                   r_in: Int32, warp: Int32, lane: Int32):
+        """(M, S) of the row from this group's (m, s): across the cluster's CTAs (cluster > 1,
+        _cluster_merge) or the row's warps (_row_merge)."""
+        big_m = m
+        big_s = s
+        if cutlass.const_expr(self.cfg.cluster > 1):
+            big_m, big_s = self._cluster_merge(m, s, pairs, buf, mbar, rank, warp, lane)
+        else:
+            big_m, big_s = self._row_merge(m, s, buf, r_in, warp, lane)
+        return big_m, big_s
+
+    @cute.jit
     def _one_pass_packed(self, tx: cute.Tensor, ty: cute.Tensor, rx: cute.Tensor, ry: cute.Tensor, first: Int32,
                          cols: Int32, valid_row, scale: Float32, pairs: cute.Tensor, buf: cute.Tensor, mbar,
                          rank: Int32, warp: Int32, lane: Int32, r_in: Int32, lim):
@@ -406,7 +419,7 @@ class HopperSoftmax:
         computes the same with each element outside [0, cols) left out (per element, in fp32), and
         stores only inside the row."""
         cfg = self.cfg
-        V, J, TPR, C = cfg.vec, cfg.chunks, cfg.tpr, cfg.cluster
+        V, J, TPR = cfg.vec, cfg.chunks, cfg.tpr
         H = V // 2
         G = min(TPR, WARP)
         bf16 = cutlass.const_expr(rx.element_type == cutlass.BFloat16)
@@ -490,12 +503,7 @@ class HopperSoftmax:
         s = (sums[0] + sums[1]) + (sums[2] + sums[3])
         s = cute.arch.warp_reduction(s, _add, threads_in_group=G)
 
-        big_m = m
-        big_s = s
-        if cutlass.const_expr(C > 1):
-            big_m, big_s = self._cluster_merge(m, s, pairs, buf, mbar, rank, warp, lane)
-        else:
-            big_m, big_s = self._row_merge(m, s, buf, r_in, warp, lane)
+        big_m, big_s = self._row_stats(m, s, pairs, buf, mbar, rank, r_in, warp, lane)
 
         # y = 2^(x sl - M log2 e + 24) * (2^-24 / S), access by access.
         c1 = Float32(24.0) - big_m * LOG2E
@@ -598,12 +606,7 @@ class HopperSoftmax:
             if m != -Float32.inf:
                 term = s * ex2((m - gm) * LOG2E)
             gs = cute.arch.warp_reduction(term, _add, threads_in_group=G)
-            big_m = gm
-            big_s = gs
-            if cutlass.const_expr(C > 1):
-                big_m, big_s = self._cluster_merge(gm, gs, pairs, buf, mbar, rank, warp, lane)
-            else:
-                big_m, big_s = self._row_merge(gm, gs, buf, r_in, warp, lane)
+            big_m, big_s = self._row_stats(gm, gs, pairs, buf, mbar, rank, r_in, warp, lane)
             # Pass 2: y = exp(v - M) / S, this CTA's tiles again, the latest read first (in L2).
             inv = Float32(1.0) / big_s
             ml = big_m * LOG2E
@@ -664,7 +667,7 @@ class HopperSoftmax:
         """The one-pass kernel with the row's values in fp32 registers: e = exp(v - m) kept, one
         exp per element."""
         cfg = self.cfg
-        V, J, C = cfg.vec, cfg.chunks, cfg.cluster
+        V, J = cfg.vec, cfg.chunks
         G = min(cfg.tpr, WARP)
         self._load(tx, rx, first, cols, valid_row, lim=lim)
         m = self._values(rx, v, first, cols, valid_row, scale)
@@ -683,12 +686,7 @@ class HopperSoftmax:
                 s = s + e
         s = cute.arch.warp_reduction(s, _add, threads_in_group=G)
 
-        big_m = m
-        big_s = s
-        if cutlass.const_expr(C > 1):
-            big_m, big_s = self._cluster_merge(m, s, pairs, buf, mbar, rank, warp, lane)
-        else:
-            big_m, big_s = self._row_merge(m, s, buf, r_in, warp, lane)
+        big_m, big_s = self._row_stats(m, s, pairs, buf, mbar, rank, r_in, warp, lane)
 
         f = ex2((m - big_m) * LOG2E) / big_s
         for j in cutlass.range_constexpr(J):
