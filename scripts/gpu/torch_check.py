@@ -307,6 +307,21 @@ class DecoderBlock(torch.nn.Module):
 LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
+def host_us(fns, n, repeats):
+    """Host microseconds a call of each of fns: n back-to-back calls timed after a synchronize,
+    the functions interleaved repeat by repeat; the median of `repeats` a function."""
+    acc = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, a in zip(fns, acc):
+            torch.cuda.synchronize()
+            t = time.perf_counter_ns()
+            for _ in range(n):
+                fn()
+            a.append((time.perf_counter_ns() - t) / n / 1000)
+    torch.cuda.synchronize()
+    return [statistics.median(a) for a in acc]
+
+
 def layer_host(plain, opt, T, row):
     """Host time per call of each Linear layer of the block alone (eager, no_grad): gt.Linear
     (gemmtune's kernel, or torch's op where the layer defers) beside the plain nn.Linear; N
@@ -319,17 +334,8 @@ def layer_host(plain, opt, T, row):
             lp, lo = getattr(plain, name), getattr(opt, name)
             x = ins[lp.in_features]
             lp(x), lo(x)
-            tt, tg = [], []
-            for _ in range(5):
-                for fn, acc in ((lambda: lp(x), tt), (lambda: lo(x), tg)):
-                    torch.cuda.synchronize()
-                    t = time.perf_counter_ns()
-                    for _ in range(N):
-                        fn()
-                    acc.append((time.perf_counter_ns() - t) / N / 1000)
-            torch.cuda.synchronize()
-            out[name] = {"torch_us": statistics.median(tt), "gemmtune_us": statistics.median(tg),
-                         "kernel": row["kernels"].get(name, "?")}
+            torch_us, gemmtune_us = host_us([lambda: lp(x), lambda: lo(x)], N, 5)
+            out[name] = {"torch_us": torch_us, "gemmtune_us": gemmtune_us, "kernel": row["kernels"].get(name, "?")}
             log(f"     layer host T={T} {name}: nn.Linear {out[name]['torch_us']:.2f} us, gt.Linear "
                 f"{out[name]['gemmtune_us']:.2f} us ({out[name]['kernel']})")
     row["layer_host"] = out
@@ -610,17 +616,8 @@ def overhead(gt):
         set_defer([name in deferred] * 3)
         with torch.set_grad_enabled(grad):
             ft(), fg()
-            torch.cuda.synchronize()
-            tt, tg = [], []
-            for _ in range(7):
-                for fn, acc in ((ft, tt), (fg, tg)):
-                    torch.cuda.synchronize()
-                    t = time.perf_counter_ns()
-                    for _ in range(N):
-                        fn()
-                    acc.append((time.perf_counter_ns() - t) / N / 1000)
-            torch.cuda.synchronize()
-        row = {"op": name, "torch_us": statistics.median(tt), "gemmtune_us": statistics.median(tg), "checked": checked}
+            torch_us, gemmtune_us = host_us([ft, fg], N, 7)
+        row = {"op": name, "torch_us": torch_us, "gemmtune_us": gemmtune_us, "checked": checked}
         row["delta_us"] = row["gemmtune_us"] - row["torch_us"]
         RESULTS["overhead"].append(row)
         msg = f"host overhead {name}: gemmtune {row['gemmtune_us']:.2f} us vs torch {row['torch_us']:.2f} us"
@@ -650,18 +647,10 @@ def overhead(gt):
     }
     RESULTS["pieces"] = []
     with torch.no_grad():
-        res = {name: [] for name in pieces}
-        for _ in range(7):
-            for name, fn in pieces.items():
-                torch.cuda.synchronize()
-                t = time.perf_counter_ns()
-                for _ in range(N):
-                    fn()
-                res[name].append((time.perf_counter_ns() - t) / N / 1000)
-        torch.cuda.synchronize()
-    for name, v in res.items():
-        RESULTS["pieces"].append({"piece": name, "us": statistics.median(v)})
-        log(f"     piece {name}: {statistics.median(v):.3f} us")
+        meds = host_us(list(pieces.values()), N, 7)
+    for name, us in zip(pieces, meds):
+        RESULTS["pieces"].append({"piece": name, "us": us})
+        log(f"     piece {name}: {us:.3f} us")
     set_defer(was)
     del keep
 
