@@ -25,6 +25,9 @@
 #   NCU_SHAPE      the shape ncu sees (default 512x262144 bf16: 256 MiB operands)
 #   NCU_CONFIGS    the configs ncu profiles, one launch each (default: the best pipe config of the
 #                  2026-11-30 probe at 262144 columns and the two pipe configs its ncu run compared)
+#   NCU_DTYPE      the dtype ncu sees (default bf16)
+#   NCU_SECTIONS   extra ncu arguments (e.g. "--section SourceCounters": the warp stall sampling's
+#                  top SASS locations, for the wide ring's per-step cost, docs/softmax.md)
 #   NCU_TIMEOUT_S  hard limit of step 2 (default 60); SKIP_NCU=1 skips it
 #   NATIVE_TESTS=1 run SoftmaxNative.* first (limit NATIVE_TESTS_TIMEOUT_S, default 240)
 #   GPU_TESTS      the test binary (default build/tests/gemmtune_gpu_tests)
@@ -81,11 +84,11 @@ if [ "${SKIP_NCU:-0}" != 1 ]; then
     configs=${NCU_CONFIGS:-pipe_v8_e64_t256_r1_c16_s2,pipe_v8_e32_t1024_r1_c8_s3,pipe_v8_e32_t512_r1_c16_s3}
     n=$(echo "$configs" | tr ',' '\n' | grep -c .)
     t=$(date +%s)
-    GEMMTUNE_PROBE_NCU=1 GEMMTUNE_PROBE_DTYPES=bf16 GEMMTUNE_PROBE_SHAPES=${NCU_SHAPE:-512x262144} \
+    GEMMTUNE_PROBE_NCU=1 GEMMTUNE_PROBE_DTYPES=${NCU_DTYPE:-bf16} GEMMTUNE_PROBE_SHAPES=${NCU_SHAPE:-512x262144} \
       GEMMTUNE_PROBE_CONFIGS=$configs timeout -k 5 "${NCU_TIMEOUT_S:-60}" "$NCU" --clock-control none \
       --kernel-name regex:softmax_ --launch-count "$n" \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-      --section WarpStateStats --section SchedulerStats --print-details all \
+      --section WarpStateStats --section SchedulerStats ${NCU_SECTIONS:-} --print-details all \
       "$BIN" --gtest_also_run_disabled_tests --gtest_filter='SoftmaxNativeProbe.*' >"$OUT/ncu.txt" 2>&1
     rc=$?
     echo "== ncu ($NCU): rc=$rc in $(($(date +%s) - t)) s ($OUT/ncu.txt); $configs on ${NCU_SHAPE:-512x262144}"
