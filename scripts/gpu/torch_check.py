@@ -341,19 +341,21 @@ def layer_host(plain, opt, T, row):
     row["layer_host"] = out
 
 
+def gpu_ms(fn):
+    """One call of fn timed by CUDA events on the current stream (ms)."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e)
+
+
 def time_ms(fn, iters):
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    samples = []
-    for _ in range(iters):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        samples.append(s.elapsed_time(e))
-    return statistics.median(samples)
+    return statistics.median([gpu_ms(fn) for _ in range(iters)])
 
 
 def time_pair(fa, fb, iters):
@@ -367,12 +369,7 @@ def time_pair(fa, fb, iters):
     sa, sb = [], []
     for i in range(iters):
         for fn, acc in (((fa, sa), (fb, sb)) if i % 2 == 0 else ((fb, sb), (fa, sa))):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            acc.append(s.elapsed_time(e))
+            acc.append(gpu_ms(fn))
     return statistics.median(sa), statistics.median(sb)
 
 

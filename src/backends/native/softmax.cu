@@ -2370,6 +2370,10 @@ void launch_flat(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
   }
 }
 
+// flat: the rows a lane holds (FlatRows<T, cols>::P on the host: the fewest whole rows that end on
+// a 16-byte pack).
+int64_t flat_lane_rows(const SoftmaxProblem& p) { return 16 / std::gcd<int64_t>(p.cols * int64_t(size_of(p.in)), 16); }
+
 // span: the rows of a chunk (a multiple of the CTA's threads / group, as many as chunk_kib KiB of x
 // hold; 0 when not even one row a group fits) and the bytes of one stage (the chunk and its two
 // partial edge packs, rounded to 128).
@@ -2744,7 +2748,7 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   }
   const int64_t per_block = kind == SoftmaxKind::tiny   ? tiny_rows(p.cols, int64_t(size_of(p.in)), int64_t(size_of(p.out)))
                             : kind == SoftmaxKind::span ? span_rows(*this, p)
-                            : kind == SoftmaxKind::flat ? int64_t(threads) * (16 / std::gcd<int64_t>(p.cols * int64_t(size_of(p.in)), 16))
+                            : kind == SoftmaxKind::flat ? int64_t(threads) * flat_lane_rows(p)
                                                         : rows_per_block();
   const int64_t blocks = (p.rows + per_block - 1) / per_block * cluster;
   if (blocks > int64_t(0x7fffffff)) return "too many rows for one grid (2^31 - 1 blocks)";
@@ -3052,7 +3056,7 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       l.persistent = true;
       break;
     case SoftmaxKind::flat: {  // a warp a tile of 32 lanes x P rows
-      const int64_t rb = p.cols * int64_t(size_of(p.in)), P = 16 / std::gcd<int64_t>(rb, 16), warps = c.threads / 32;
+      const int64_t rb = p.cols * int64_t(size_of(p.in)), P = flat_lane_rows(p), warps = c.threads / 32;
       l.grid = (p.rows + 32 * P * warps - 1) / (32 * P * warps);
       l.dynamic_smem = warps * 32 * (P * rb);  // each warp's tile
       break;
