@@ -122,10 +122,12 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
             EXPECT_LE(c.elems, 32) << c.name();
             EXPECT_LE(c.threads, 512) << c.name();
             EXPECT_EQ(c.cluster, 1);
-            if (c.stages > 0) {  // the ring: rows of whole packs, 3 .. 16 slots
+            if (c.stages > 0) {  // the ring: rows of whole packs, 2 .. 16 slots, 512 compute threads
               EXPECT_EQ(p.row_stride() % c.vec, 0) << c.name();
               EXPECT_EQ(cols % c.vec, 0) << c.name();
-              EXPECT_TRUE(c.stages >= 3 && c.stages <= 16) << c.name();
+              EXPECT_TRUE(c.stages >= 2 && c.stages <= 16) << c.name();
+              EXPECT_EQ(c.threads, 512) << c.name();
+              EXPECT_EQ(native_softmax_launch(c, p).threads, 576) << c.name();  // + the control and loader warps
             }
           } else {
             EXPECT_EQ(c.cluster, 1);
@@ -266,14 +268,15 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
   EXPECT_EQ(names(100, 257, DType::bf16, K::tiny), (std::vector<std::string>{"tiny_v8_e16_t256_g32"}));
   EXPECT_EQ(names(100, 1001, DType::fp32, K::tiny), (std::vector<std::string>{"tiny_v4_e32_t256_g32"}));
   EXPECT_TRUE(names(100, 1025, DType::bf16, K::tiny).empty());
-  // two-pass, then the ring (4 or 8 packs a thread, at most 32 values) where its slots hold a
-  // row's slices over 132 SMs (1 or 2 CTAs an SM)
+  // two-pass, then the ring (512 threads, 4 or 8 packs a thread, at most 32 values; 2, 3 and as
+  // many slots as fit)
   EXPECT_EQ(names(1, 1048576, DType::bf16, K::wide),
             (std::vector<std::string>{"wide_v8_e16_t256", "wide_v8_e32_t256", "wide_v8_e16_t512", "wide_v8_e32_t512",
-                                      "wide_v8_e32_t256_s14", "wide_v8_e32_t256_s7", "wide_v8_e32_t512_s7", "wide_v8_e32_t512_s3"}));
+                                      "wide_v8_e32_t512_s2", "wide_v8_e32_t512_s3", "wide_v8_e32_t512_s7"}));
   EXPECT_EQ(names(8, 4194304, DType::fp32, K::wide),
             (std::vector<std::string>{"wide_v4_e8_t256", "wide_v4_e16_t256", "wide_v4_e8_t512", "wide_v4_e16_t512",
-                                      "wide_v4_e16_t256_s14", "wide_v4_e16_t256_s7", "wide_v4_e32_t256_s7", "wide_v4_e16_t512_s7"}));
+                                      "wide_v4_e16_t512_s2", "wide_v4_e16_t512_s3", "wide_v4_e16_t512_s7", "wide_v4_e32_t512_s2",
+                                      "wide_v4_e32_t512_s3"}));
   EXPECT_TRUE(names(2, 1048575, DType::bf16, K::wide).size() == 4);  // cols not whole packs: no ring
   EXPECT_FALSE(names(64, 8192, DType::bf16, K::wide).empty());
   EXPECT_TRUE(names(65, 1048576, DType::bf16, K::wide).empty());
@@ -306,15 +309,18 @@ TEST(NativeSoftmaxConfigs, TinyAndWideConfigs) {
   EXPECT_NE(C({K::wide, 1, 32, 512, 1}).cannot_run(big), "");   // 16-byte packs only
   EXPECT_NE(C({K::wide, 8, 8, 512, 1}).cannot_run(big), "");    // 2 or 4 packs a thread
   EXPECT_NE(C({K::wide, 4, 32, 256, 1}).cannot_run(SoftmaxProblem::make(2, 1 << 20, DType::fp32)), "");  // 8: the ring only
-  EXPECT_EQ(C({K::wide, 4, 32, 256, 1, 7}).cannot_run(SoftmaxProblem::make(2, 1 << 20, DType::fp32)), "");
+  EXPECT_EQ(C({K::wide, 4, 32, 256, 1, 3}).cannot_run(SoftmaxProblem::make(2, 1 << 20, DType::fp32)), "");
+  EXPECT_NE(C({K::wide, 4, 32, 256, 1, 8}).cannot_run(SoftmaxProblem::make(2, 1 << 20, DType::fp32)), "");  // 8 x 32 KiB: more than a CTA's shared memory
+  EXPECT_NE(C({K::wide, 4, 16, 512, 1, 2}).cannot_run(SoftmaxProblem::make(65, 8192, DType::fp32)), "");    // 64 rows at most
   EXPECT_NE(C({K::wide, 8, 16, 32, 1}).cannot_run(SoftmaxProblem::make(1, int64_t(1) << 24)), "");  // 32768 slices
   C g = C({K::wide, 8, 32, 512, 1});
   g.group = 2;
   EXPECT_NE(g.cannot_run(big), "");  // group only for tiny
-  EXPECT_EQ(C({K::wide, 8, 32, 512, 1, 7}).cannot_run(big), "");
-  EXPECT_NE(C({K::wide, 8, 32, 512, 1, 2}).cannot_run(big), "");   // 3 slots at least
-  EXPECT_NE(C({K::wide, 8, 32, 512, 1, 17}).cannot_run(big), "");  // 16 at most
-  EXPECT_NE(C({K::wide, 8, 32, 512, 1, 8}).cannot_run(big), "");   // 8 x 32 KiB: more than a CTA's shared memory
+  EXPECT_EQ(C({K::wide, 8, 32, 512, 1, 2}).cannot_run(big), "");
+  EXPECT_EQ(C({K::wide, 8, 32, 512, 1, 4}).cannot_run(big), "");
+  EXPECT_NE(C({K::wide, 8, 32, 512, 1, 1}).cannot_run(big), "");  // 2 slots at least
+  EXPECT_NE(C({K::wide, 8, 16, 512, 1, 17}).cannot_run(big), "");  // 16 at most
+  EXPECT_NE(C({K::wide, 4, 32, 512, 1, 4}).cannot_run(SoftmaxProblem::make(2, 1 << 20, DType::fp32)), "");  // 4 x 64 KiB: more than a CTA's shared memory
   EXPECT_NE(C({K::wide, 8, 32, 512, 1, 7}).cannot_run(SoftmaxProblem::make(2, (1 << 20) - 1)), "");  // not whole packs
   // flat: packed rows of elems == cols = 2 .. 8 values, y of x's dtype
   EXPECT_EQ(names(19173961, 7, DType::bf16, K::flat), (std::vector<std::string>{"flat_v8_e7_t128", "flat_v8_e7_t256", "flat_v8_e7_t512"}));
@@ -570,7 +576,7 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         ASSERT_GT(l.launch_bound, 0) << c.name();
         EXPECT_EQ(native_softmax_launch_violation(l, sm90, kNativeStaticSmemBound, int(sm90.regs_per_block / l.launch_bound)), "")
             << p.str() << " " << c.name();
-        EXPECT_EQ(l.threads, c.threads);
+        EXPECT_EQ(l.threads, c.threads + (c.kind == SoftmaxKind::wide && c.stages > 0 ? 64 : 0)) << c.name();  // the ring's two warps
         const bool clustered =
             c.kind == SoftmaxKind::cluster ||
             ((c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row) && c.cluster > 1);
@@ -612,7 +618,8 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         if (c.kind == SoftmaxKind::wide) {  // an upper bound: every slice of every row on its own CTA
           const int64_t span = p.cols + (p.row_stride() % c.vec ? c.vec - 1 : 0), S = int64_t(c.threads) * c.elems;
           EXPECT_EQ(l.grid, p.rows * ((span + S - 1) / S)) << c.name();
-          EXPECT_EQ(l.dynamic_smem, int64_t(c.stages) * S * int64_t(size_of(p.in))) << c.name();  // the ring's slots
+          // the ring's slots and their warps' pairs (16 a slot)
+          EXPECT_EQ(l.dynamic_smem, int64_t(c.stages) * (S * int64_t(size_of(p.in)) + 128)) << c.name();
           continue;
         }
         if (c.kind == SoftmaxKind::pipe)  // the stages: whole slices of x

@@ -1842,49 +1842,75 @@ __global__ void __launch_bounds__(kWideMaxThreads)
   }
 }
 
-// ---- wide ring: few long rows, the slices kept in shared memory until their rows are merged ---
+// ---- wide ring: few long rows, slices prefetched by the copy engine --------------------------
 //
-// The wide kind's slices and workspace (part, cnt; S = threads x E values a slice), for rows of
-// whole 16-byte packs (ld and cols multiples of vec): CTA b takes the items b + k G (step k) in
-// order, each brought by the copy engine (cp.async.bulk) into slot k % N of a ring of N slots
-// (`stages`), A items ahead. Step k: wait for slot k; the slice's (M_k, Z_k) published as in
-// wide; then the item j = k + A - N whose slot the next load takes is written (y = exp(s x - M) /
-// Z from its slot, after its row's counter reached nsl) when every item of its row belongs to a
-// step <= k, else left to be re-read from x at the end; then item k + A is loaded. A row's items
-// lie within L + 1 consecutive steps (L = ceil(nsl / G)), so A = N - 1 - L keeps every item in
-// its slot until its row is complete, and x is read once (on the H200, 8 rows of 2^22 fp32 are
-// 128 MiB: the old wide kind re-read most of them). A wait at step k needs only publications of
-// steps <= k, each made before its CTA's own wait of that step: no CTA waits on a later step, so
-// (all CTAs resident) the waits end, whatever G and N; a too-small ring only costs re-reads.
+// The wide kind's items and workspace (part, cnt; S = T x E values an item) for rows of whole
+// 16-byte packs (ld and cols multiples of vec), by T compute threads and two more warps. CTA b
+// takes the items b + k G (step k) in order. A row's items lie within L + 1 consecutive steps
+// (L = ceil(nsl / G)); each item's y is written D = L + 1 steps after its reduction, when its row
+// is complete. N slots of shared memory: with N >= D + 1 they hold each item until it is
+// written (`hold`: x read once, N - D slots of prefetch), else each slot is refilled as soon as
+// its item is reduced and the write rereads x, read D steps before: from L2 (the copy engine
+// loads x with an evict-last hint, the reread evicts first).
+//   loader warp (lane 0): fills slot k % N with item k + N once slot k is released (pubd): by
+//     the control warp's publication of step k, or (hold) by the compute warps' write of item k.
+//   compute warps, step k: (not hold) load item j = k - D's packs from x into registers (issued
+//     first, used last); wait for slot k, reduce it, put the warp's (m, sum) in wred[k % N],
+//     arrive on empty[k % N]; then write item j with its row's (M, Z) (rowstat, once
+//     statbar[row]), from its slot when holding (and release the slot).
+//   control warp, step k: wait on empty[k % N], merge the warps' pairs, publish (part, a release
+//     increment of cnt[row]); then provide the row of item k + 1 - D: wait until its counter
+//     reaches nsl, merge its nsl pairs into rowstat, arrive on statbar.
+// Each wait at step k needs only publications of steps < k (D >= L + 1), each made before its
+// CTA's own waits of that step: the waits end for any grid (every CTA resident, cooperative).
+// H200 (2026-12-03, interleaved, 8 x 2^22): fp32 102.6 us rereading (2 slots of 64 KiB; holding
+// with 2 slots of prefetch 113.8 us), bf16 65.8 us holding (7 slots of 32 KiB, 4 of prefetch),
+// where the ring before (one role per thread, every step waiting on the row merge) took 130.0
+// and 77.2 us.
 constexpr int kRingMaxStages = 16;
+constexpr int kRingMaxRows = 64;  // rowstat and statbar hold a CTA's rows (the wide kind's at most 64)
+constexpr int kRingExtraThreads = 64;  // the control and loader warps
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+// L2 policy for x in the ring: kept (evict last) until its reread.
+__device__ __forceinline__ uint64_t evict_last_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
 
 template <class Ti, class To, int E>
-__global__ void __launch_bounds__(kWideMaxThreads)
+__global__ void __launch_bounds__(kWideMaxThreads + kRingExtraThreads)
     softmax_ring_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale,
                         int nsl, float2* __restrict__ part, unsigned* __restrict__ cnt, int N) {
   constexpr int VEC = int(16 / sizeof(Ti));
   constexpr int P = E / VEC;
   static_assert(E % VEC == 0 && P >= 1, "wide ring softmax: whole 16-byte packs per thread");
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t full[kRingMaxStages];
-  __shared__ float2 wred[32];  // per warp (m_w, s_w)
-  __shared__ float2 stat;      // the row's (M, Z)
-  const int t = int(threadIdx.x), T = int(blockDim.x), lane = t & 31, warp = t >> 5, nw = T >> 5;
+  __shared__ __align__(8) uint64_t full[kRingMaxStages], empty[kRingMaxStages], pubd[kRingMaxStages], statbar[kRingMaxRows];
+  __shared__ float2 rowstat[kRingMaxRows];  // a row's (M, Z)
+  const int T = int(blockDim.x) - kRingExtraThreads, t = int(threadIdx.x), lane = t & 31, warp = t >> 5, nw = T >> 5;
   const int S = T * E, slot_bytes = S * int(sizeof(Ti));
   const int64_t G = gridDim.x, b = blockIdx.x, items = rows * nsl;
   const int64_t K = items > b ? (items - b + G - 1) / G : 0;
-  const int64_t L = (nsl + G - 1) / G;
-  const int A = int(N - 1 - L > 1 ? N - 1 - L : 1);
+  const int64_t D = (nsl + G - 1) / G + 1;  // L + 1
+  const bool hold = N >= D + 1;  // the slots hold each item until it is written
+  float2* const wred = reinterpret_cast<float2*>(smem_raw + int64_t(N) * slot_bytes);  // [N][16]: step k's warp pairs
   if (t == 0) {
-    for (int st = 0; st < N; ++st) mbar_init(&full[st], 1);
+    for (int st = 0; st < N; ++st) {
+      mbar_init(&full[st], 1);
+      mbar_init(&empty[st], uint32_t(nw));
+      mbar_init(&pubd[st], hold ? uint32_t(nw) : 1u);
+    }
+    for (int r = 0; r < rows; ++r) mbar_init(&statbar[r], 1);
     fence_mbar_init();
   }
-  __syncthreads();
-  const uint64_t policy = evict_first_policy();
-  // item k of this CTA: its row, its first column, its valid columns (a multiple of VEC)
+  __syncthreads();  // the last block-wide barrier: the roles part here
   struct Item {
     int64_t i, row, base;
-    int n;
+    int n;  // valid columns (a multiple of VEC)
   };
   auto item = [&](int64_t k) {
     Item it;
@@ -1894,116 +1920,143 @@ __global__ void __launch_bounds__(kWideMaxThreads)
     it.n = int(cols - it.base < S ? cols - it.base : int64_t(S));
     return it;
   };
-  // every item of row r lies in a step <= k
-  auto ready = [&](int64_t r, int64_t k) { return ((r + 1) * nsl - 1) / G <= k; };
-  auto issue = [&](int64_t k) {  // thread 0
-    if (k >= K) return;
-    const Item it = item(k);
-    const int st = int(k % N);
-    const uint32_t bytes = uint32_t(it.n) * uint32_t(sizeof(Ti));
-    mbar_arrive_expect_tx(&full[st], bytes);
-    unsigned char* const dst = smem_raw + int64_t(st) * slot_bytes;
-    const char* const src = reinterpret_cast<const char*>(x + it.row * ld + it.base);
-    for (uint32_t o = 0; o < bytes; o += kBulkChunk)
-      bulk_load(dst + o, src + o, bytes - o < kBulkChunk ? bytes - o : kBulkChunk, &full[st], policy);
-  };
-  // v = s x of this thread's packs (u = (j T + t) VEC) of item it, from its slot or from x;
-  // -Inf past the row
-  float v[E];
-  auto values = [&](const Item& it, const Ti* src) {
-#pragma unroll
-    for (int j = 0; j < P; ++j) {
-      const int u = (j * T + t) * VEC;
-      if (u < it.n) {
-        const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(src + u);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) v[j * VEC + e] = scale * to_float(pk.v[e]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) v[j * VEC + e] = -INFINITY;
+
+  if (warp == nw + 1) {  // the loader warp
+    if (lane == 0) {
+      const uint64_t policy = evict_last_policy();
+      auto issue = [&](int64_t k) {
+        const Item it = item(k);
+        const int st = int(k % N);
+        const uint32_t bytes = uint32_t(it.n) * uint32_t(sizeof(Ti));
+        mbar_arrive_expect_tx(&full[st], bytes);
+        unsigned char* const dst = smem_raw + int64_t(st) * slot_bytes;
+        const char* const src = reinterpret_cast<const char*>(x + it.row * ld + it.base);
+        for (uint32_t o = 0; o < bytes; o += kBulkChunk)
+          bulk_load(dst + o, src + o, bytes - o < kBulkChunk ? bytes - o : kBulkChunk, &full[st], policy);
+      };
+      for (int64_t k = 0; k < N && k < K; ++k) issue(k);
+      for (int64_t k = 0; k + N < K; ++k) {
+        mbar_wait(&pubd[k % N], uint32_t(k / N) & 1u);
+        issue(k + N);
       }
     }
-  };
-  auto slot = [&](int64_t k) { return reinterpret_cast<const Ti*>(smem_raw + int64_t(k % N) * slot_bytes); };
-  int64_t stat_row = -1;  // the row whose (M, Z) `stat` holds
-  // y of item k: from its slot (in_slot) or re-read from x
-  auto write = [&](int64_t k, bool in_slot) {
-    const Item it = item(k);
-    if (it.row != stat_row) {
-      if (warp == 0) {
-        const unsigned* c = cnt + it.row;
-        if (ld_acquire(c) < unsigned(nsl)) {
+    return;
+  }
+
+  if (warp == nw) {  // the control warp
+    int64_t next = 0, last_row = -1;
+    auto provide = [&](int64_t upto) {  // the rows of this CTA's items next .. upto
+      for (; next <= upto && next < K; ++next) {
+        const int64_t r = item(next).row;
+        if (r == last_row) continue;
+        last_row = r;
+        unsigned mine = 0;  // this CTA's items of row r
+        for (int64_t q = next; q < K && item(q).row == r; ++q) ++mine;
+        const unsigned* cr = cnt + r;
+        if (ld_acquire(cr) < unsigned(nsl)) {
           const uint64_t t0 = global_ns();
-          while (ld_acquire(c) < unsigned(nsl))
+          while (ld_acquire(cr) < unsigned(nsl))
             if (global_ns() - t0 > kPipeWaitTimeoutNs) __trap();
         }
-        const float2 mz = merge_pairs(part + it.row * nsl, nsl, lane);
-        if (lane == 0) stat = mz;
+        const float2 mz = merge_pairs(part + r * nsl, nsl, lane);
+        if (lane == 0) {
+          rowstat[r] = mz;
+          mbar_arrive(&statbar[r]);
+          // nsl publications, then one count a reader's item: the last reader puts the counter back to 0
+          if (atomicAdd(cnt + r, mine) == unsigned(2 * nsl) - mine) atomicExch(cnt + r, 0u);
+        }
+        __syncwarp();
       }
-      __syncthreads();
-      stat_row = it.row;
-    }
-    if (t == 0)  // nsl publishers and nsl readers: the last reader puts the counter back to 0
-      if (atomicAdd(cnt + it.row, 1u) == unsigned(2 * nsl - 1)) atomicExch(cnt + it.row, 0u);
-    const float M = stat.x, inv = 1.0f / stat.y;
-    values(it, in_slot ? slot(k) : x + it.row * ld + it.base);
-    To* const gy = y + it.row * ld + it.base;
-#pragma unroll
-    for (int j = 0; j < P; ++j) {
-      const int u = (j * T + t) * VEC;
-      if (u < it.n) {
-        float o[VEC];
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) o[e] = exp_sub(v[j * VEC + e], M) * inv;
-        store_streaming<To, VEC>(gy + u, o);
-      }
-    }
-  };
-
-  if (t == 0)
-    for (int k = 0; k < A; ++k) issue(k);
-  for (int64_t k = 0; k < K; ++k) {
-    const Item it = item(k);
-    mbar_wait(&full[k % N], uint32_t(k / N) & 1u);
-    values(it, slot(k));
-    float m = -INFINITY;
-#pragma unroll
-    for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
-    m = warp_max(m);
-    const float r = m == -INFINITY ? 0.0f : m;
-    float sum = 0.0f;
-#pragma unroll
-    for (int e = 0; e < E; ++e) sum += exp_sub(v[e], r);
-    sum = warp_sum(sum);
-    // the CTA's pair, published; stat (the cached row pair) is not touched
-    if (lane == 0) wred[warp] = make_float2(m, sum);
-    __syncthreads();
-    if (warp == 0) {
-      const float2 q = lane < nw ? wred[lane] : make_float2(-INFINITY, 0.0f);
+    };
+    for (int64_t k = 0; k < K; ++k) {
+      const Item it = item(k);
+      mbar_wait(&empty[k % N], uint32_t(k / N) & 1u);
+      const float2 q = lane < nw ? wred[(k % N) * 16 + lane] : make_float2(-INFINITY, 0.0f);
       const float M = warp_max(q.x);
       const float Z = warp_sum(q.y * weight(q.x, M));
       if (lane == 0) {
         part[it.i] = make_float2(M, Z);
         red_release_add(cnt + it.row, 1u);
+        if (!hold) mbar_arrive(&pubd[k % N]);  // wred's entry is read: the slot may be refilled
+      }
+      __syncwarp();
+      provide(k + 1 - D);  // what the compute warps' write of step k + 1 needs
+    }
+    provide(K - 1);
+    return;
+  }
+
+  // the compute warps; v: s x of the thread's packs (u = (q T + t) VEC) of an item, -Inf past the row
+  auto values = [&](const Item& it, const Ti* src, bool reread, float* v) {
+#pragma unroll
+    for (int q = 0; q < P; ++q) {
+      const int u = (q * T + t) * VEC;
+      if (u < it.n) {
+        Pack<Ti, VEC> pk;
+        if (reread) {  // the last use of x: evict first
+          const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(src + u));
+          pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&raw);
+        } else {
+          pk = *reinterpret_cast<const Pack<Ti, VEC>*>(src + u);
+        }
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[q * VEC + e] = scale * to_float(pk.v[e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[q * VEC + e] = -INFINITY;
       }
     }
-    const int64_t j = k + A - N;  // the item whose slot the next load takes
-    if (j >= 0 && ready(item(j).row, k)) {
-      __syncthreads();  // stat is rewritten by write's merge: every thread read the previous one
-      write(j, true);
+  };
+  for (int64_t k = 0; k < K + D; ++k) {
+    const int64_t j = k - D;
+    float w[E];
+    Item jt{};
+    if (j >= 0 && !hold) {
+      jt = item(j);
+      values(jt, x + jt.row * ld + jt.base, true, w);
     }
-    __syncthreads();  // the slot of j is read; wred is rewritten by the next step
-    if (t == 0) issue(k + A);
-  }
-  for (int64_t j = K + A - N > 0 ? K + A - N : 0; j < K; ++j) {  // the items still in their slots
-    __syncthreads();
-    write(j, true);
-  }
-  for (int64_t j = 0; j < K + A - N; ++j)  // the items whose slots were taken before their rows were complete
-    if (!ready(item(j).row, j + N - A)) {
-      __syncthreads();
-      write(j, false);
+    if (k < K) {
+      float v[E];
+      mbar_wait(&full[k % N], uint32_t(k / N) & 1u);
+      values(item(k), reinterpret_cast<const Ti*>(smem_raw + int64_t(k % N) * slot_bytes), false, v);
+      float m = -INFINITY;
+#pragma unroll
+      for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
+      m = warp_max(m);
+      const float r = m == -INFINITY ? 0.0f : m;
+      float sum = 0.0f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) sum += exp_sub(v[e], r);
+      sum = warp_sum(sum);
+      __syncwarp();  // every lane read the slot
+      if (lane == 0) {
+        wred[(k % N) * 16 + warp] = make_float2(m, sum);
+        mbar_arrive(&empty[k % N]);
+      }
     }
+    if (j >= 0) {
+      if (hold) jt = item(j);
+      mbar_wait(&statbar[jt.row], 0u);
+      if (hold) values(jt, reinterpret_cast<const Ti*>(smem_raw + int64_t(j % N) * slot_bytes), false, w);
+      const float2 mz = rowstat[jt.row];
+      const float M = mz.x, inv = 1.0f / mz.y;
+      To* const gy = y + jt.row * ld + jt.base;
+#pragma unroll
+      for (int q = 0; q < P; ++q) {
+        const int u = (q * T + t) * VEC;
+        if (u < jt.n) {
+          float o[VEC];
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) o[e] = exp_sub(w[q * VEC + e], M) * inv;
+          store_streaming<To, VEC>(gy + u, o);
+        }
+      }
+      if (hold) {
+        __syncwarp();  // every lane read slot j
+        if (lane == 0) mbar_arrive(&pubd[j % N]);
+      }
+    }
+  }
 }
 
 // ---- dispatch --------------------------------------------------------------------------------
@@ -2495,7 +2548,7 @@ int launch_bound(const NativeSoftmaxConfig& c) {
     case SoftmaxKind::tiny: return kTinyMaxThreads;
     case SoftmaxKind::span: return kSpanMaxThreads;
     case SoftmaxKind::flat: return kFlatMaxThreads;
-    case SoftmaxKind::wide: return kWideMaxThreads;
+    case SoftmaxKind::wide: return c.stages > 0 ? kWideMaxThreads + kRingExtraThreads : kWideMaxThreads;
     case SoftmaxKind::smem:
     case SoftmaxKind::online: return kMaxThreads;
   }
@@ -2707,10 +2760,11 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
       return std::to_string(wide_slices(*this, p)) + " slices a row exceed " + std::to_string(kWideMaxSlices);
     if (p.rows > int64_t(0x7fffffff) / wide_slices(*this, p)) return "too many slices for one grid (2^31 - 1 blocks)";
     if (stages != 0) {  // the ring: slices of whole packs in shared-memory slots
-      if (stages < 3 || stages > kRingMaxStages) return "stages (ring slots) must be 0 or 3 .. " + std::to_string(kRingMaxStages);
+      if (stages < 2 || stages > kRingMaxStages) return "stages (ring slots) must be 0 or 2 .. " + std::to_string(kRingMaxStages);
+      if (p.rows > kRingMaxRows) return "the ring (stages > 0) holds at most " + std::to_string(kRingMaxRows) + " rows";
       if (p.row_stride() % vec || p.cols % vec)
         return "the ring (stages > 0) needs rows of whole 16-byte packs (ld and cols multiples of " + std::to_string(vec) + ")";
-      const int64_t bytes = int64_t(stages) * threads * elems * int64_t(size_of(p.in));
+      const int64_t bytes = int64_t(stages) * (threads * elems * int64_t(size_of(p.in)) + 128);
       if (bytes > kNativeSmemDynamicOptIn)
         return std::to_string(stages) + " slots of " + std::to_string(threads * elems) + " elements (" + std::to_string(bytes) +
                " bytes) exceed the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
@@ -2965,24 +3019,22 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
         NativeSoftmaxConfig cfg{SoftmaxKind::wide, v16, v16 * mult, t, 1};
         if (cfg.cannot_run(p).empty()) out.push_back(cfg);
       }
-  // wide ring (rows of whole packs): slices of 4 and 8 packs a thread (at most 32 values; on the
-  // H200 the largest slices won: the time grew with the steps a CTA takes, not with the loads in
-  // flight), as many slots as one CTA an SM holds (at most 16), and as two do; only where the ring
-  // holds a row's items over the CTAs (N >= ceil(nsl / G) + 2, G = the SMs times the CTAs an SM,
-  // 132 when num_sms is not given): else it re-reads (the two-pass kind).
-  if (p.rows <= kWideMaxRows && p.cols >= kWideMinCols && p.row_stride() % v16 == 0 && p.cols % v16 == 0)
-    for (int t : {256, 512})
-      for (int mult : {4, 8})
-        for (int per_sm : {1, 2}) {
-          const int64_t slot = int64_t(t) * v16 * mult * int64_t(size_of(p.in));
-          // two an SM: half of sm_90's 228 KiB an SM, less 1 KiB reserved a CTA and 1 KiB of static smem
-          const int64_t room = per_sm == 1 ? kNativeSmemDynamicOptIn : 233472 / 2 - 2048;
-          const int n = int(std::min<int64_t>(kRingMaxStages, room / slot));
-          NativeSoftmaxConfig cfg{SoftmaxKind::wide, v16, v16 * mult, t, 1, n};
-          if (v16 * mult > 32 || n < 3 || !cfg.cannot_run(p).empty() || std::find(out.begin(), out.end(), cfg) != out.end()) continue;
-          const int64_t grid = int64_t(num_sms > 0 ? num_sms : 132) * per_sm, nsl = wide_slices(cfg, p);
-          if (n >= (nsl + grid - 1) / grid + 2) out.push_back(cfg);
-        }
+  // wide ring (rows of whole packs, at most kRingMaxRows): 512 compute threads, 4 or 8 packs a
+  // thread (at most 32 values); 2 or 3 slots (rereading x from L2), and as many slots as fit (they
+  // hold a row's items when a CTA's span of a row fits them). On the H200 (8 x 2^22,
+  // interleaved) the fewest slots won among the rereading ones (more slots keep more x in L2
+  // ahead of its reread: fp32 2 slots 105.2 us, 6 slots 129.2 us) and 8-value slices lost
+  // (fp32: 126-166 us).
+  if (p.rows <= kRingMaxRows && p.cols >= kWideMinCols && p.row_stride() % v16 == 0 && p.cols % v16 == 0)
+    for (int mult : {4, 8}) {
+      const int64_t slot = int64_t(512) * v16 * mult * int64_t(size_of(p.in)) + 128;  // + its warps' pairs
+      const int most = int(std::min<int64_t>(kRingMaxStages, kNativeSmemDynamicOptIn / slot));
+      for (int n : {2, 3, most}) {
+        const NativeSoftmaxConfig cfg{SoftmaxKind::wide, v16, v16 * mult, 512, 1, n};
+        if (v16 * mult <= 32 && cfg.cannot_run(p).empty() && std::find(out.begin(), out.end(), cfg) == out.end())
+          out.push_back(cfg);
+      }
+    }
   // online: any row longer than tiny's (tiny holds every row of <= 1024 columns in one pass; the
   // online kernel's block a row took 58 ms, 200x tiny's time, for 19M rows of 7 on the H200).
   if (p.cols > kTinyMaxCols)
@@ -3062,8 +3114,10 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       break;
     }
     case SoftmaxKind::wide:
+      if (c.stages > 0) l.threads = c.threads + kRingExtraThreads;  // the ring's control and loader warps
       l.grid = p.rows * wide_slices(c, p);
       l.dynamic_smem = int64_t(c.stages) * c.threads * c.elems * int64_t(size_of(p.in));  // the ring's slots
+      if (c.stages > 0) l.dynamic_smem += int64_t(c.stages) * 16 * 8;                    // and its warps' pairs
       l.persistent = true;
       l.cooperative = true;
       break;

@@ -35,10 +35,11 @@
 //            slices' (max, sum) to a global workspace, waits for its rows' other slices (an
 //            arrival counter per row), and writes y: its first slice from registers, the
 //            others re-read (from L2 while they fit). Reads x once when the grid holds every
-//            slice, else partly twice. With stages > 0 (rows of whole 16-byte packs), the ring:
-//            each CTA keeps its slices in a ring of `stages` shared-memory slots, brought by the
-//            copy engine ahead of use, until their rows are merged; reads x once while the ring
-//            holds a row's slices over the grid.
+//            slice, else partly twice. With stages > 0 (rows of whole 16-byte packs, <= 64 rows),
+//            the ring: a loader warp keeps `stages` shared-memory slots filled with the CTA's
+//            next slices (copy engine), the compute warps reduce them, a control warp publishes
+//            and merges; each slice's y is written a row's span of steps later, from its slot
+//            when the slots hold that span, else from x reread in L2 (threads + 64 a CTA).
 //   row      the row in registers, one pass, non-persistent (odd widths): a CTA holds block_rows
 //            rows of threads / block_rows threads (any multiple of 32), or with a cluster of
 //            `cluster` CTAs an even share of one row's 16-byte packs; every pack by one 16-byte
@@ -78,7 +79,7 @@
 namespace gemmtune::native {
 
 // Bump when a kernel's code changes what it computes or how fast: keys the tuning cache.
-inline constexpr const char* kNativeSoftmaxVersion = "9";
+inline constexpr const char* kNativeSoftmaxVersion = "10";
 
 enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online, tiny, wide, row, span, flat };
 const char* to_string(SoftmaxKind);
@@ -90,7 +91,7 @@ struct NativeSoftmaxConfig {
   int threads = 256;  // threads per block (warp: rows per block = threads / 32)
   int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem: 1, 2, 4, 8, 16; pipe, row: 1 to 16; else 1)
   int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; row: blocks of rows in flight, 1 or 2;
-                      // span: chunks in shared memory, 2 .. 6; wide: ring slots, 0 (two-pass) or 3 .. 16; else 0
+                      // span: chunks in shared memory, 2 .. 6; wide: ring slots, 0 (two-pass) or 2 .. 16; else 0
   int block_rows = 1;  // pipe, row: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
   int group = 0;       // tiny: lanes a row (1, 2, 4, 8, 16 or 32); span: lanes a row (1 .. 32, or warps); else 0
   int chunk_kib = 0;   // span: KiB of x a chunk holds at most (its rows: a multiple of threads / group); else 0
