@@ -1889,6 +1889,8 @@ __global__ void __launch_bounds__(kWideMaxThreads + kRingExtraThreads)
   constexpr int P = E / VEC;
   static_assert(E % VEC == 0 && P >= 1, "wide ring softmax: whole 16-byte packs per thread");
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  // slot s: full (its item landed), empty (the compute warps reduced it and wrote their pairs),
+  // pubd (released: its item published, or written when holding); row r: statbar (rowstat[r] set)
   __shared__ __align__(8) uint64_t full[kRingMaxStages], empty[kRingMaxStages], pubd[kRingMaxStages], statbar[kRingMaxRows];
   __shared__ float2 rowstat[kRingMaxRows];  // a row's (M, Z)
   const int T = int(blockDim.x) - kRingExtraThreads, t = int(threadIdx.x), lane = t & 31, warp = t >> 5, nw = T >> 5;
@@ -2352,8 +2354,11 @@ void launch_wide_e(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const 
   unsigned* cnt = nullptr;
   int N = c.stages;  // the ring's slots (0: the two-pass kernel)
   void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &nsl, &part, &cnt, &N};
-  if (N > 0) launch(c, p, reinterpret_cast<const void*>(&softmax_ring_kernel<Ti, To, E>), args, s);
-  else launch(c, p, reinterpret_cast<const void*>(&softmax_wide_kernel<Ti, To, E>), args, s);
+  if (N > 0) return launch(c, p, reinterpret_cast<const void*>(&softmax_ring_kernel<Ti, To, E>), args, s);
+  if constexpr (E * sizeof(Ti) <= 64)  // the two-pass kernel: 2 or 4 packs a thread (8: the ring only)
+    launch(c, p, reinterpret_cast<const void*>(&softmax_wide_kernel<Ti, To, E>), args, s);
+  else
+    GT_THROW("native softmax: " + c.name() + ": 8 packs a thread need the ring (stages > 0)");
 }
 
 template <class Ti, class To, int VEC>
