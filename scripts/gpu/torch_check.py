@@ -216,6 +216,50 @@ def compile_checks(gt):
         check("torch.compile fullgraph (inductor) linear+softmax", d <= 1e-2, f"max |compiled - eager| {d:.2e}")
     except Exception as e:
         check("torch.compile fullgraph (inductor) linear+softmax", False, f"{type(e).__name__}: {str(e)[:300]}")
+    guarded("C++ op run_abd", lambda: cpp_op_checks(gt))
+
+
+def cpp_op_checks(gt):
+    """The C++ op (src/torch/ops.cpp) compiled code calls: loaded for this torch; a linear key
+    (silu epilogue, bias) and an mm key bound to it, run against float64, operands of other
+    strides passed to the Python op (still right), captured into a CUDA graph and replayed."""
+    from gemmtune.torch import _ops
+    check("C++ op loaded (libgemmtune_torch for this torch)", _ops._Cpp.load(), _ops._Cpp.reason or _ops._Cpp.path())
+    if not _ops._Cpp.loaded:
+        return
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(2, 24, 512, device="cuda", generator=g).bfloat16()
+    w = (torch.randn(768, 512, device="cuda", generator=g) * 0.05).bfloat16()
+    b = torch.randn(768, device="cuda", generator=g).bfloat16()
+    kid = _ops._traced_route("linear", _ops._linear_key(x, w, b, "silu"), False)
+    check("C++ op: a linear key (silu, bias) binds", kid >= 0, f"route {kid}")
+    if kid < 0:
+        return
+    y64 = x.double() @ w.double().t() + b.double()
+    bound = x.double().abs() @ w.double().abs().t() + b.double().abs()
+    run = torch.ops.gemmtune.run_abd.default
+    y = run(x, w, b, kid)
+    close("C++ op linear silu+bias vs float64", y, F.silu(y64), bound, torch.bfloat16)
+    xc = x.transpose(0, 1).contiguous().transpose(0, 1)  # the same values, other strides
+    close("C++ op, operands of other strides (the Python op) vs float64", run(xc, w, b, kid), F.silu(y64), bound,
+          torch.bfloat16)
+    a, m = x[0], w.t()
+    mk = _ops._traced_route("mm", _ops._mm_key(a, m), False)
+    if mk >= 0:  # mm defers where the pick is torch's kernel
+        close("C++ op mm vs float64", run(a, m, None, mk), a.double() @ m.double(), a.double().abs() @ m.double().abs(),
+              torch.bfloat16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        run(x, w, b, kid)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        yg = run(x, w, b, kid)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    check("C++ op captured in a CUDA graph replays == eager", torch.equal(yg, run(x, w, b, kid)))
 
 
 def graph_checks(gt):
@@ -513,8 +557,24 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autot
             row["compiled_plain_ms"], row["compiled_gemmtune_ms"] = time_pair(lambda: cp(x), lambda: co(x), iters)
             row["compiled_speedup"] = row["compiled_plain_ms"] / row["compiled_gemmtune_ms"]
             row["compile_s"] = ct
+            # The layers traced as the C++ op, and the same block compiled with the Python op
+            # instead (the C++ op hidden while dynamo traces a second entry point), timed beside it.
+            row["compiled_cpp_layers"] = sum(1 for (op, key) in _ops._Cpp.bound if key[0][:-1] == (1, T))
+            saved = _ops._Cpp.loaded, _ops._Cpp.bound
+            _ops._Cpp.loaded, _ops._Cpp.bound = False, {}
+            try:
+                cpy = torch.compile(lambda x: opt(x), dynamic=False, fullgraph=True)
+                ypy = cpy(x)
+            finally:
+                _ops._Cpp.loaded, _ops._Cpp.bound = saved
+            check(f"block T={T} compiled, Python op: == compiled with the C++ op", rel(ypy, yo) <= 1e-3,
+                  f"rel diff {rel(ypy, yo):.2e}")
+            row["compiled_pyop_ms"], row["compiled_cppop_ms"] = time_pair(lambda: cpy(x), lambda: co(x), iters)
+            row["compiled_cpp_vs_pyop"] = row["compiled_pyop_ms"] / row["compiled_cppop_ms"]
             log(f"block T={T}: compiled plain {row['compiled_plain_ms']:.3f} ms, gemmtune "
-                f"{row['compiled_gemmtune_ms']:.3f} ms (x{row['compiled_speedup']:.3f}), compiles {ct:.1f} s")
+                f"{row['compiled_gemmtune_ms']:.3f} ms (x{row['compiled_speedup']:.3f}), compiles {ct:.1f} s; "
+                f"{row['compiled_cpp_layers']} layers on the C++ op: x{row['compiled_cpp_vs_pyop']:.3f} against the "
+                f"Python op ({row['compiled_pyop_ms']:.3f} / {row['compiled_cppop_ms']:.3f} ms)")
             write_now()
 
     if max_autotune:
@@ -604,6 +664,13 @@ def overhead(gt):
                   (_ops._State.entries["linear"], _ops._linear_key(x, w, None, None)),
                   (_ops._State.entries["linear"], _ops._linear_key(x, lin_g.weight, None, None))]
     was = [d[k].defer for d, k in defer_keys]
+    if _ops._Cpp.load():  # the C++ op on the mm key's kernel, whatever its pick
+        mkey = _ops._mm_key(x, wt)
+        kid = _ops._Cpp.route("mm", mkey, _ops._State.entries["mm"][mkey], False)
+        if kid >= 0:
+            run_abd = torch.ops.gemmtune.run_abd.default
+            cases["mm through the C++ op torch.ops.gemmtune.run_abd (compiled code's call)"] = (
+                lambda: torch.mm(x, wt), lambda: run_abd(x, wt, None, kid), False, False)
 
     def set_defer(flags):
         for (d, k), f in zip(defer_keys, flags):
@@ -687,6 +754,15 @@ def write(out_dir):
                          f"{c('compiled_plain_ms')} | {c('compiled_gemmtune_ms')} | {c('compiled_speedup')} | "
                          f"{r['rel_err_gemmtune']:.2e} / {r['rel_err_plain']:.2e} |")
         lines.append("")
+        cpp_rows = [r for r in RESULTS["block"] if "compiled_cpp_vs_pyop" in r]
+        if cpp_rows:
+            lines += ["The compiled optimized block with its layers on the C++ op (gemmtune::run_abd) against the "
+                      "same block compiled with the Python op, interleaved:", "",
+                      "| tokens | layers on the C++ op | compiled, Python op ms | compiled, C++ op ms | x |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| {r['tokens']} | {r['compiled_cpp_layers']} | {r['compiled_pyop_ms']:.3f} | "
+                      f"{r['compiled_cppop_ms']:.3f} | {r['compiled_cpp_vs_pyop']:.3f} |" for r in cpp_rows]
+            lines.append("")
         graph_rows = [r for r in RESULTS["block"] if "graph_gemmtune_ms" in r]
         if graph_rows:
             lines += ["CUDA-graph replay of the block (eager modules captured the same way) beside torch "

@@ -2,6 +2,8 @@
 torch.compile tracing (meta tensors) and optimize()'s recording and module swap (a fake engine).
 Skipped where torch is not installed (python/requirements-torch.txt)."""
 
+import os
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -468,6 +470,7 @@ def _fake_gpu(monkeypatch, describe):
     monkeypatch.setattr(_ops._State, "run", object())  # bound: _entry binds nothing
     monkeypatch.setattr(_ops._State, "run_abd", lambda *args: calls.append(args) or 0)
     monkeypatch.setattr(_ops._State, "softmax_run", lambda *args: calls.append(args) or 0)
+    monkeypatch.setattr(_ops._Cpp, "loaded", False)  # the C++ op as if not built (test_cpp_route binds it)
     return selects, calls
 
 
@@ -561,49 +564,111 @@ def test_deferred_call_is_torch_op_whatever_the_tensors(monkeypatch):
     _ops.configure()
 
 
-def test_traced_defer_selects_once_never_under_capture(monkeypatch):
+def test_traced_route_selects_once_never_under_capture(monkeypatch):
     """What dynamo asks while tracing with static shapes: the key's pick (selected now if new,
     the same entry the eager call uses); under CUDA-graph capture a new key is not selected (the
     op stays ours); not a CUDA device: never."""
     selects, calls = _fake_gpu(monkeypatch, lambda p: baseline(p["m"] == 10))
+    TORCH, OP = _ops._ROUTE_TORCH, _ops._ROUTE_OP
     x, w = torch.randn(2, 5, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16)
     on_cpu = _ops._linear_key(x, w, None, None)
     monkeypatch.setattr(torch.Tensor, "device", property(lambda self: torch.device("cuda", 0)))  # CPU tensors as cuda:0
     lin = _ops._linear_key(x, w, None, None)
-    assert _ops._traced_defer("linear", lin) is True and len(selects) == 1 and selects[0]["m"] == 10
-    assert _ops._traced_defer("linear", lin) is True and len(selects) == 1
+    assert _ops._traced_route("linear", lin, False) == TORCH and len(selects) == 1 and selects[0]["m"] == 10
+    assert _ops._traced_route("linear", lin, False) == TORCH and len(selects) == 1
     # The eager call finds that entry (one key builder).
     assert _ops._State.entries["linear"][lin].defer
-    assert _ops._traced_defer("mm", _ops._mm_key(x[0], w.t())) is False and len(selects) == 2   # m = 5
+    assert _ops._traced_route("mm", _ops._mm_key(x[0], w.t()), False) == OP and len(selects) == 2   # m = 5
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     x3 = torch.randn(10, 32, dtype=bf16)
-    assert _ops._traced_defer("linear", _ops._linear_key(x3, w, None, None)) is False and len(selects) == 2
-    assert _ops._traced_defer("linear", lin) is True            # already selected: still answered
-    assert _ops._traced_defer("linear", on_cpu) is False and len(selects) == 2
+    assert _ops._traced_route("linear", _ops._linear_key(x3, w, None, None), False) == OP and len(selects) == 2
+    assert _ops._traced_route("linear", lin, False) == TORCH            # already selected: still answered
+    assert _ops._traced_route("linear", on_cpu, False) == OP and len(selects) == 2
     meta = (*lin[:3], torch.device("meta"), *lin[4:])
-    assert _ops._traced_defer("linear", meta) is False and len(selects) == 2
+    assert _ops._traced_route("linear", meta, False) == OP and len(selects) == 2
     # A refused argument (weight's k differs): not deferred, nothing selected (the op reports it).
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     w16 = torch.randn(48, 16, dtype=bf16)
-    assert _ops._traced_defer("linear", _ops._linear_key(x, w16, None, None)) is False and len(selects) == 2
+    assert _ops._traced_route("linear", _ops._linear_key(x, w16, None, None), False) == OP and len(selects) == 2
     # With a bias: its tensor is planned too.
     b = torch.randn(48, dtype=bf16)
-    assert _ops._traced_defer("linear", _ops._linear_key(x, w, b, None)) is True and selects[-1]["bias"]
+    assert _ops._traced_route("linear", _ops._linear_key(x, w, b, None), False) == TORCH and selects[-1]["bias"]
+    _ops.configure()
+
+
+def test_cpp_route_binds_once_and_traces_run_abd(monkeypatch):
+    """Where the C++ op is built (libgemmtune_torch_<torch major.minor>.so beside the library): a
+    key whose pick does not defer binds a kernel handle of its own (one load, once), is traced as
+    gemmtune::run_abd with that index, and the fake implementation gives the output; a deferred
+    key, or one whose call records autograd, does not bind. Bad bindings and unbound indices are
+    refused by name. (The kernel itself runs on the H200: scripts/gpu/torch_check.py.)"""
+    import ctypes
+    if not os.path.exists(_ops._Cpp.path()):
+        pytest.skip(f"no C++ op for torch {torch.__version__}: {_ops._Cpp.path()}")
+    _fake_gpu(monkeypatch, lambda p: baseline(p["n"] == 40))
+    monkeypatch.setattr(_ops._Cpp, "loaded", None)
+    monkeypatch.setattr(_ops._Cpp, "bound", {})
+    assert _ops._Cpp.load(), _ops._Cpp.reason
+    loads = []
+
+    class Handle:
+        def __init__(self):
+            self._h = ctypes.c_void_p(0x1000 + 16 * len(loads))  # never run on this machine
+
+    class Engine:
+        def load(self, problem, backend, cid):
+            loads.append((dict(problem), backend, cid))
+            return Handle()
+
+    monkeypatch.setattr(_ops, "engine", lambda device=0: Engine())
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda self: torch.device("cuda", 0)))  # CPU tensors as cuda:0
+    x, w, b = torch.randn(2, 5, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16), torch.randn(48, dtype=bf16)
+    key = _ops._linear_key(x, w, b, "silu")
+    kid = _ops._traced_route("linear", key, False)
+    assert kid >= 0 and _ops._traced_route("linear", key, False) == kid
+    assert len(loads) == 1 and loads[0][0]["act"] == "silu" and loads[0][1:] == ("cublaslt", "00")
+    assert _ops._Cpp.out[kid] == ((2, 5, 48), bf16)
+    assert _ops._traced_route("linear", _ops._linear_key(x, w, None, None), True) == _ops._ROUTE_OP  # grad
+    w40 = torch.randn(40, 32, dtype=bf16)
+    assert _ops._traced_route("linear", _ops._linear_key(x, w40, None, None), False) == _ops._ROUTE_TORCH
+    mk = _ops._traced_route("mm", _ops._mm_key(x[0], w.t()), False)
+    assert mk == kid + 1 and _ops._Cpp.out[mk] == ((5, 48), bf16) and len(loads) == 2
+    monkeypatch.undo()  # real devices again: what follows traces meta tensors
+
+    @torch.compiler.assume_constant_result
+    def route(op, key, grad):
+        return kid
+
+    monkeypatch.setattr(_ops, "_traced_route", route)
+    tg = _graph_targets(lambda x, w, b: gt.linear(x, w, b, "silu"), t(2, 5, 32), t(48, 32), t(48))
+    assert tg == ["gemmtune.run_abd.default"], tg
+    y = torch.ops.gemmtune.run_abd.default(t(2, 5, 32), t(48, 32), t(48), kid)  # the fake implementation
+    assert y.shape == (2, 5, 48) and y.dtype == bf16 and y.device.type == META
+    with pytest.raises(RuntimeError, match="_bind_kernel: handle: null"):
+        torch.ops.gemmtune._bind_kernel(0, "mm", None, 0, t(5, 32), t(32, 48), None, [5, 48])
+    with pytest.raises(RuntimeError, match="_bind_kernel: op: 'conv'"):
+        torch.ops.gemmtune._bind_kernel(16, "conv", None, 0, t(5, 32), t(32, 48), None, [5, 48])
+    with pytest.raises(RuntimeError, match="_bind_kernel: out: negative size"):
+        torch.ops.gemmtune._bind_kernel(16, "mm", None, 0, t(5, 32), t(32, 48), None, [5, -1])
+    raises(lambda: torch.ops.gemmtune.run_abd.default(t(5, 32), t(32, 48), None, 10**6), "run_abd: kernel: 1000000")
+    with pytest.raises(NotImplementedError):  # CPU tensors: the op has a CUDA kernel only
+        torch.ops.gemmtune.run_abd.default(torch.randn(5, 32), torch.randn(32, 48), None, kid)
+    torch._dynamo.reset()
     _ops.configure()
 
 
 def test_dynamo_passes_the_eager_key(monkeypatch):
-    """The key dynamo evaluates (static shapes) and hands _traced_defer is the eager call's key
+    """The key dynamo evaluates (static shapes) and hands _traced_route is the eager call's key
     for the same tensors: one builder, so both find one entry."""
     seen = []
 
     @torch.compiler.assume_constant_result
-    def record(op, key):
+    def record(op, key, grad):
         seen.append((op, key))
-        return False
+        return _ops._ROUTE_OP
 
     _fake_gpu(monkeypatch, lambda p: baseline(False))  # CPU tensors traced and run as if on a GPU
-    monkeypatch.setattr(_ops, "_traced_defer", record)
+    monkeypatch.setattr(_ops, "_traced_route", record)
     x, w, b = torch.randn(2, 5, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16), torch.randn(48, dtype=bf16)
     a, m = torch.randn(5, 32, dtype=bf16), torch.randn(48, 32, dtype=bf16).t()
     torch._dynamo.reset()
@@ -634,10 +699,10 @@ def test_compile_traces_torch_op_when_deferred(monkeypatch):
     answer = {"v": True}
 
     @torch.compiler.assume_constant_result
-    def fake_defer(op, sig):
-        return answer["v"]
+    def fake_defer(op, sig, grad):
+        return _ops._ROUTE_TORCH if answer["v"] else _ops._ROUTE_OP
 
-    monkeypatch.setattr(_ops, "_traced_defer", fake_defer)
+    monkeypatch.setattr(_ops, "_traced_route", fake_defer)
 
     def fn(x, w, b):
         return gt.mm(gt.linear(x, w, b), w)
@@ -653,9 +718,8 @@ def test_compile_traces_torch_op_when_deferred(monkeypatch):
     # sizes, so a later op on its output sees static ones).
     tg = _graph_targets(lambda x, w, b: gt.linear(x, w, b), *args, dynamic=True)
     assert tg == ["gemmtune.linear.default"], tg
-    # An activation is never deferred.
-    tg = _graph_targets(lambda x, w: gt.linear(x, w, None, "relu"), t(8, 64), t(64, 64))
-    assert sum("gemmtune" in s for s in tg) == 1, tg
+    # An activation is never deferred (the route asks _defers).
+    assert not _ops._defers("linear", "relu", baseline(True), 0.05)
     torch._dynamo.reset()
 
 

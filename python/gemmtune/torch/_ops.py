@@ -30,12 +30,19 @@ cuBLASLt algo that beat that baseline in the tune by less than the defer margin 
 DEFER_MARGIN): the same or an equally fast kernel, without our launch path. The decision is a flag
 of the key's entry; the public functions test it first, so a deferred call costs a key and a dict
 lookup over torch's op. Under torch.compile with static shapes, linear() and mm() make it while
-dynamo traces (_traced_defer, a constant to dynamo, on the same key): a deferred call is traced as
+dynamo traces (_traced_route, a constant to dynamo, on the same key): a deferred call is traced as
 torch's op, which Inductor sees and fuses around; with symbolic shapes the op stays ours (its
 implementation defers at run time).
+
+The C++ op (_Cpp, src/torch/ops.cpp): under torch.compile with static shapes, a call that does
+not defer (and records no autograd) is traced as gemmtune::run_abd(a, b, bias, kernel), `kernel`
+a constant index of a kernel handle bound to the C++ op at trace time; compiled code then
+launches the kernel through the dispatcher alone, without this module's Python. Where the C++
+op is not built for this torch, the Python op as before.
 """
 
 import ctypes
+import os
 import threading
 from typing import Optional
 
@@ -245,7 +252,7 @@ def _entry(op: str, key: tuple, plan: P.Plan, device: Optional[int], copy_rows: 
 # A key holds, per tensor, (shape, stride, dtype, device) at _T[i] (what a plan depends on); a
 # hit needs no check but the data pointers' alignment (they change per call); a miss plans, which
 # checks everything and names the argument. Under dynamo with static shapes the same builder
-# evaluates to constants, which _traced_defer receives.
+# evaluates to constants, which _traced_route receives.
 
 def _mm_key(a: Tensor, b: Tensor) -> tuple:
     return (a.shape, a.stride(), a.dtype, a.device, b.shape, b.stride(), b.dtype, b.device)
@@ -276,30 +283,111 @@ def _linear_entry(key: tuple, x: Tensor, weight: Tensor, bias: Optional[Tensor],
     return _entry("linear", key, plan, device, copy_rows, (*x.shape[:-1], plan.out_shape[1]))
 
 
+# What dynamo traces for a call of mm() / linear() with static shapes (_traced_route):
+_ROUTE_TORCH = -1  # torch's op (the key's entry defers): Inductor sees aten ops and fuses around them
+_ROUTE_OP = -2     # the Python op gemmtune::mm / linear
+# >= 0: gemmtune::run_abd(a, b, bias, route), the C++ op on the kernel bound at that index
+
+
 @torch.compiler.assume_constant_result
-def _traced_defer(op: str, key: tuple) -> bool:
-    """While dynamo traces mm() / linear() on static shapes: whether the call runs torch's op
-    (the key's entry defers). key: _mm_key / _linear_key of the traced tensors, constants.
+def _traced_route(op: str, key: tuple, grad: bool) -> int:
+    """While dynamo traces mm() / linear() on static shapes: what the call traces as (_ROUTE_*,
+    or a kernel bound to the C++ op). key: _mm_key / _linear_key of the traced tensors,
+    constants; grad: whether an input needs grad (then never the C++ op, which has no autograd).
     Selects the key's kernel now, as the first run would (never while a CUDA graph is being
-    captured: then False, and the op stays ours); not a CUDA device: False. An argument the
-    plan refuses, or a failed selection: False (the op then reports it, as before)."""
+    captured: then the Python op); not a CUDA device: the Python op. An argument the plan
+    refuses, or a failed selection: the Python op (which then reports it, as before)."""
     dev = key[3]  # the first operand's device
     if dev.type != "cuda":
-        return False
+        return _ROUTE_OP
     dev = dev.index if dev.index is not None else torch.cuda.current_device()
+    capturing = torch.cuda.is_current_stream_capturing()
     ent = _State.entries[op].get(key)
-    if ent is None:
-        if torch.cuda.is_current_stream_capturing():
-            return False
-        try:
+    try:
+        if ent is None:
+            if capturing:
+                return _ROUTE_OP
             if op == "mm":
                 ent = _entry("mm", key, P.plan_mm(_meta(key, 0), _meta(key, 1)), dev)
             else:
                 bias = _meta(key, 2) if len(key) > _T[2] else None
                 ent = _linear_entry(key, _meta(key, 0), _meta(key, 1), bias, key[_ACTIVATION], dev)
-        except GemmtuneError:
-            return False
-    return ent.defer
+    except GemmtuneError:
+        return _ROUTE_OP
+    if ent.defer:
+        return _ROUTE_TORCH
+    if grad or ent.copy_rows:
+        return _ROUTE_OP
+    return _Cpp.route(op, key, ent, capturing)
+
+
+# ---- the C++ op (src/torch/ops.cpp): compiled code launches a kernel without Python -------------
+
+class _Cpp:
+    """libgemmtune_torch_<torch major.minor>.so, beside libgemmtune_c.so where the build found a
+    torch (CMakeLists.txt): gemmtune::_bind_kernel and gemmtune::run_abd. Loaded on first need;
+    without it (not built, another torch), compiled code calls the Python op."""
+
+    loaded: Optional[bool] = None  # None: not tried yet
+    reason = ""                    # why not loaded
+    bound: dict = {}               # (op, key) -> run_abd's kernel index
+    out: list = []                 # kernel index -> (output shape, dtype): the fake implementation's
+
+    @classmethod
+    def path(cls) -> str:
+        v = torch.__version__.split(".")
+        return os.path.join(os.path.dirname(_capi.lib()._name), f"libgemmtune_torch_{v[0]}.{v[1]}.so")
+
+    @classmethod
+    def load(cls) -> bool:
+        if cls.loaded is None:
+            with _State.lock:
+                if cls.loaded is None:
+                    path = cls.path()
+                    try:
+                        if not os.path.exists(path):
+                            raise OSError(f"{path} does not exist (the build found no torch {torch.__version__})")
+                        torch.ops.load_library(path)
+                        torch.library.register_fake("gemmtune::run_abd", _run_abd_fake, lib=_LIB)
+                        cls.loaded = True
+                    except (OSError, RuntimeError) as e:
+                        cls.loaded, cls.reason = False, str(e)
+        return cls.loaded
+
+    @classmethod
+    def route(cls, op: str, key: tuple, ent: "_Entry", capturing: bool) -> int:
+        """run_abd's kernel index for the key (bound now if new: a kernel handle of its own,
+        loaded like the entry's, owned by the C++ op for the process's life), or _ROUTE_OP where
+        the op is not loaded or a new binding cannot be made (under CUDA-graph capture, or the
+        load failed)."""
+        with _State.lock:
+            kid = cls.bound.get((op, key))
+            if kid is not None:
+                return kid
+            if capturing or not cls.load():
+                return _ROUTE_OP
+            info = ent.kernel.describe()
+            try:
+                with torch.cuda.device(ent.device):
+                    kernel = engine(ent.device).load(ent.plan.problem, info["backend"], info["id"])
+            except (GemmtuneError, RuntimeError):
+                return _ROUTE_OP
+            bias = _meta(key, 2) if op == "linear" and len(key) > _T[2] else None
+            act = key[_ACTIVATION] if op == "linear" else None
+            kid = torch.ops.gemmtune._bind_kernel(kernel._h.value, op, act, ent.device, _meta(key, 0), _meta(key, 1),
+                                                  bias, list(ent.out_shape))
+            kernel._h = None  # the C++ op's now
+            cls.bound[(op, key)] = kid
+            cls.out.append((tuple(ent.out_shape), ent.out_dtype))
+            assert len(cls.out) == kid + 1
+            return kid
+
+
+def _run_abd_fake(a, b, bias, kernel):
+    if not 0 <= kernel < len(_Cpp.out):
+        raise P.invalid("run_abd", f"kernel: {kernel} is not a bound kernel ({len(_Cpp.out)} bound)")
+    shape, dtype = _Cpp.out[kernel]
+    return a.new_empty(shape, dtype=dtype)
 
 
 def _known(v) -> bool:
@@ -465,6 +553,10 @@ _scaled_mm_op = torch.ops.gemmtune.scaled_mm.default
 _softmax_op = torch.ops.gemmtune.softmax.default
 
 
+def _run_abd_op(a: Tensor, b: Tensor, bias: Optional[Tensor], kernel: int) -> Tensor:
+    return torch.ops.gemmtune.run_abd.default(a, b, bias, kernel)  # defined once _Cpp.load() has loaded it
+
+
 # ---- autograd: torch.autograd.Functions around the ops, used only when an input needs grad -----------
 # Backward of mm, linear without an activation and softmax, in plain torch ops (gemmtune's kernels
 # are for the forward pass; training through them is allowed, not tuned). scaled_mm has none.
@@ -572,8 +664,12 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
             return _torch_mm(a, b)
         if _plain_tensors(a, b):
             return _mm_run(ent, key, a, b)
-    elif _static(a, b) and _traced_defer("mm", _mm_key(a, b)):
-        return torch.mm(a, b)  # the pick is torch's own kernel: Inductor sees aten.mm
+    elif _static(a, b):
+        route = _traced_route("mm", _mm_key(a, b), _needs_grad(a, b))
+        if route == _ROUTE_TORCH:
+            return torch.mm(a, b)  # the pick is torch's own kernel: Inductor sees aten.mm
+        if route >= 0:
+            return _run_abd_op(a, b, None, route)
     if _needs_grad(a, b):
         return _MmFn.apply(a, b)
     return _mm_op(a, b)
@@ -590,9 +686,12 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation:
             return _torch_linear(x, weight, bias)
         if _plain_tensors(x, weight, bias):
             return _linear_run(ent, key, x, weight, bias, activation)
-    elif activation in (None, "none") and _static(x, weight, bias) and \
-            _traced_defer("linear", _linear_key(x, weight, bias, activation)):
-        return torch.nn.functional.linear(x, weight, bias)  # the pick is torch's own kernel: Inductor sees aten ops
+    elif _static(x, weight, bias):
+        route = _traced_route("linear", _linear_key(x, weight, bias, activation), _needs_grad(x, weight, bias))
+        if route == _ROUTE_TORCH:
+            return torch.nn.functional.linear(x, weight, bias)  # the pick is torch's own kernel: Inductor sees aten ops
+        if route >= 0:
+            return _run_abd_op(x, weight, bias, route)
     if _needs_grad(x, weight, bias):
         return _LinearFn.apply(x, weight, bias, activation)
     return _linear_op(x, weight, bias, activation)
