@@ -183,6 +183,12 @@ GT_API int gt_select(gt_engine* engine, const char* problem_json, int force_tune
       std::lock_guard lock(engine->state->mutex);
       gemmtune::Engine& e = engine->state->engine;
       handle->kernel = force_tune ? e.tune(p, report_json ? &report : nullptr) : e.select(p, report_json ? &report : nullptr);
+      // A cache hit's report holds the candidates' results of the tune that made it (gemmtune.torch
+      // weighs them: _cheaper_launch).
+      if (report_json && report.from_cache && report.results.empty() && e.cache()) {
+        if (report.key.empty()) report.key = e.cache_key(p);
+        report.results = e.cache()->results(report.key);
+      }
     }
     char* text = report_json ? dup(gemmtune::report_to_json(report)) : nullptr;
     *out = handle.release();

@@ -287,6 +287,64 @@ def test_optimize_records_tunes_buckets_and_swaps():
     _ops.configure()
 
 
+def _res(backend, cid, median, status="ok", winner=False):
+    return {"backend": backend, "id": cid, "name": cid, "status": status, "median_us": median, "winner": winner,
+            "is_default": cid.startswith("torch-")}
+
+
+def test_cheaper_launch_runs_ours_near_torch_on_small_problems():
+    """Where the pick would run torch's op on a problem of <= LAUNCH_BOUND_US: the fastest correct
+    candidate of another backend within the margin of torch's kernel; else None."""
+    pick = lambda results, margin=0.05: (_ops._cheaper_launch(results, margin) or {}).get("id")
+    torch_wins = [_res("cublaslt", "torch-00-00", 10.0, winner=True), _res("native", "n1", 10.3),
+                  _res("triton", "t1", 10.2), _res("native", "n0", 9.0, status="wrong"),
+                  _res("triton", "t0", 9.5, status="pruned"), _res("cutlass", "c1", 10.6)]
+    assert pick(torch_wins) == "t1"                      # the fastest correct one within 5%
+    assert pick(torch_wins, 0.01) is None                # none within 1%
+    assert pick([dict(r, median_us=r["median_us"] * 6) for r in torch_wins]) is None  # 60 us: past the bound
+    lt = [_res("cublaslt", "torch-00-00", 10.0), _res("cublaslt", "05", 9.8, winner=True), _res("triton", "t1", 10.2)]
+    assert pick(lt) == "t1"                              # a cuBLASLt algo within the margin defers: ours instead
+    lt[1]["median_us"] = 9.0
+    assert pick(lt) is None                              # clearly faster than torch's: gemmtune launches it
+    assert pick([_res("cublaslt", "torch-00-00", 10.0), _res("native", "n1", 9.0, winner=True)]) is None
+    assert pick([_res("cublaslt", "05", 10.0, winner=True), _res("native", "n1", 10.1)]) is None  # no torch kernel
+    assert pick([_res("cublaslt", "torch-00-00", 10.0, winner=True), _res("native", "n0", 9.0, status="wrong")]) is None
+
+
+class TorchWinsEngine:
+    """select(): torch's kernel wins by 2% over a native one (a report like the C API's)."""
+
+    def __init__(self):
+        self.loads = []
+
+    def select(self, problem, force=False):
+        return BaselineKernel(problem, baseline(True)), {"from_cache": False, "seconds": 0.01, "results": [
+            _res("cublaslt", "torch-00-00", 10.0, winner=True), _res("native", "decode_x", 10.2)]}
+
+    def load(self, problem, backend, cid):
+        self.loads.append((problem["m"], backend, cid))
+        return BaselineKernel(problem, {"backend": backend, "id": cid, "torch_baseline": False})
+
+
+def test_small_problem_near_torch_runs_ours(monkeypatch):
+    """optimize() records the candidate of ours for the bucket (not torch's op), and a key selected
+    outside optimize() loads it."""
+    _ops.configure()
+    eng = TorchWinsEngine()
+    net = Net()
+    rep = gt.optimize(net, (t(2, 8, 64),), engine=eng, progress=False)
+    assert all(p["backend"] == "native" and p["launch_cheaper"] and not p["torch_op"] for p in rep.problems)
+    assert all(v == [(16, "native", "decode_x")] for v in _ops._State.buckets.values())
+    _ops.configure()
+    monkeypatch.setattr(_ops, "engine", lambda device=0: eng)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    k = _ops._select("linear", P.plan_linear(t(5, 64), t(128, 64), None, None), 0)
+    assert k.describe()["backend"] == "native" and eng.loads == [(5, "native", "decode_x")]
+    k = _ops._select("linear", P.plan_linear(t(5, 64), t(128, 64), None, "relu"), 0)  # an epilogue: never deferred
+    assert k.describe()["torch_baseline"] and len(eng.loads) == 1
+    _ops.configure()
+
+
 def test_bucket_order_prefers_the_smallest_bucket_above():
     assert _ops._bucket_order(5, [1, 4, 8, 16]) == [8, 16, 4, 1]
     assert _ops._bucket_order(16, [1, 4, 8, 16]) == [16, 8, 4, 1]

@@ -106,6 +106,32 @@ def _defers(op: str, act: str, info: dict, margin: float) -> bool:
     return info.get("backend") == "cublaslt" and bool(pick and base) and pick * (1 + margin) >= base
 
 
+# Where torch's kernel for a problem takes at most this long, a call is mostly host time: a
+# candidate of gemmtune's own backends (native, Triton, CUTLASS, CuTe DSL) within the defer margin
+# of it runs instead of torch's op (_cheaper_launch). Measured on the H200 (s13, s16): one
+# nn.Linear call 17.9-28.6 us of host time against 12.4-19.2 for gemmtune's launch of the same
+# layer at 1 and 16 tokens, while a 5% margin on a 50 us kernel is 2.5 us of GPU time.
+LAUNCH_BOUND_US = 50.0
+
+
+def _cheaper_launch(results: list, margin: float) -> Optional[dict]:
+    """A tune's candidate results (the report's "results": backend, id, name, status, median_us,
+    winner) -> the result of the candidate to run instead of the winner, or None. Only where the
+    winner would run torch's op (torch's own kernel, or a cuBLASLt algo within `margin` of it:
+    _defers) and torch's kernel takes at most LAUNCH_BOUND_US: then the fastest correct candidate
+    of another backend whose median is within `margin` of torch's kernel (one driver call instead
+    of torch's cuBLAS call: less host time a call, for at most `margin` more GPU time)."""
+    ok = [r for r in results if r.get("status") == "ok" and r.get("median_us")]
+    win = next((r for r in ok if r.get("winner")), None)
+    base = next((r for r in ok if r.get("backend") == "cublaslt" and str(r.get("id", "")).startswith("torch-")), None)
+    if win is None or base is None or win.get("backend") != "cublaslt" or base["median_us"] > LAUNCH_BOUND_US:
+        return None
+    if win is not base and win["median_us"] * (1 + margin) < base["median_us"]:
+        return None  # a cuBLASLt algo clearly faster than torch's: gemmtune launches it already
+    ours = [r for r in ok if r.get("backend") != "cublaslt" and r["median_us"] <= base["median_us"] * (1 + margin)]
+    return min(ours, key=lambda r: r["median_us"]) if ours else None
+
+
 class _State:
     lock = threading.RLock()
     options: dict = {}                 # gemmtune.Engine keyword arguments (configure())
@@ -215,7 +241,14 @@ def _select(op: str, plan: P.Plan, device: int):
         return kernel
     buckets = _State.buckets.get(_family(plan.key))
     if not buckets:
-        kernel, _ = e.select(plan.problem)
+        kernel, report = e.select(plan.problem)
+        if op in ("mm", "linear") and plan.problem.get("act", "none") == "none":
+            alt = _cheaper_launch((report or {}).get("results") or [], _State.defer_margin)
+            if alt is not None:
+                try:
+                    return e.load(plan.problem, alt["backend"], alt["id"])
+                except GemmtuneError:
+                    pass  # the winner, as selected
         return kernel
     # optimize() tuned this layer for m buckets: load a bucket's winner for this m, never tune.
     by_m = {m: (backend, cid) for m, backend, cid in buckets}
