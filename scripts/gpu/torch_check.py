@@ -458,9 +458,12 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autot
             # The kernels each layer runs at this m.
             row["kernels"] = {n: _kernel_of(gt, getattr(opt, n), x) for n in LAYERS}
             row["deferred"] = [n for n, k in row["kernels"].items() if k.endswith("(torch's op)")]
+            from gemmtune.torch import _ops
+            row["eager_cpp_keys"] = sum(1 for key, e in _ops._State.entries["linear"].items()
+                                        if key[0][:-1] == (1, T) and e.cpp >= 0)  # eager calls through the C++ op
             RESULTS["block"].append(row)
             log(f"block T={T}: eager plain {row['eager_plain_ms']:.3f} ms, gemmtune {row['eager_gemmtune_ms']:.3f} ms "
-                f"(x{row['eager_speedup']:.3f}) kernels {row['kernels']}")
+                f"(x{row['eager_speedup']:.3f}; {row['eager_cpp_keys']} layer keys through the C++ op) kernels {row['kernels']}")
             layer_host(plain, opt, T, row)
             write_now()
     # Deferring to torch: exactly the entries whose pick is the cuBLASLt torch baseline (its id
@@ -559,7 +562,7 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autot
             row["compile_s"] = ct
             # The layers traced as the C++ op, and the same block compiled with the Python op
             # instead (the C++ op hidden while dynamo traces a second entry point), timed beside it.
-            row["compiled_cpp_layers"] = sum(1 for (op, key) in _ops._Cpp.bound if key[0][:-1] == (1, T))
+            row["compiled_cpp_keys"] = sum(1 for (op, key) in _ops._Cpp.bound if key[0][:-1] == (1, T))
             saved = _ops._Cpp.loaded, _ops._Cpp.bound
             _ops._Cpp.loaded, _ops._Cpp.bound = False, {}
             try:
@@ -571,10 +574,16 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autot
                   f"rel diff {rel(ypy, yo):.2e}")
             row["compiled_pyop_ms"], row["compiled_cppop_ms"] = time_pair(lambda: cpy(x), lambda: co(x), iters)
             row["compiled_cpp_vs_pyop"] = row["compiled_pyop_ms"] / row["compiled_cppop_ms"]
+            # The control: plain PyTorch compiled against its compiled twin, interleaved.
+            ctw = torch.compile(twin, dynamic=False)
+            ctw(x)
+            a, b = time_pair(lambda: cp(x), lambda: ctw(x), iters)
+            row["control_compiled_x"] = a / b
             log(f"block T={T}: compiled plain {row['compiled_plain_ms']:.3f} ms, gemmtune "
                 f"{row['compiled_gemmtune_ms']:.3f} ms (x{row['compiled_speedup']:.3f}), compiles {ct:.1f} s; "
-                f"{row['compiled_cpp_layers']} layers on the C++ op: x{row['compiled_cpp_vs_pyop']:.3f} against the "
-                f"Python op ({row['compiled_pyop_ms']:.3f} / {row['compiled_cppop_ms']:.3f} ms)")
+                f"{row['compiled_cpp_keys']} layer keys on the C++ op: x{row['compiled_cpp_vs_pyop']:.3f} against the "
+                f"Python op ({row['compiled_pyop_ms']:.3f} / {row['compiled_cppop_ms']:.3f} ms); control, plain vs its "
+                f"twin compiled: x{row['control_compiled_x']:.3f}")
             write_now()
 
     if max_autotune:
@@ -758,10 +767,12 @@ def write(out_dir):
         if cpp_rows:
             lines += ["The compiled optimized block with its layers on the C++ op (gemmtune::run_abd) against the "
                       "same block compiled with the Python op, interleaved:", "",
-                      "| tokens | layers on the C++ op | compiled, Python op ms | compiled, C++ op ms | x |",
-                      "|---|---|---|---|---|"]
-            lines += [f"| {r['tokens']} | {r['compiled_cpp_layers']} | {r['compiled_pyop_ms']:.3f} | "
-                      f"{r['compiled_cppop_ms']:.3f} | {r['compiled_cpp_vs_pyop']:.3f} |" for r in cpp_rows]
+                      "| tokens | layer keys (shapes, strides) on the C++ op | compiled, Python op ms | compiled, C++ op ms | x "
+                      "| control: compiled plain vs its compiled twin, x |",
+                      "|---|---|---|---|---|---|"]
+            lines += [f"| {r['tokens']} | {r['compiled_cpp_keys']} | {r['compiled_pyop_ms']:.3f} | "
+                      f"{r['compiled_cppop_ms']:.3f} | {r['compiled_cpp_vs_pyop']:.3f} | {r['control_compiled_x']:.3f} |"
+                      for r in cpp_rows]
             lines.append("")
         graph_rows = [r for r in RESULTS["block"] if "graph_gemmtune_ms" in r]
         if graph_rows:

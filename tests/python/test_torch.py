@@ -293,14 +293,15 @@ def _res(backend, cid, median, status="ok", winner=False):
 
 
 def test_cheaper_launch_runs_ours_near_torch_on_small_problems():
-    """Where the pick would run torch's op on a problem of <= LAUNCH_BOUND_US: the fastest correct
+    """Where the pick would run torch's op on a decode-sized problem: the fastest correct
     candidate of another backend within the margin of torch's kernel; else None."""
-    pick = lambda results, margin=0.05: (_ops._cheaper_launch(results, margin) or {}).get("id")
+    pick = lambda results, margin=0.05, m=16: (_ops._cheaper_launch(m, results, margin) or {}).get("id")
     torch_wins = [_res("cublaslt", "torch-00-00", 10.0, winner=True), _res("native", "n1", 10.3),
                   _res("triton", "t1", 10.2), _res("native", "n0", 9.0, status="wrong"),
                   _res("triton", "t0", 9.5, status="pruned"), _res("cutlass", "c1", 10.6)]
     assert pick(torch_wins) == "t1"                      # the fastest correct one within 5%
     assert pick(torch_wins, 0.01) is None                # none within 1%
+    assert pick(torch_wins, m=65) is None                # not decode-sized
     assert pick([dict(r, median_us=r["median_us"] * 6) for r in torch_wins]) is None  # 60 us: past the bound
     lt = [_res("cublaslt", "torch-00-00", 10.0), _res("cublaslt", "05", 9.8, winner=True), _res("triton", "t1", 10.2)]
     assert pick(lt) == "t1"                              # a cuBLASLt algo within the margin defers: ours instead
@@ -686,11 +687,15 @@ def test_cpp_route_binds_once_and_traces_run_abd(monkeypatch):
     assert kid >= 0 and _ops._traced_route("linear", key, False) == kid
     assert len(loads) == 1 and loads[0][0]["act"] == "silu" and loads[0][1:] == ("cublaslt", "00")
     assert _ops._Cpp.out[kid] == ((2, 5, 48), bf16)
-    assert _ops._traced_route("linear", _ops._linear_key(x, w, None, None), True) == _ops._ROUTE_OP  # grad
+    assert _ops._State.entries["linear"][key].cpp == kid  # the eager path runs it too
+    # Autograd to record: the Python op (the key's entry is bound all the same, for eager calls).
+    assert _ops._traced_route("linear", _ops._linear_key(x, w, None, None), True) == _ops._ROUTE_OP
+    assert len(loads) == 2
     w40 = torch.randn(40, 32, dtype=bf16)
     assert _ops._traced_route("linear", _ops._linear_key(x, w40, None, None), False) == _ops._ROUTE_TORCH
+    assert _ops._State.entries["linear"][_ops._linear_key(x, w40, None, None)].cpp == _ops._ROUTE_OP
     mk = _ops._traced_route("mm", _ops._mm_key(x[0], w.t()), False)
-    assert mk == kid + 1 and _ops._Cpp.out[mk] == ((5, 48), bf16) and len(loads) == 2
+    assert mk == kid + 2 and _ops._Cpp.out[mk] == ((5, 48), bf16) and len(loads) == 3
     monkeypatch.undo()  # real devices again: what follows traces meta tensors
 
     @torch.compiler.assume_constant_result

@@ -45,7 +45,7 @@ class OptimizeReport:
     torch's own call in the tune, where cuBLASLt reproduced it), torch_op (the layer runs torch's
     op: the pick is torch's kernel or within the defer margin of it, configure()), launch_cheaper
     (a small problem whose pick would have run torch's op runs this candidate of gemmtune's
-    instead, within the margin: _ops.LAUNCH_BOUND_US), from_cache, seconds, candidates),
+    instead, within the margin: _ops.LAUNCH_BOUND_M), from_cache, seconds, candidates),
     `seconds` in all."""
 
     def __init__(self):
@@ -170,7 +170,7 @@ def optimize(model: torch.nn.Module, example_inputs: Any, m_buckets: Optional[It
                          torch_us=info.get("torch_baseline_us"),
                          torch_op=_ops._defers("linear", "none", info, _ops._State.defer_margin))
             # A small problem whose pick would run torch's op: one of ours within the margin instead.
-            alt = _ops._cheaper_launch(rep.get("results") or [], _ops._State.defer_margin)
+            alt = _ops._cheaper_launch(p["m"], rep.get("results") or [], _ops._State.defer_margin)
             if alt is not None:
                 s.update(backend=alt["backend"], id=alt["id"], kernel=alt.get("name", ""), median_us=alt["median_us"],
                          torch_op=False, launch_cheaper=True)

@@ -66,7 +66,7 @@ class _Entry:
     """A selected kernel for one argument key: the C handle and what the hot path needs."""
 
     __slots__ = ("kernel", "handle", "plan", "device", "backend", "name", "copy_rows", "out_shape", "out_dtype",
-                 "defer")
+                 "defer", "cpp")
 
     def __init__(self, op: str, kernel, plan: P.Plan, device: int, copy_rows: bool = False, out_shape=None):
         self.kernel = kernel          # gemmtune.Kernel / SoftmaxKernel (owns the handle)
@@ -79,6 +79,7 @@ class _Entry:
         self.out_shape = plan.out_shape if out_shape is None else out_shape
         self.out_dtype = plan.out_dtype
         self.defer = _defers(op, plan.problem.get("act", "none"), info, _State.defer_margin)  # run torch's op
+        self.cpp = _ROUTE_OP          # mm / linear: the C++ op's kernel index once bound (_entry), run in eager
 
 
 # mm / linear defer to torch's op where a cuBLASLt pick beat torch's own kernel by less than this
@@ -106,21 +107,28 @@ def _defers(op: str, act: str, info: dict, margin: float) -> bool:
     return info.get("backend") == "cublaslt" and bool(pick and base) and pick * (1 + margin) >= base
 
 
-# Where torch's kernel for a problem takes at most this long, a call is mostly host time: a
-# candidate of gemmtune's own backends (native, Triton, CUTLASS, CuTe DSL) within the defer margin
-# of it runs instead of torch's op (_cheaper_launch). Measured on the H200 (s13, s16): one
-# nn.Linear call 17.9-28.6 us of host time against 12.4-19.2 for gemmtune's launch of the same
-# layer at 1 and 16 tokens, while a 5% margin on a 50 us kernel is 2.5 us of GPU time.
+# Decode-sized problems (at most LAUNCH_BOUND_M rows, torch's kernel at most LAUNCH_BOUND_US):
+# a model's step is host-bound there, so a candidate of gemmtune's own backends (native, Triton,
+# CUTLASS, CuTe DSL) within the defer margin of torch's kernel runs instead of torch's op
+# (_cheaper_launch). Measured on the H200 (s13, s16): one nn.Linear call 17.9-28.6 us of host
+# time against 12.4-19.2 for gemmtune's launch of the same layer at 1 and 16 tokens, while a 5%
+# margin on a 50 us kernel is 2.5 us of GPU time. Not at 2048 tokens: there the block is
+# GPU-bound, and a Triton pick within 5% of torch's kernel for k / v made the compiled block
+# 3% slower (s16).
+LAUNCH_BOUND_M = 64
 LAUNCH_BOUND_US = 50.0
 
 
-def _cheaper_launch(results: list, margin: float) -> Optional[dict]:
-    """A tune's candidate results (the report's "results": backend, id, name, status, median_us,
-    winner) -> the result of the candidate to run instead of the winner, or None. Only where the
-    winner would run torch's op (torch's own kernel, or a cuBLASLt algo within `margin` of it:
-    _defers) and torch's kernel takes at most LAUNCH_BOUND_US: then the fastest correct candidate
-    of another backend whose median is within `margin` of torch's kernel (one driver call instead
-    of torch's cuBLAS call: less host time a call, for at most `margin` more GPU time)."""
+def _cheaper_launch(m: int, results: list, margin: float) -> Optional[dict]:
+    """A tune's candidate results for a problem of m rows (the report's "results": backend, id,
+    name, status, median_us, winner) -> the result of the candidate to run instead of the winner,
+    or None. Only where the winner would run torch's op (torch's own kernel, or a cuBLASLt algo
+    within `margin` of it: _defers) on a decode-sized problem (LAUNCH_BOUND_M, LAUNCH_BOUND_US):
+    then the fastest correct candidate of another backend whose median is within `margin` of
+    torch's kernel (one driver call instead of torch's cuBLAS call: less host time a call, for at
+    most `margin` more GPU time)."""
+    if m > LAUNCH_BOUND_M:
+        return None
     ok = [r for r in results if r.get("status") == "ok" and r.get("median_us")]
     win = next((r for r in ok if r.get("winner")), None)
     base = next((r for r in ok if r.get("backend") == "cublaslt" and str(r.get("id", "")).startswith("torch-")), None)
@@ -243,7 +251,7 @@ def _select(op: str, plan: P.Plan, device: int):
     if not buckets:
         kernel, report = e.select(plan.problem)
         if op in ("mm", "linear") and plan.problem.get("act", "none") == "none":
-            alt = _cheaper_launch((report or {}).get("results") or [], _State.defer_margin)
+            alt = _cheaper_launch(plan.problem["m"], (report or {}).get("results") or [], _State.defer_margin)
             if alt is not None:
                 try:
                     return e.load(plan.problem, alt["backend"], alt["id"])
@@ -277,6 +285,9 @@ def _entry(op: str, key: tuple, plan: P.Plan, device: Optional[int], copy_rows: 
                 device = torch.cuda.current_device()
             with torch.cuda.device(device):
                 ent = _Entry(op, _select(op, plan, device), plan, device, copy_rows, out_shape)
+            if op in ("mm", "linear") and not ent.defer and not copy_rows:
+                # Eager calls then go through the C++ op (not capturing: _select refused that).
+                ent.cpp = _Cpp.route(op, key, ent, False)
             entries[key] = ent
         return ent
 
@@ -365,6 +376,7 @@ class _Cpp:
     reason = ""                    # why not loaded
     bound: dict = {}               # (op, key) -> run_abd's kernel index
     out: list = []                 # kernel index -> (output shape, dtype): the fake implementation's
+    run = None                     # torch.ops.gemmtune.run_abd.default, once loaded
 
     @classmethod
     def path(cls) -> str:
@@ -380,8 +392,10 @@ class _Cpp:
                     try:
                         if not os.path.exists(path):
                             raise OSError(f"{path} does not exist (the build found no torch {torch.__version__})")
-                        torch.ops.load_library(path)
-                        torch.library.register_fake("gemmtune::run_abd", _run_abd_fake, lib=_LIB)
+                        torch.ops.load_library(path)  # a second load of the same file changes nothing
+                        if cls.run is None:
+                            torch.library.register_fake("gemmtune::run_abd", _run_abd_fake, lib=_LIB)
+                        cls.run = torch.ops.gemmtune.run_abd.default
                         cls.loaded = True
                     except (OSError, RuntimeError) as e:
                         cls.loaded, cls.reason = False, str(e)
@@ -696,6 +710,8 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
         if ent is not None and ent.defer:
             return _torch_mm(a, b)
         if _plain_tensors(a, b):
+            if ent is not None and ent.cpp >= 0:
+                return _Cpp.run(a, b, None, ent.cpp)  # the C++ op (bound: loaded)
             return _mm_run(ent, key, a, b)
     elif _static(a, b):
         route = _traced_route("mm", _mm_key(a, b), _needs_grad(a, b))
@@ -718,6 +734,8 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation:
         if ent is not None and ent.defer:
             return _torch_linear(x, weight, bias)
         if _plain_tensors(x, weight, bias):
+            if ent is not None and ent.cpp >= 0:
+                return _Cpp.run(x, weight, bias, ent.cpp)
             return _linear_run(ent, key, x, weight, bias, activation)
     elif _static(x, weight, bias):
         route = _traced_route("linear", _linear_key(x, weight, bias, activation), _needs_grad(x, weight, bias))
