@@ -829,4 +829,26 @@ def test_deferred_block_dispatches_what_plain_pytorch_does(monkeypatch):
     assert ops_opt == ops_plain
     assert sum("mm" in name for name, _ in ops_plain) == 7 and not any("gemmtune" in n for n, _ in ops_opt)
     assert torch.equal(y_opt, y_plain)
+
+    # Under torch.compile (static shapes) the deferred block is traced as the same graph as plain
+    # PyTorch's: the same calls in the same order, so Inductor compiles both alike.
+    @torch.compiler.assume_constant_result
+    def deferred(op, key, grad):
+        return _ops._ROUTE_TORCH
+
+    monkeypatch.setattr(_ops, "_traced_route", deferred)
+    graphs = []
+    for mod in (plain, opt):
+        torch._dynamo.reset()
+        calls = []
+
+        def backend(gm, example_inputs, calls=calls):
+            calls.extend((n.op, str(n.target)) for n in gm.graph.nodes if n.op in ("call_function", "call_method"))
+            return gm.forward
+
+        with torch.no_grad():
+            torch.compile(mod, backend=backend, fullgraph=True, dynamic=False)(x)
+        graphs.append(calls)
+    assert graphs[0] == graphs[1] and sum("linear" in t for _, t in graphs[0]) == 7, graphs
+    torch._dynamo.reset()
     _ops.configure()
