@@ -566,7 +566,7 @@ def block_checks(gt, tokens, do_compile, budget_s, max_autotune=False, max_autot
             # The layers traced as the C++ op, and the same block compiled with the Python op
             # instead (the C++ op hidden while dynamo traces it), timed beside it; each through
             # its own lambda (an entry point of its own to dynamo, compiled alike).
-            row["compiled_cpp_keys"] = sum(1 for (op, key) in _ops._Cpp.bound if key[0][:-1] == (1, T))
+            row["compiled_cpp_keys"] = sum(1 for (op, key, *_) in _ops._Cpp.bound if key[0][:-1] == (1, T))
             saved = _ops._Cpp.loaded, _ops._Cpp.bound
             _ops._Cpp.loaded, _ops._Cpp.bound = False, {}
             try:

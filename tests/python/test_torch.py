@@ -696,6 +696,10 @@ def test_cpp_route_binds_once_and_traces_run_abd(monkeypatch):
     assert _ops._State.entries["linear"][_ops._linear_key(x, w40, None, None)].cpp == _ops._ROUTE_OP
     mk = _ops._traced_route("mm", _ops._mm_key(x[0], w.t()), False)
     assert mk == kid + 2 and _ops._Cpp.out[mk] == ((5, 48), bf16) and len(loads) == 3
+    # Another pick for the same key (kernels dropped, selected again): a binding of its own.
+    _ops.clear_kernels()
+    monkeypatch.setattr(_ops, "_select", lambda op, plan, device: BaselineKernel(plan.problem, dict(baseline(False), id="01")))
+    assert _ops._traced_route("linear", key, False) == kid + 3 and loads[-1][1:] == ("cublaslt", "01")
     monkeypatch.undo()  # real devices again: what follows traces meta tensors
 
     @torch.compiler.assume_constant_result

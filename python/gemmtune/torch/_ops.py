@@ -374,7 +374,7 @@ class _Cpp:
 
     loaded: Optional[bool] = None  # None: not tried yet
     reason = ""                    # why not loaded
-    bound: dict = {}               # (op, key) -> run_abd's kernel index
+    bound: dict = {}               # (op, key, backend, candidate id) -> run_abd's kernel index
     out: list = []                 # kernel index -> (output shape, dtype): the fake implementation's
     run = None                     # torch.ops.gemmtune.run_abd.default, once loaded
 
@@ -403,17 +403,19 @@ class _Cpp:
 
     @classmethod
     def route(cls, op: str, key: tuple, ent: "_Entry", capturing: bool) -> int:
-        """run_abd's kernel index for the key (bound now if new: a kernel handle of its own,
-        loaded like the entry's, owned by the C++ op for the process's life), or _ROUTE_OP where
-        the op is not loaded or a new binding cannot be made (under CUDA-graph capture, or the
-        load failed)."""
+        """run_abd's kernel index for the key and the entry's kernel (bound now if new: a kernel
+        handle of its own, loaded like the entry's, owned by the C++ op for the process's life;
+        a later pick for the key, after configure(), binds its own), or _ROUTE_OP where the op
+        is not loaded or a new binding cannot be made (under CUDA-graph capture, or the load
+        failed)."""
         with _State.lock:
-            kid = cls.bound.get((op, key))
+            info = ent.kernel.describe()
+            bkey = (op, key, info["backend"], info["id"])
+            kid = cls.bound.get(bkey)
             if kid is not None:
                 return kid
             if capturing or not cls.load():
                 return _ROUTE_OP
-            info = ent.kernel.describe()
             try:
                 with torch.cuda.device(ent.device):
                     kernel = engine(ent.device).load(ent.plan.problem, info["backend"], info["id"])
@@ -424,7 +426,7 @@ class _Cpp:
             kid = torch.ops.gemmtune._bind_kernel(kernel._h.value, op, act, ent.device, _meta(key, 0), _meta(key, 1),
                                                   bias, list(ent.out_shape))
             kernel._h = None  # the C++ op's now
-            cls.bound[(op, key)] = kid
+            cls.bound[bkey] = kid
             cls.out.append((tuple(ent.out_shape), ent.out_dtype))
             assert len(cls.out) == kid + 1
             return kid
