@@ -1855,7 +1855,7 @@ __global__ void __launch_bounds__(kWideMaxThreads)
 //   loader warp (lane 0): fills slot k % N with item k + N once slot k is released (pubd): by
 //     the control warp's publication of step k, or (hold) by the compute warps' write of item k.
 //   compute warps, step k: (not hold) load item j = k - D's packs from x into registers (issued
-//     first, used last); wait for slot k, reduce it, put the warp's (m, sum) in wred[k % N],
+//     first, converted and used last); wait for slot k, reduce it, put the warp's (m, sum) in wred[k % N],
 //     arrive on empty[k % N]; then write item j with its row's (M, Z) (rowstat, once
 //     statbar[row]), from its slot when holding (and release the slot).
 //   control warp, step k: wait on empty[k % N], merge the warps' pairs, publish (part, a release
@@ -1866,7 +1866,8 @@ __global__ void __launch_bounds__(kWideMaxThreads)
 // H200 (2026-12-03, interleaved, 8 x 2^22): fp32 102.6 us rereading (2 slots of 64 KiB; holding
 // with 2 slots of prefetch 113.8 us), bf16 65.8 us holding (7 slots of 32 KiB, 4 of prefetch),
 // where the ring before (one role per thread, every step waiting on the row merge) took 130.0
-// and 77.2 us.
+// and 77.2 us. Since the reread's conversion waits for the write (2026-12-04): bf16 60.4-60.8 us
+// rereading (2 slots), fp32 unchanged.
 constexpr int kRingMaxStages = 16;
 constexpr int kRingMaxRows = 64;  // rowstat and statbar hold a CTA's rows (the wide kind's at most 64)
 constexpr int kRingExtraThreads = 64;  // the control and loader warps
@@ -1989,18 +1990,12 @@ __global__ void __launch_bounds__(kWideMaxThreads + kRingExtraThreads)
   }
 
   // the compute warps; v: s x of the thread's packs (u = (q T + t) VEC) of an item, -Inf past the row
-  auto values = [&](const Item& it, const Ti* src, bool reread, float* v) {
+  auto values = [&](const Item& it, const Ti* src, float* v) {
 #pragma unroll
     for (int q = 0; q < P; ++q) {
       const int u = (q * T + t) * VEC;
       if (u < it.n) {
-        Pack<Ti, VEC> pk;
-        if (reread) {  // the last use of x: evict first
-          const uint4 raw = __ldcs(reinterpret_cast<const uint4*>(src + u));
-          pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&raw);
-        } else {
-          pk = *reinterpret_cast<const Pack<Ti, VEC>*>(src + u);
-        }
+        const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(src + u);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) v[q * VEC + e] = scale * to_float(pk.v[e]);
       } else {
@@ -2011,16 +2006,26 @@ __global__ void __launch_bounds__(kWideMaxThreads + kRingExtraThreads)
   };
   for (int64_t k = 0; k < K + D; ++k) {
     const int64_t j = k - D;
-    float w[E];
+    // The reread of item j's x (not hold): its raw packs, loaded first and converted only at the
+    // write, so the loads stay in flight through the reduction. Converted at once, each warp
+    // waited on L2 there (ncu, fp32 e32: 32% of the kernel's stall samples); deferred, bf16
+    // 8 x 2^22 took 60.6 us against 69.3 (e32, 2 slots; H200, s16), fp32 unchanged (its
+    // conversion stays early: pinning it late with an asm dependency changed nothing either).
+    uint4 raw[P];
     Item jt{};
     if (j >= 0 && !hold) {
       jt = item(j);
-      values(jt, x + jt.row * ld + jt.base, true, w);
+      const Ti* const src = x + jt.row * ld + jt.base;
+#pragma unroll
+      for (int q = 0; q < P; ++q) {
+        const int u = (q * T + t) * VEC;
+        raw[q] = u < jt.n ? __ldcs(reinterpret_cast<const uint4*>(src + u)) : make_uint4(0, 0, 0, 0);  // the last use of x: evict first
+      }
     }
     if (k < K) {
       float v[E];
       mbar_wait(&full[k % N], uint32_t(k / N) & 1u);
-      values(item(k), reinterpret_cast<const Ti*>(smem_raw + int64_t(k % N) * slot_bytes), false, v);
+      values(item(k), reinterpret_cast<const Ti*>(smem_raw + int64_t(k % N) * slot_bytes), v);
       float m = -INFINITY;
 #pragma unroll
       for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
@@ -2039,7 +2044,17 @@ __global__ void __launch_bounds__(kWideMaxThreads + kRingExtraThreads)
     if (j >= 0) {
       if (hold) jt = item(j);
       mbar_wait(&statbar[jt.row], 0u);
-      if (hold) values(jt, reinterpret_cast<const Ti*>(smem_raw + int64_t(j % N) * slot_bytes), false, w);
+      float w[E];
+      if (hold) {
+        values(jt, reinterpret_cast<const Ti*>(smem_raw + int64_t(j % N) * slot_bytes), w);
+      } else {
+#pragma unroll
+        for (int q = 0; q < P; ++q) {
+          const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&raw[q]);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) w[q * VEC + e] = scale * to_float(pk.v[e]);
+        }
+      }
       const float2 mz = rowstat[jt.row];
       const float M = mz.x, inv = 1.0f / mz.y;
       To* const gy = y + jt.row * ld + jt.base;

@@ -79,7 +79,7 @@
 namespace gemmtune::native {
 
 // Bump when a kernel's code changes what it computes or how fast: keys the tuning cache.
-inline constexpr const char* kNativeSoftmaxVersion = "10";
+inline constexpr const char* kNativeSoftmaxVersion = "11";
 
 enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online, tiny, wide, row, span, flat };
 const char* to_string(SoftmaxKind);
