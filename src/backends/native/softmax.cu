@@ -110,6 +110,21 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// A warp's (max, sum of exp(v - max)) over its lanes' E values each; (-Inf, 0) when every value
+// is -Inf (the exponentials then taken against 0: never -Inf - -Inf).
+template <int E>
+__device__ __forceinline__ float2 warp_pair(const float* v) {
+  float m = -INFINITY;
+#pragma unroll
+  for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
+  m = warp_max(m);
+  const float r = m == -INFINITY ? 0.0f : m;
+  float sum = 0.0f;
+#pragma unroll
+  for (int e = 0; e < E; ++e) sum += exp_sub(v[e], r);
+  return make_float2(m, warp_sum(sum));
+}
+
 // exp(a - b), but 1 when a == b (so that -inf - -inf and inf - inf count as exp(0)).
 __device__ __forceinline__ float exp_diff(float a, float b) { return a == b ? 1.0f : expf(a - b); }
 
@@ -1783,15 +1798,8 @@ __global__ void __launch_bounds__(kWideMaxThreads)
     const int64_t i = int64_t(blockIdx.x) + k * G, row = i / nsl, base = (i - row * nsl) * S, a = row * ld % VEC;
     float w[E];
     wide_load<Ti, E>(x + (row * ld - a + base), virtual_slice<VEC>(a, cols, base, S), t, T, scale, w);
-    float m = -INFINITY;
-#pragma unroll
-    for (int e = 0; e < E; ++e) m = fmaxf(m, w[e]);
-    m = warp_max(m);
-    const float r = m == -INFINITY ? 0.0f : m;
-    float sum = 0.0f;
-#pragma unroll
-    for (int e = 0; e < E; ++e) sum += exp_sub(w[e], r);
-    publish(i, row, m, warp_sum(sum));
+    const float2 ms = warp_pair<E>(w);
+    publish(i, row, ms.x, ms.y);
   }
 
   // pass 2, last item first
@@ -2026,18 +2034,10 @@ __global__ void __launch_bounds__(kWideMaxThreads + kRingExtraThreads)
       float v[E];
       mbar_wait(&full[k % N], uint32_t(k / N) & 1u);
       values(item(k), reinterpret_cast<const Ti*>(smem_raw + int64_t(k % N) * slot_bytes), v);
-      float m = -INFINITY;
-#pragma unroll
-      for (int e = 0; e < E; ++e) m = fmaxf(m, v[e]);
-      m = warp_max(m);
-      const float r = m == -INFINITY ? 0.0f : m;
-      float sum = 0.0f;
-#pragma unroll
-      for (int e = 0; e < E; ++e) sum += exp_sub(v[e], r);
-      sum = warp_sum(sum);
+      const float2 ms = warp_pair<E>(v);
       __syncwarp();  // every lane read the slot
       if (lane == 0) {
-        wred[(k % N) * 16 + warp] = make_float2(m, sum);
+        wred[(k % N) * 16 + warp] = ms;
         mbar_arrive(&empty[k % N]);
       }
     }
