@@ -12,7 +12,8 @@ dispatch layers on every call).
 
 Hot path (eager, plain CUDA tensors, no dispatch or function mode, nothing needing grad): the
 public function calls the implementation itself: a key of the arguments' shapes, strides, dtypes
-and devices -> a dict lookup (one dict per op) -> torch.empty for the output -> one C call
+and devices -> a dict lookup (one dict per op) -> for mm / linear where the C++ op is loaded, its
+call with the entry's kernel index (below); else torch.empty for the output -> one C call
 (gt_kernel_run_abd / gt_softmax_run, six or four arguments, through ctypes.PyDLL: the GIL stays
 held, so one kernel never runs on two threads at once, as the C API asks) on torch's current
 stream. Everything else (torch.compile, fake and meta tensors, modes, autograd) goes through
