@@ -113,9 +113,9 @@ def _defers(op: str, act: str, info: dict, margin: float) -> bool:
 # CUTLASS, CuTe DSL) within the defer margin of torch's kernel runs instead of torch's op
 # (_cheaper_launch). Measured on the H200 (s16): one nn.Linear call 16.7-32.4 us of host time
 # against 11.0-18.4 for gemmtune's launch of the same layer at 1 and 16 tokens, while a 5% margin
-# on a 50 us kernel is 2.5 us of GPU time. Not at 2048 tokens: there the block is
-# GPU-bound, and a Triton pick within 5% of torch's kernel for k / v made the compiled block
-# 3% slower (s16).
+# on a 50 us kernel is 2.5 us of GPU time. Not at 2048 tokens: there the block is GPU-bound
+# (in the s16 run where a Triton pick within 5% of torch's kernel took k / v, the compiled
+# block measured x0.969 against x0.987-1.006 in the other runs).
 LAUNCH_BOUND_M = 64
 LAUNCH_BOUND_US = 50.0
 
