@@ -681,7 +681,7 @@ def overhead(gt):
     was = [d[k].defer for d, k in defer_keys]
     if _ops._Cpp.load():  # the C++ op on the mm key's kernel, whatever its pick
         mkey = _ops._mm_key(x, wt)
-        kid = _ops._Cpp.route("mm", mkey, _ops._State.entries["mm"][mkey], False)
+        kid = _ops._Cpp.route("mm", mkey, _ops._State.entries["mm"][mkey])
         if kid >= 0:
             run_abd = torch.ops.gemmtune.run_abd.default
             cases["mm through the C++ op torch.ops.gemmtune.run_abd (compiled code's call)"] = (

@@ -80,6 +80,14 @@ char* dup(const std::string& s) {
   return p;
 }
 
+// A cache hit's report gets the candidates' results of the tune that made it (the caller holds
+// the engine's lock): the CLI's and the report's tables, gemmtune.torch's _cheaper_launch.
+template <class Problem>
+void fill_cached_results(gemmtune::Engine& e, const Problem& p, gemmtune::TuneReport& report) {
+  if (report.key.empty()) report.key = e.cache_key(p);
+  if (report.from_cache && report.results.empty() && e.cache()) report.results = e.cache()->results(report.key);
+}
+
 }  // namespace
 
 struct gt_engine {
@@ -183,12 +191,7 @@ GT_API int gt_select(gt_engine* engine, const char* problem_json, int force_tune
       std::lock_guard lock(engine->state->mutex);
       gemmtune::Engine& e = engine->state->engine;
       handle->kernel = force_tune ? e.tune(p, report_json ? &report : nullptr) : e.select(p, report_json ? &report : nullptr);
-      // A cache hit's report holds the candidates' results of the tune that made it (gemmtune.torch
-      // weighs them: _cheaper_launch).
-      if (report_json && report.from_cache && report.results.empty() && e.cache()) {
-        if (report.key.empty()) report.key = e.cache_key(p);
-        report.results = e.cache()->results(report.key);
-      }
+      if (report_json) fill_cached_results(e, p, report);
     }
     char* text = report_json ? dup(gemmtune::report_to_json(report)) : nullptr;
     *out = handle.release();
@@ -282,8 +285,7 @@ GT_API int gt_softmax_select(gt_engine* engine, const char* problem_json, int fo
       std::lock_guard lock(engine->state->mutex);
       gemmtune::Engine& e = engine->state->engine;
       handle->kernel = force_tune ? e.tune(p, &report) : e.select(p, &report);
-      if (report.key.empty()) report.key = e.cache_key(p);
-      if (report.from_cache && report.results.empty() && e.cache()) report.results = e.cache()->results(report.key);
+      fill_cached_results(e, p, report);
     }
     char* text = report_json ? dup(gemmtune::report_to_json(report)) : nullptr;
     *out = handle.release();
@@ -329,8 +331,7 @@ GT_API int gt_grouped_select(gt_engine* engine, const char* problem_json, int fo
       std::lock_guard lock(engine->state->mutex);
       gemmtune::Engine& e = engine->state->engine;
       handle->kernel = force_tune ? e.tune(p, &report) : e.select(p, &report);
-      if (report.key.empty()) report.key = e.cache_key(p);
-      if (report.from_cache && report.results.empty() && e.cache()) report.results = e.cache()->results(report.key);
+      fill_cached_results(e, p, report);
     }
     char* text = report_json ? dup(gemmtune::report_to_json(report)) : nullptr;
     *out = handle.release();

@@ -133,10 +133,12 @@ def _cheaper_launch(m: int, results: list, margin: float) -> Optional[dict]:
     ok = [r for r in results if r.get("status") == "ok" and r.get("median_us")]
     win = next((r for r in ok if r.get("winner")), None)
     base = next((r for r in ok if r.get("backend") == "cublaslt" and str(r.get("id", "")).startswith("torch-")), None)
-    if win is None or base is None or win.get("backend") != "cublaslt" or base["median_us"] > LAUNCH_BOUND_US:
+    if win is None or base is None or base["median_us"] > LAUNCH_BOUND_US:
         return None
-    if win is not base and win["median_us"] * (1 + margin) < base["median_us"]:
-        return None  # a cuBLASLt algo clearly faster than torch's: gemmtune launches it already
+    picked = {"backend": win.get("backend"), "torch_baseline": win is base, "median_us": win["median_us"],
+              "torch_baseline_us": base["median_us"]}
+    if not _defers("linear", "none", picked, margin):
+        return None  # the winner is gemmtune's launch already
     ours = [r for r in ok if r.get("backend") != "cublaslt" and r["median_us"] <= base["median_us"] * (1 + margin)]
     return min(ours, key=lambda r: r["median_us"]) if ours else None
 
@@ -288,7 +290,7 @@ def _entry(op: str, key: tuple, plan: P.Plan, device: Optional[int], copy_rows: 
                 ent = _Entry(op, _select(op, plan, device), plan, device, copy_rows, out_shape)
             if op in ("mm", "linear") and not ent.defer and not copy_rows:
                 # Eager calls then go through the C++ op (not capturing: _select refused that).
-                ent.cpp = _Cpp.route(op, key, ent, False)
+                ent.cpp = _Cpp.route(op, key, ent)
             entries[key] = ent
         return ent
 
@@ -346,11 +348,10 @@ def _traced_route(op: str, key: tuple, grad: bool) -> int:
     if dev.type != "cuda":
         return _ROUTE_OP
     dev = dev.index if dev.index is not None else torch.cuda.current_device()
-    capturing = torch.cuda.is_current_stream_capturing()
     ent = _State.entries[op].get(key)
     try:
         if ent is None:
-            if capturing:
+            if torch.cuda.is_current_stream_capturing():
                 return _ROUTE_OP
             if op == "mm":
                 ent = _entry("mm", key, P.plan_mm(_meta(key, 0), _meta(key, 1)), dev)
@@ -361,9 +362,7 @@ def _traced_route(op: str, key: tuple, grad: bool) -> int:
         return _ROUTE_OP
     if ent.defer:
         return _ROUTE_TORCH
-    if grad or ent.copy_rows:
-        return _ROUTE_OP
-    return _Cpp.route(op, key, ent, capturing)
+    return _ROUTE_OP if grad else ent.cpp  # bound when the entry was made (_entry)
 
 
 # ---- the C++ op (src/torch/ops.cpp): compiled code launches a kernel without Python -------------
@@ -403,19 +402,19 @@ class _Cpp:
         return cls.loaded
 
     @classmethod
-    def route(cls, op: str, key: tuple, ent: "_Entry", capturing: bool) -> int:
+    def route(cls, op: str, key: tuple, ent: "_Entry") -> int:
         """run_abd's kernel index for the key and the entry's kernel (bound now if new: a kernel
         handle of its own, loaded like the entry's, owned by the C++ op for the process's life;
         a later pick for the key, after configure(), binds its own), or _ROUTE_OP where the op
-        is not loaded or a new binding cannot be made (under CUDA-graph capture, or the load
-        failed)."""
+        is not loaded or the load failed. Called where the entry is made (never under CUDA-graph
+        capture: _select refuses that)."""
         with _State.lock:
             info = ent.kernel.describe()
             bkey = (op, key, info["backend"], info["id"])
             kid = cls.bound.get(bkey)
             if kid is not None:
                 return kid
-            if capturing or not cls.load():
+            if not cls.load():
                 return _ROUTE_OP
             try:
                 with torch.cuda.device(ent.device):
@@ -603,10 +602,6 @@ _scaled_mm_op = torch.ops.gemmtune.scaled_mm.default
 _softmax_op = torch.ops.gemmtune.softmax.default
 
 
-def _run_abd_op(a: Tensor, b: Tensor, bias: Optional[Tensor], kernel: int) -> Tensor:
-    return torch.ops.gemmtune.run_abd.default(a, b, bias, kernel)  # defined once _Cpp.load() has loaded it
-
-
 # ---- autograd: torch.autograd.Functions around the ops, used only when an input needs grad -----------
 # Backward of mm, linear without an activation and softmax, in plain torch ops (gemmtune's kernels
 # are for the forward pass; training through them is allowed, not tuned). scaled_mm has none.
@@ -721,7 +716,7 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
         if route == _ROUTE_TORCH:
             return torch.mm(a, b)  # the pick is torch's own kernel: Inductor sees aten.mm
         if route >= 0:
-            return _run_abd_op(a, b, None, route)
+            return _Cpp.run(a, b, None, route)  # a route >= 0: loaded
     if _needs_grad(a, b):
         return _MmFn.apply(a, b)
     return _mm_op(a, b)
@@ -745,7 +740,7 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, activation:
         if route == _ROUTE_TORCH:
             return torch.nn.functional.linear(x, weight, bias)  # the pick is torch's own kernel: Inductor sees aten ops
         if route >= 0:
-            return _run_abd_op(x, weight, bias, route)
+            return _Cpp.run(x, weight, bias, route)
     if _needs_grad(x, weight, bias):
         return _LinearFn.apply(x, weight, bias, activation)
     return _linear_op(x, weight, bias, activation)
