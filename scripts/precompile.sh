@@ -11,12 +11,13 @@
 #                  bf16 and fp8, so that a pack cut short still serves the bench
 #   cutlass-tests  tests/gpu/test_cutlass.cpp's fixed instances (keep the two in step)
 #   cutlass-bench  every CUTLASS candidate of the llm-layers suite at m in {2048, 4096, 8192}
+#                  (bf16, fp8 tensorwise and block)
 #   cutedsl        every CuTe DSL GEMM candidate of llm-layers x m_values (bf16, fp8 tensorwise,
 #                  rowwise and block)
 #   softmax        every CuTe DSL and Triton softmax candidate of bench/suites/softmax.csv
 #                  (bf16, fp16, fp32)
 #   gpu-tests      the CuTe DSL GPU tests' problems (tests/gpu/packs/*.jsonl; a host test keeps
-#                  them equal to the tests' matrices)
+#                  them equal to the tests' matrices), and CUTLASS's for the block-scaled ones
 # Idempotent (artifacts already in the store are store hits). Extra flags for every call:
 # $PRECOMPILE_FLAGS (e.g. "--nvcc-jobs 1"; "--load-only cutlass,cutedsl" builds nothing and
 # reports a fixed-id part's (--configs) missing artifacts as failures). Each call's JSON lines go to STORE/precompile.jsonl.
@@ -99,6 +100,8 @@ for part in $PARTS; do
     cutlass-bench)
       pc bench-bf16 "$LLM" --m-values "$TMP/m_big.csv" "${BF16[@]}" --backends cutlass
       pc bench-fp8 "$LLM" --m-values "$TMP/m_big.csv" "${FP8[@]}" --backends cutlass
+      pc bench-fp8-block "$LLM" --m-values "$TMP/m_big.csv" --dtype e4m3 --scale block --out-dtype bf16 --layout rc \
+        --d-layout r --backends cutlass
       ;;
     cutedsl)
       pc cutedsl-bf16 "$LLM" --m-values "$MV" --dtype bf16 --backends cutedsl
@@ -113,7 +116,7 @@ for part in $PARTS; do
     gpu-tests)
       pc gpu-cutedsl-gemm "$ROOT/tests/gpu/packs/cutedsl_gemm.jsonl" --backends cutedsl
       pc gpu-softmax "$ROOT/tests/gpu/packs/softmax.jsonl" --backends cutedsl
-      pc gpu-fp8-block "$ROOT/tests/gpu/packs/fp8_block.jsonl" --backends cutedsl
+      pc gpu-fp8-block "$ROOT/tests/gpu/packs/fp8_block.jsonl" --backends cutedsl,cutlass
       ;;
     *) echo "precompile: unknown part '$part'" >&2; exit 2 ;;
   esac

@@ -225,7 +225,7 @@ def render_block_markdown(doc):
     if not ps:
         return []
     L = ["## Block-scaled FP8 (1x128 scales of A, 128x128 of W)", "",
-         "Each problem's block-scaled pick, cuBLASLt's and Triton's best, the block-scaled baseline and gemmtune's "
+         "Each problem's block-scaled pick, each backend's best, the block-scaled baseline and gemmtune's "
          "tensorwise pick of the same shape, side by side in the same rounds. pick vs baseline: baseline median / "
          "pick median (> 1: the pick is faster); block / tensorwise: the block pick's median over the tensorwise "
          "pick's (<= 1.10: within 10%).", ""]
@@ -234,12 +234,13 @@ def render_block_markdown(doc):
         g = lambda k: p.get(k) or {}  # noqa: E731
         rows.append([p["label"], p["m"], p["n"], p["k"], p.get("pick_backend", ""), fnum(g("pick").get("tflops"), 1),
                      fnum(g("cublaslt_best").get("tflops") or g("default").get("tflops"), 1),
-                     fnum(g("triton_best").get("tflops"), 1), fnum(g("torch").get("tflops"), 1),
+                     fnum(g("triton_best").get("tflops"), 1), fnum(g("cutlass_best").get("tflops"), 1),
+                     fnum(g("cutedsl_best").get("tflops"), 1), fnum(g("torch").get("tflops"), 1),
                      g("torch").get("backend", "-"), fratio(p.get("speedup_vs_torch")),
                      fnum(g("tensorwise_pick").get("tflops"), 1), fratio(p.get("block_over_tensorwise")),
                      "yes" if all(g(k).get("correct") is not False for k in ("pick", "torch", "tensorwise_pick")) else "NO"])
     L += [md_table(["problem", "m", "n", "k", "pick backend", "pick TFLOP/s", "cuBLASLt TFLOP/s", "Triton best TFLOP/s",
-                    "baseline TFLOP/s", "baseline", "pick vs baseline", "tensorwise pick TFLOP/s", "block / tensorwise",
+                    "CUTLASS best TFLOP/s", "CuTe DSL best TFLOP/s", "baseline TFLOP/s", "baseline", "pick vs baseline", "tensorwise pick TFLOP/s", "block / tensorwise",
                     "checks"], rows), ""]
     L.append(f"Geomean over {len(ps)} problems: pick vs baseline {fratio(geomean([p.get('speedup_vs_torch') for p in ps]))}, "
              f"block / tensorwise {fratio(geomean([p.get('block_over_tensorwise') for p in ps]))}.")

@@ -2,8 +2,8 @@
 // block of B, applied to each 128-deep k block's partial sums; layouts in gemmtune/problem.hpp).
 //
 // The GPU reference against the float64 host reference; every candidate of every backend that
-// offers block scales (cuBLASLt, Triton, and the CuTe DSL where its kernel pack is loaded:
-// GEMMTUNE_ARTIFACTS, load-only; skipped without one) against the float64 host reference
+// offers block scales (cuBLASLt, Triton, and CUTLASS and the CuTe DSL where their kernel pack is
+// loaded: GEMMTUNE_ARTIFACTS, load-only; skipped without one) against the float64 host reference
 // (random inputs and scales, D poisoned with NaN before each run), on the shapes of
 // gpu/fp8_block_problems.hpp; the backends without block scales refuse with a reason; and the
 // engine end to end (tune, cache, reload, run).
@@ -120,7 +120,9 @@ TEST(Fp8Block, EveryCandidateMatchesFloat64Reference) {
         EXPECT_EQ(bool(v), cutedsl_takes(p)) << "cutedsl: " << v.reason;
         if (!v && what.rfind("fp32 out", 0) == 0) EXPECT_TRUE(contains(v.reason, "output")) << v.reason;
       }
-      if (name == "cutlass" || name == "native") {
+      if (name == "cutlass" && p.m % 4 != 0 && cutedsl_takes(p))
+        EXPECT_TRUE(!v && contains(v.reason, "multiple of 4")) << "cutlass: m = " << p.m << ": " << v.reason;
+      if (name == "native") {
         EXPECT_FALSE(v) << name << " offers block scales: test its candidates here";
         // Where nothing else is refused (other rules may come first elsewhere), block scales are the reason.
         if (what.rfind("aligned", 0) == 0 || what.rfind("decode", 0) == 0)
@@ -157,6 +159,10 @@ TEST(Fp8Block, EveryCandidateMatchesFloat64Reference) {
       }
     }
   }
+  for (auto& b : backends)
+    if (b->name() == "cutlass" && b->available())
+      EXPECT_TRUE(offered.count("cutlass")) << "CUTLASS is available but offered no block-scaled candidate (does the "
+                                               "kernel pack hold tests/gpu/packs/fp8_block.jsonl's CUTLASS instances?)";
   std::printf("block-scaled FP8: checked %d candidate runs (backends: ", checked);
   for (auto& n : offered) std::printf("%s ", n.c_str());
   std::printf(")\nrefused:\n%s", refused.str().c_str());

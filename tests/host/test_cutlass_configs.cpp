@@ -142,6 +142,48 @@ TEST(CutlassConfigs, ProblemVerdictGivesReasons) {
   EXPECT_TRUE(problem_verdict(cd));
 }
 
+// Block scales (kernel/sm90_gemm.cuh, Fp8BlockOverlapMainloop): tile N x K = 128 x 128 (one B
+// scale block), at most 64 accumulators per thread, no swap-AB, m a multiple of 4 (A's scales by
+// TMA); each refusal names its reason.
+TEST(CutlassConfigs, BlockScalesTakeTheirOwnConfigs) {
+  GemmProblem p = GemmProblem::linear(8192, 8192, 8192, DType::e4m3);
+  p.scale = ScaleMode::block;
+  ASSERT_TRUE(problem_verdict(p)) << problem_verdict(p).reason;
+  EXPECT_TRUE(check(Config{128, 128, 128, 2, 1, Schedule::cooperative, false}, p));
+  EXPECT_TRUE(check(Config{64, 128, 128, 1, 2, Schedule::pingpong, false}, p));
+  auto refused = [&](Config c, const char* why) {
+    Verdict v = check(c, p);
+    EXPECT_FALSE(v) << c.id();
+    EXPECT_NE(v.reason.find(why), std::string::npos) << c.id() << ": " << v.reason;
+  };
+  refused(Config{128, 192, 128, 1, 1, Schedule::cooperative, false}, "tile N must be 128");
+  refused(Config{256, 64, 128, 1, 1, Schedule::cooperative, false}, "tile N must be 128");
+  refused(Config{64, 128, 128, 1, 1, Schedule::pingpong, true}, "swap-AB");
+  GemmProblem tw = p;
+  tw.scale = ScaleMode::tensorwise;
+  EXPECT_TRUE(check(Config{128, 192, 128, 1, 1, Schedule::cooperative, false}, tw));  // tensorwise keeps its space
+  auto cs = configs_for(p, kSms);
+  ASSERT_FALSE(cs.empty());
+  for (const Config& c : cs) {
+    EXPECT_EQ(c.tile_n, 128) << c.id();
+    EXPECT_FALSE(c.swap_ab) << c.id();
+  }
+  // Decode m: no swap-AB, still candidates (tile M 64 / 128 over 16 rows).
+  GemmProblem d = p;
+  d.m = 16;
+  EXPECT_FALSE(configs_for(d, kSms).empty());
+  GemmProblem odd = p;
+  odd.m = 130;
+  Verdict v = problem_verdict(odd);
+  EXPECT_FALSE(v);
+  EXPECT_NE(v.reason.find("multiple of 4"), std::string::npos) << v.reason;
+  EXPECT_TRUE(configs_for(odd, kSms).empty());
+  // The generated source names the block mode; the instance text keys it apart from tensorwise.
+  InstanceSpec s = InstanceSpec::of(cs.front(), p);
+  EXPECT_NE(s.source().find("gk::Scale::block"), std::string::npos) << s.source();
+  EXPECT_NE(s.text(), InstanceSpec::of(cs.front(), tw).text());
+}
+
 TEST(CutlassConfigs, InstanceSourceNamesEveryParameter) {
   GemmProblem p = GemmProblem::linear(16, 4096, 4096, DType::e4m3);
   p.bias = true, p.act = Activation::silu, p.scale = ScaleMode::rowwise;

@@ -45,7 +45,7 @@ const char* scale_enum(ScaleMode s) {
     case ScaleMode::none: return "Scale::none";
     case ScaleMode::tensorwise: return "Scale::tensorwise";
     case ScaleMode::rowwise: return "Scale::rowwise";
-    case ScaleMode::block: break;  // refused by problem_verdict
+    case ScaleMode::block: return "Scale::block";
   }
   return "Scale::none";
 }
@@ -105,9 +105,11 @@ Verdict problem_verdict(const GemmProblem& p) {
   if (!fp8 && p.d.dtype != p.a.dtype) return Verdict::no("16-bit inputs need D of the same dtype");
   if (fp8 && !(p.a.layout == Layout::row && p.b.layout == Layout::col))
     return Verdict::no("fp8 needs A row-major and B column-major (wgmma reads fp8 K-major only)");
-  if (p.scale == ScaleMode::block)
-    return Verdict::no("block FP8 scales are not implemented in our CUTLASS template (its epilogue applies "
-                       "tensorwise and rowwise scales only)");
+  // Block scales: A's are loaded by TMA, each k block's m scales from b * m, 16-byte aligned only
+  // when m is a multiple of 4.
+  if (p.scale == ScaleMode::block && p.m % 4 != 0)
+    return Verdict::no("block scales need m a multiple of 4 (A's scales are loaded by TMA: each k block's m scales "
+                       "must start on 16 bytes)");
   // The template has one layout for C and D (LayoutD serves both, and InstanceSpec records only
   // d_row): a C of the other layout would be read transposed. Refuse rather than read it wrong.
   if (p.uses_c() && p.c.layout != p.d.layout)
@@ -125,8 +127,10 @@ Verdict problem_verdict(const GemmProblem& p) {
 }
 
 int64_t stage_bytes(const Config& c, const GemmProblem& p) {
+  // Block scales ride in each stage: tile M of A's (fp32) and B's one, padded.
+  const int64_t scales = p.scale == ScaleMode::block ? int64_t(c.tile_m) * 4 + 16 : 0;
   return int64_t(c.tile_m) * c.tile_k * int64_t(size_of(c.swap_ab ? p.b.dtype : p.a.dtype)) +
-         int64_t(c.tile_n) * c.tile_k * int64_t(size_of(c.swap_ab ? p.a.dtype : p.b.dtype));
+         int64_t(c.tile_n) * c.tile_k * int64_t(size_of(c.swap_ab ? p.a.dtype : p.b.dtype)) + scales;
 }
 
 int64_t epilogue_bytes(const Config& c, const GemmProblem& p) {
@@ -159,6 +163,13 @@ Verdict check(const Config& c, const GemmProblem& p) {
   if (acc > 128) return no("accumulators exceed 128 registers per thread");
   if (is_fp8(p.a.dtype) && acc > 96)
     return no("fp8 accumulators and their promotion tile exceed 2 x 96 registers per thread");
+  if (p.scale == ScaleMode::block) {
+    // One B scale block per tile and k tile, and the block promotion's three accumulator tiles
+    // (kernel/sm90_gemm.cuh, Fp8BlockOverlapMainloop).
+    if (c.swap_ab) return no("block scales: no swap-AB kernel (A's 1x128 scales are per kernel row)");
+    if (c.tile_n != 128) return no("block scales: tile N must be 128, one block of B's scales");
+    if (acc > 64) return no("block scales: the overlapped promotion keeps 3 x the accumulators, at most 64 per thread");
+  }
   if (c.cluster_m * c.cluster_n > 2) return no("cluster must be 1x1, 2x1 or 1x2");
   if (int s = stages(c, p); s < kMinStages)
     return no("shared memory: " + std::to_string(s) + " mainloop stages fit (need " + std::to_string(kMinStages) + ")");

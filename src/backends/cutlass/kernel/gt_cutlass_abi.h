@@ -53,8 +53,8 @@ typedef struct GtCutlassArgs {
   const void* c;       /* [m, n]; read only by instances built with C (beta != 0) */
   void* d;             /* [m, n] */
   const void* bias;    /* [n], D's dtype; instances built with bias */
-  const float* scale_a; /* fp8: [1] tensorwise or [m] rowwise; else unused */
-  const float* scale_b; /* fp8: [1] tensorwise or [n] rowwise; else unused */
+  const float* scale_a; /* fp8: [1] tensorwise, [m] rowwise, or block [kb][m] (kb = ceil(k / 128)); else unused */
+  const float* scale_b; /* fp8: [1] tensorwise, [n] rowwise, or block [nb][round_up(kb, 4)]; else unused */
   int64_t lda, ldb, ldc, ldd;
   float alpha, beta;
 } GtCutlassArgs;

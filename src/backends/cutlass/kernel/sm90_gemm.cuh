@@ -34,6 +34,7 @@
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/detail/blockwise_scale_layout.hpp"
 #include "cutlass/kernel_hardware_info.h"
 #include "gt_cutlass_abi.h"
 
@@ -47,7 +48,9 @@ namespace gemmtune::cutlass_kernel {
 enum class Dt : int { bf16 = 0, fp16 = 1, e4m3 = 2, e5m2 = 3 };
 enum class Sched : int { cooperative = 0, pingpong = 1 };
 enum class Act : int { none = 0, relu = 1, gelu_tanh = 2, silu = 3 };
-enum class Scale : int { none = 0, tensorwise = 1, rowwise = 2 };
+// block: DeepSeek-V3's block scaling (docs/fp8.md): one fp32 scale per 1x128 slice of A's rows
+// and one per 128x128 block of B, applied to each 128-deep k block's partial sums.
+enum class Scale : int { none = 0, tensorwise = 1, rowwise = 2, block = 3 };
 
 template <Dt> struct ElementOf;
 template <> struct ElementOf<Dt::bf16> { using type = cutlass::bfloat16_t; };
@@ -187,6 +190,144 @@ struct Fp8OverlapMainloop : Built {
   }
 };
 
+// ---- block-scaled fp8 mainloop with overlapped promotion --------------------------------------
+// Block scaling (Scale::block) multiplies each 128-deep k block's partial sums by that block's
+// scales: A's [row, kb] (one per row of the tile) times B's [n block, kb] (one per tile: tile N is
+// 128). CUTLASS's blockwise collective (MainloopSm90TmaGmmaWarpSpecializedBlockwiseFP8) loads the
+// scales of each stage beside its tiles (A's by TMA, B's by cp.async) and then, like its tensorwise
+// fp8 mainloop, waits for all of a warp group's MMAs before each promotion. Here, as in
+// Fp8OverlapMainloop, the partial sums alternate between two register tiles, so that k block t's
+// MMAs run while block t - 1's partial sums are scaled into the accumulators:
+//   accum += part[(t - 1) % 2] * (sa[row] * sb)
+// Each k block's scales are read from its stage into registers when its MMAs are issued, and the
+// stage is released after its promotion. Same shared memory, pipeline, loads and mma_tail as the
+// base (whose mma_tail releases exactly the last stage).
+template <class Policy> struct IsBlockFp8Mainloop : std::false_type {};
+template <int Stages, class Cluster, class Schedule>
+struct IsBlockFp8Mainloop<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedBlockwiseFP8<Stages, Cluster, Schedule>>
+    : std::true_type {};
+
+template <class Built>
+struct Fp8BlockOverlapMainloop : Built {
+  static_assert(IsBlockFp8Mainloop<typename Built::DispatchPolicy>::value, "derives from CUTLASS's blockwise fp8 mainloop");
+  using typename Built::MainloopPipeline;
+  using typename Built::PipelineState;
+  using typename Built::TensorStorage;
+  using typename Built::TiledMma;
+  using typename Built::SmemLayoutA;
+  using typename Built::SmemLayoutB;
+  using typename Built::SmemLayoutSFA;
+  using typename Built::SmemLayoutSFB;
+  using typename Built::TileShape;
+  using Scale = typename Built::ElementBlockScale;
+  static_assert(Built::ScaleNsPerTile == 1, "one B scale per tile and k block: tile N must be the 128 of a B block");
+  static_assert(Built::ScaleMsPerTile == cute::size<0>(TileShape{}), "one A scale per row and k block (1x128 slices)");
+  static_assert(cute::size<2>(TileShape{}) == 128, "a k tile is one 128-deep scale block");
+  static_assert(Built::K_PIPE_MMAS == 1, "mma_tail of the base must release exactly one stage");
+
+  // accum: this thread's (MMA, MMA_M, MMA_N) fp32 accumulators of the tile, overwritten.
+  template <class FrgTensorC>
+  CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum, int k_tile_count,
+                          int thread_idx, TensorStorage& shared_tensors, typename Built::Params const&) {
+    using namespace cute;
+    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});  // (BLK_M,BLK_K,PIPE)
+    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});  // (BLK_N,BLK_K,PIPE)
+    // The stages' scales seen as (BLK_M, BLK_N, (1, PIPE)) tensors that broadcast (stride 0) A's
+    // over N and B's over M, so that partition_C gives each thread the scales of its accumulators.
+    Tensor sSFA = make_tensor(
+        make_smem_ptr(shared_tensors.smem_SFA.data()),
+        make_layout(make_shape(get<0>(shape(SmemLayoutSFA{})), get<1>(TileShape{}),
+                               make_shape(get<1>(shape(SmemLayoutSFA{})), get<2>(shape(SmemLayoutSFA{})))),
+                    make_stride(get<0>(stride(SmemLayoutSFA{})), _0{},
+                                make_stride(get<1>(stride(SmemLayoutSFA{})), get<2>(stride(SmemLayoutSFA{}))))));
+    Tensor sSFB = make_tensor(
+        make_smem_ptr(shared_tensors.smem_SFB.data()),
+        make_layout(make_shape(get<0>(TileShape{}), get<0>(shape(SmemLayoutSFB{})),
+                               make_shape(get<1>(shape(SmemLayoutSFB{})), get<2>(shape(SmemLayoutSFB{})))),
+                    make_stride(_0{}, get<0>(stride(SmemLayoutSFB{})),
+                                make_stride(get<1>(stride(SmemLayoutSFB{})), get<2>(stride(SmemLayoutSFB{}))))));
+    constexpr int kWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+    Layout wg_layout = make_layout(Int<kWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+    int wg = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+    TiledMma tiled_mma;
+    auto thread_mma = tiled_mma.get_slice(wg_layout(wg));
+    Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));  // (MMA,MMA_M,MMA_K,PIPE) descriptors
+    Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));  // (MMA,MMA_N,MMA_K,PIPE)
+    Tensor tCsSFA = tiled_mma.get_slice(thread_idx).partition_C(sSFA);  // (MMA,MMA_M,MMA_N,(1,PIPE))
+    Tensor tCsSFB = tiled_mma.get_slice(thread_idx).partition_C(sSFB);
+    // Per partial tile: its k block's combined scales sa[row] * sb, broadcast like accum.
+    Tensor scale0 = make_tensor_like<Scale>(tCsSFA(_, _, _, _0{}));
+    Tensor scale1 = make_tensor_like<Scale>(tCsSFA(_, _, _, _0{}));
+    Tensor sfb = make_tensor_like<Scale>(tCsSFB(_, _, _, _0{}));
+    Tensor part0 = make_fragment_like(accum);
+    Tensor part1 = make_fragment_like(accum);
+    clear(accum);
+    warpgroup_fence_operand(accum);
+    if (k_tile_count <= 0) return;
+
+    // One k block of MMAs into `part` (zeroed by the first MMA), committed as one batch; its
+    // scales into `scale` while the MMAs run.
+    auto issue = [&](auto& part, auto& scale) {
+      auto token = pipeline.consumer_try_wait(smem_pipe_read);
+      pipeline.consumer_wait(smem_pipe_read, token);
+      const int stage = smem_pipe_read.index();
+      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+      warpgroup_fence_operand(part);
+      warpgroup_arrive();
+      CUTLASS_PRAGMA_UNROLL
+      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+        cute::gemm(tiled_mma, tCrA(_, _, kb, stage), tCrB(_, _, kb, stage), part);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_fence_operand(part);
+      copy(tCsSFA(_, _, _, make_coord(_0{}, stage)), scale);
+      copy(tCsSFB(_, _, _, make_coord(_0{}, stage)), sfb);
+      const Scale sb = sfb(_0{});
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(filter_zeros(scale)); ++i) filter_zeros(scale)(i) = filter_zeros(scale)(i) * sb;
+      ++smem_pipe_read;
+    };
+    // After the previous batch completed (wait<N> leaves the newest N in flight): add `part`,
+    // scaled, into the accumulators, then hand that k block's stage back to the producer.
+    PipelineState smem_pipe_release = smem_pipe_read;
+    auto promote = [&](auto& part, auto& scale, bool release) {
+      warpgroup_fence_operand(part);
+      warpgroup_fence_operand(accum);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(accum); ++i) accum(i) += part(i) * scale(i);
+      warpgroup_fence_operand(accum);
+      if (release) {
+        pipeline.consumer_release(smem_pipe_release);
+        ++smem_pipe_release;
+      }
+    };
+
+    issue(part0, scale0);
+    int t = 1;
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (; t + 1 < k_tile_count; t += 2) {
+      issue(part1, scale1);
+      warpgroup_wait<1>();
+      promote(part0, scale0, true);
+      issue(part0, scale0);
+      warpgroup_wait<1>();
+      promote(part1, scale1, true);
+    }
+    if (t < k_tile_count) {  // an even count: block t (odd) is the last
+      issue(part1, scale1);
+      warpgroup_wait<1>();
+      promote(part0, scale0, true);
+      warpgroup_wait<0>();
+      promote(part1, scale1, false);
+    } else {
+      warpgroup_wait<0>();
+      promote(part0, scale0, false);
+    }
+    // The last k block's stage stays held: the base's mma_tail releases it.
+  }
+};
+
 template <Dt kA, Dt kB, Dt kD,                    // operand dtypes (C has D's)
           bool kARow, bool kBRow, bool kDRow,     // problem layouts: A[m,k], B[k,n], D (and C) [m,n]
           int kTileM, int kTileN, int kTileK,     // CTA tile, in kernel terms (after swap-AB)
@@ -220,6 +361,12 @@ struct Sm90Gemm {
                 "cluster must be 1x1, 2x1 or 1x2");
   // fp8 wgmma reads both operands K-major from shared memory: A row-major, B column-major.
   static_assert(!is_fp8(kA) || (kARow && !kBRow), "fp8 needs A row-major and B column-major (K-major)");
+  // Block scales: a k tile is one 128-deep scale block, tile N one 128-wide block of B's scales,
+  // and the overlapped promotion keeps three accumulator tiles (<= 64 per thread).
+  static constexpr bool kBlock = kScale == Scale::block;
+  static_assert(!kBlock || (kTileK == 128 && kTileN == 128 && !kSwapAB && kAccPerThread <= 64),
+                "block scales: tile N x K must be 128 x 128, no swap-AB, at most 64 accumulators per thread "
+                "(cooperative 128x128, ping-pong 64x128)");
 
   // ---- kernel terms (after swap-AB) -----------------------------------------------------------
   static constexpr Dt kKA = kSwapAB ? kB : kA;
@@ -244,9 +391,12 @@ struct Sm90Gemm {
 
   using TileShape = cute::Shape<cute::Int<kTileM>, cute::Int<kTileN>, cute::Int<kTileK>>;  // (BLK_M,BLK_N,BLK_K)
   using ClusterShape = cute::Shape<cute::Int<kClusterM>, cute::Int<kClusterN>, cute::_1>;
-  using MainloopSchedule = std::conditional_t<kSched == Sched::cooperative,
-                                              cutlass::gemm::KernelTmaWarpSpecializedCooperative,
-                                              cutlass::gemm::KernelTmaWarpSpecializedPingpong>;
+  using MainloopSchedule = std::conditional_t<
+      kSched == Sched::cooperative,
+      std::conditional_t<kBlock, cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8Blockwise,
+                         cutlass::gemm::KernelTmaWarpSpecializedCooperative>,
+      std::conditional_t<kBlock, cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8Blockwise,
+                         cutlass::gemm::KernelTmaWarpSpecializedPingpong>>;
   using EpilogueSchedule = std::conditional_t<kSched == Sched::cooperative,
                                               cutlass::epilogue::TmaWarpSpecializedCooperative,
                                               cutlass::epilogue::TmaWarpSpecialized>;
@@ -272,7 +422,15 @@ struct Sm90Gemm {
   // alpha * sa * sb, each factor a value or a device pointer.
   using Scalar3 = cutlass::epilogue::fusion::Sm90ScalarBroadcast<ElementCompute, cute::Stride<cute::_0, cute::_0, cute::_0>, 3>;
 
-  // Z = alpha*sa*sb * acc (tensorwise / none), or alpha * (sb[n] * (sa[m] * acc)) (rowwise).
+  // Block scales (kernel = problem terms, no swap): A's [m, kb] stored M-major (scale of row i, k
+  // block b at b * m + i), B's [nb, kb] stored with a leading dimension of round_up(kb, 4), as
+  // docs/fp8.md gives them; the mainloop applies them, so the epilogue sees alpha * acc.
+  using BlockScales = cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::MN, cute::GMMA::Major::K>;
+  using LayoutSFA = typename BlockScales::LayoutSFA;  // ((1, m), (128, kb), 1)
+  using LayoutSFB = typename BlockScales::LayoutSFB;  // ((128, nb), (128, kb), 1)
+
+  // Z = alpha*sa*sb * acc (tensorwise / none / block, whose scales are in acc), or
+  // alpha * (sb[n] * (sa[m] * acc)) (rowwise).
   using ScaledAcc = std::conditional_t<
       kScale == Scale::rowwise,
       EVT<Compute<cutlass::multiplies>, Scalar1,
@@ -293,14 +451,20 @@ struct Sm90Gemm {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementCompute, ElementC, LayoutD, kAlignD,
       ElementD, LayoutD, kAlignD, EpilogueSchedule, Fusion>::CollectiveOp;
+  // Block scales: the scale layouts travel with the operand layouts.
+  using MainloopLayoutA = std::conditional_t<kBlock, cute::tuple<LayoutA, LayoutSFA>, LayoutA>;
+  using MainloopLayoutB = std::conditional_t<kBlock, cute::tuple<LayoutB, LayoutSFB>, LayoutB>;
   using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, LayoutA, kAlignA, ElementB, LayoutB, kAlignB,
-      ElementAcc, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, MainloopLayoutA, kAlignA, ElementB,
+      MainloopLayoutB, kAlignB, ElementAcc, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
       MainloopSchedule>::CollectiveOp;
-  // fp8: overlapped promotion where three accumulator tiles fit (see Fp8OverlapMainloop).
+  // fp8: overlapped promotion where three accumulator tiles fit (see Fp8OverlapMainloop and
+  // Fp8BlockOverlapMainloop).
   static constexpr bool kOverlapPromotion = is_fp8(kA) && kAccPerThread <= 64;
-  using CollectiveMainloop = std::conditional_t<kOverlapPromotion, Fp8OverlapMainloop<BuiltMainloop>, BuiltMainloop>;
+  using CollectiveMainloop = std::conditional_t<
+      kBlock, Fp8BlockOverlapMainloop<BuiltMainloop>,
+      std::conditional_t<kOverlapPromotion, Fp8OverlapMainloop<BuiltMainloop>, BuiltMainloop>>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                        CollectiveEpilogue, cutlass::gemm::PersistentScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -358,6 +522,9 @@ struct Sm90Gemm {
         (g->lda * bytes_of(kA)) % 16 || (g->ldb * bytes_of(kB)) % 16 || (g->ldd * bytes_of(kD)) % 16 ||
         (kHasC && (g->ldc * bytes_of(kD)) % 16))
       return GT_CUTLASS_MISALIGNED;
+    // Block scales: A's are loaded by TMA, each k block's m values from b * m: m % 4 == 0 keeps
+    // every k block's column on 16 bytes.
+    if (kBlock && (!aligned16(g->scale_a) || g->m % 4)) return GT_CUTLASS_MISALIGNED;
 
     const int m = int(kSwapAB ? g->n : g->m), n = int(kSwapAB ? g->m : g->n), k = int(g->k);
     const void* pa = kSwapAB ? g->b : g->a;
@@ -371,10 +538,26 @@ struct Sm90Gemm {
     cutlass::KernelHardwareInfo hw;
     hw.device_id = g->device;
     hw.sm_count = g->sm_count > 0 ? g->sm_count : sm_count(g->device);
+    typename CollectiveMainloop::Arguments mainloop{};
+    if constexpr (kBlock) {
+      using namespace cute;
+      const int32_t mb = int32_t(m), kb = int32_t((k + 127) / 128), nb = int32_t((n + 127) / 128);
+      const int32_t ldsb = (kb + 3) / 4 * 4;
+      mainloop = {static_cast<const ElementA*>(pa), stride_with_ld<StrideA>(lda),
+                  static_cast<const ElementB*>(pb), stride_with_ld<StrideB>(ldb),
+                  g->scale_a,
+                  LayoutSFA{make_shape(make_shape(_1{}, mb), make_shape(Int<128>{}, kb), int32_t(1)),
+                            make_stride(make_stride(_0{}, _1{}), make_stride(_0{}, mb), mb * kb)},
+                  g->scale_b,
+                  LayoutSFB{make_shape(make_shape(Int<128>{}, nb), make_shape(Int<128>{}, kb), int32_t(1)),
+                            make_stride(make_stride(_0{}, ldsb), make_stride(_0{}, _1{}), nb * ldsb)}};
+    } else {
+      mainloop = {static_cast<const ElementA*>(pa), stride_with_ld<StrideA>(lda),
+                  static_cast<const ElementB*>(pb), stride_with_ld<StrideB>(ldb)};
+    }
     out = Arguments{cutlass::gemm::GemmUniversalMode::kGemm,
                     {m, n, k, 1},
-                    {static_cast<const ElementA*>(pa), stride_with_ld<StrideA>(lda),
-                     static_cast<const ElementB*>(pb), stride_with_ld<StrideB>(ldb)},
+                    mainloop,
                     {fusion_args(*g), static_cast<const ElementD*>(kHasC ? g->c : nullptr),
                      stride_with_ld<StrideC>(kHasC ? g->ldc : g->ldd), static_cast<ElementD*>(g->d),
                      stride_with_ld<StrideD>(g->ldd)},
