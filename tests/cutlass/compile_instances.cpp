@@ -44,6 +44,7 @@ void check_instance(compile::ArtifactCache& cache, const GemmProblem& p, const C
 
   GtCutlassArgs a{};
   a.abi_version = GT_CUTLASS_ABI_VERSION;
+  a.swizzle = 1;
   a.sm_count = 132;
   a.m = p.m, a.n = p.n, a.k = p.k;
   a.lda = p.lda(), a.ldb = p.ldb(), a.ldc = p.ldd(), a.ldd = p.ldd();
@@ -56,6 +57,12 @@ void check_instance(compile::ArtifactCache& cache, const GemmProblem& p, const C
   bad = a;
   bad.abi_version = 999;
   expect(lib->can_implement(&bad) == GT_CUTLASS_BAD_ABI, "a foreign ABI version is refused");
+  bad = a;
+  bad.raster = 1, bad.swizzle = 3;
+  expect(lib->can_implement(&bad) == GT_CUTLASS_BAD_ARGS, "a swizzle other than 1, 2, 4, 8 is refused");
+  bad = a;
+  bad.raster = 2, bad.swizzle = 8;
+  expect(lib->can_implement(&bad) == GT_CUTLASS_OK, "tiles in bands of 8 along N: the same instance");
   GtCutlassArgs norun = a;  // null pointers: run() refuses before touching CUDA
   expect(lib->run(&norun, nullptr, nullptr) == GT_CUTLASS_BAD_ARGS, "run() with null pointers is refused");
 }
@@ -111,6 +118,10 @@ int main() {
              "the key is the fingerprint and the source, as always");
       check_instance(cache, bf16, Config{128, 128, 64, 1, 1, Schedule::cooperative, false});
       check_instance(cache, fp8, spec.config);
+      // fp8 block scales (1x128 / 128x128), cooperative, cluster 1x2: the blockwise collective.
+      GemmProblem block = GemmProblem::linear(2048, 4096, 4096, DType::e4m3);
+      block.scale = ScaleMode::block;
+      check_instance(cache, block, Config{128, 128, 128, 1, 2, Schedule::cooperative, false});
 
       // A machine without nvcc (the GPU machine) reads the same store as a kernel pack.
       CompileOptions no_nvcc = opt;

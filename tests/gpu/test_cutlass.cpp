@@ -1,5 +1,6 @@
 // The CUTLASS backend on the GPU, from a kernel pack: every instance in the artifact store that
-// can run a test problem is run on it and checked against the float64 host reference (D
+// can run a test problem is run on it (and one in two other tile orders) and checked against the
+// float64 host reference (D
 // poisoned with NaN first, random inputs, tolerance by dtype, element-wise bound; NaN fails);
 // several .so in one process, interleaved; the engine's select() with CUTLASS in the race.
 //
@@ -218,6 +219,15 @@ TEST(Cutlass, EveryInstanceInThePackIsCorrect) {
       std::string err = run_and_check(*f.backend, p, cfg.id(), ops, ref, s);
       EXPECT_EQ(err, "") << cb::InstanceSpec::of(cfg, p).text();
       keys.insert(gpu_test::artifacts().key(cb::job(cb::InstanceSpec::of(cfg, p))));
+      ++runs;
+    }
+    // Tile orders are run-time arguments of the same instance: the first config again along M
+    // in bands of 2 and along N in bands of 8 (partial tiles and clusters at the bands' edges).
+    for (auto [raster, swizzle] : {std::pair{cb::Raster::along_m, 2}, std::pair{cb::Raster::along_n, 8}}) {
+      cb::Config o = configs.front();
+      o.raster = raster, o.swizzle = swizzle;
+      SCOPED_TRACE("cutlass " + o.id());
+      EXPECT_EQ(run_and_check(*f.backend, p, o.id(), ops, ref, s), "") << cb::InstanceSpec::of(o, p).text();
       ++runs;
     }
     ++problems_run;

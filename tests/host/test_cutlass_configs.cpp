@@ -35,11 +35,19 @@ TEST(CutlassConfigs, IdRoundTripsForEveryValidConfig) {
   EXPECT_EQ(Config::parse("co128x256x64c2x1").tile_n, 256);
   EXPECT_EQ(Config::parse("co128x192x128c1x2").tile_n, 192);
   EXPECT_TRUE(Config::parse("pp64x128x128c1x2s").swap_ab);
+  Config o = Config::parse("co128x192x128c1x2rm8");
+  EXPECT_EQ(o.raster, Raster::along_m);
+  EXPECT_EQ(o.swizzle, 8);
+  EXPECT_EQ(o.id(), "co128x192x128c1x2rm8");
+  EXPECT_EQ(Config::parse("pp64x64x128c1x1srn2").raster, Raster::along_n);
+  EXPECT_EQ(o.compiled().id(), "co128x192x128c1x2");
 }
 
 TEST(CutlassConfigs, ParseRejectsMalformedIds) {
   for (const char* bad : {"", "co", "xx128x128x64c1x1", "co128x128x64", "co128x128x64c1x1x", "co96x128x64c1x1", "co128x160x64c1x1", "co192x128x64c1x1",
-                          "co128x128x64c2x2", "co0128x128x64c1x1", "co128x128x32c1x1", "co128x128x64c1x1ss"})
+                          "co128x128x64c2x2", "co0128x128x64c1x1", "co128x128x32c1x1", "co128x128x64c1x1ss",
+                          "co128x128x64c1x1rm3", "co128x128x64c1x1rx8", "co128x128x64c1x1rm", "co128x128x64c1x1rm08",
+                          "co128x128x64c1x1rn8s"})
     EXPECT_THROW(Config::parse(bad), Error) << bad;
 }
 
@@ -184,6 +192,32 @@ TEST(CutlassConfigs, BlockScalesTakeTheirOwnConfigs) {
   EXPECT_NE(s.text(), InstanceSpec::of(cs.front(), tw).text());
 }
 
+// Tile orders are run-time variants of a config: large problems get them for the best few configs,
+// small ones none; a variant shares its config's instance (the same text, source and job).
+TEST(CutlassConfigs, TileOrdersShareTheInstance) {
+  GemmProblem big = GemmProblem::linear(8192, 57344, 8192, DType::e4m3);
+  const auto ranked = configs_for(big, kSms);
+  const auto all = with_tile_orders(ranked, big);
+  ASSERT_EQ(all.size(), ranked.size() + 2 * size_t(kOrderedConfigs));
+  EXPECT_TRUE(std::equal(ranked.begin(), ranked.end(), all.begin()));  // the ranked list first, unchanged
+  std::set<std::string> ids;
+  for (const Config& c : all) EXPECT_TRUE(ids.insert(c.id()).second) << "duplicate " << c.id();
+  for (size_t i = ranked.size(); i < all.size(); ++i) {
+    const Config& v = all[i];
+    EXPECT_NE(v.raster, Raster::heuristic);
+    EXPECT_EQ(v.swizzle, 8);
+    EXPECT_TRUE(check(v, big)) << v.id();
+    EXPECT_EQ(Config::parse(v.id()), v);
+    EXPECT_EQ(InstanceSpec::of(v, big).text(), InstanceSpec::of(v.compiled(), big).text());
+    EXPECT_EQ(job(InstanceSpec::of(v, big)).source, job(InstanceSpec::of(v.compiled(), big)).source);
+  }
+  for (const GemmProblem& small : {GemmProblem::linear(2048, 4096, 2048), GemmProblem::linear(16, 57344, 8192)})
+    EXPECT_EQ(with_tile_orders(configs_for(small, kSms), small).size(), configs_for(small, kSms).size()) << small.str();
+  Verdict v = check(Config{128, 128, 64, 1, 1, Schedule::cooperative, false, Raster::heuristic, 4}, GemmProblem::linear(4096, 4096, 4096));
+  EXPECT_FALSE(v);
+  EXPECT_NE(v.reason.find("swizzle"), std::string::npos) << v.reason;
+}
+
 TEST(CutlassConfigs, InstanceSourceNamesEveryParameter) {
   GemmProblem p = GemmProblem::linear(16, 4096, 4096, DType::e4m3);
   p.bias = true, p.act = Activation::silu, p.scale = ScaleMode::rowwise;
@@ -258,8 +292,10 @@ TEST(CutlassConfigs, LoadOnlyOffersWhatTheStoreHolds) {
   ASSERT_TRUE(backend->available()) << backend->available().reason;
   EXPECT_TRUE(backend->supports(p)) << backend->supports(p).reason;
   auto cands = backend->candidates(p);
-  ASSERT_EQ(cands.size(), 1u);
+  ASSERT_EQ(cands.size(), 3u);  // the held config, then its two tile orders (64 MiB of operands)
   EXPECT_EQ(cands[0]->id(), held.id());
+  EXPECT_EQ(cands[1]->id(), held.id() + "rm8");
+  EXPECT_EQ(cands[2]->id(), held.id() + "rn8");
   // Another shape of the same instance class: the same instance serves it.
   const GemmProblem q = GemmProblem::linear(8192, 8192, 4096);
   if (auto rq = configs_for(q, kSms, 16); std::find(rq.begin(), rq.end(), held) != rq.end())

@@ -54,19 +54,30 @@ const char* scale_enum(ScaleMode s) {
 
 // ---- Config -----------------------------------------------------------------------------------
 
+Config Config::compiled() const {
+  Config c = *this;
+  c.raster = Raster::heuristic, c.swizzle = 1;
+  return c;
+}
+
 std::string Config::id() const {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%s%dx%dx%dc%dx%d%s", schedule == Schedule::cooperative ? "co" : "pp", tile_m,
                 tile_n, tile_k, cluster_m, cluster_n, swap_ab ? "s" : "");
-  return buf;
+  std::string id = buf;
+  if (raster != Raster::heuristic) id += (raster == Raster::along_m ? "rm" : "rn") + std::to_string(swizzle);
+  return id;
 }
 
 std::string Config::name() const {
-  char buf[96];
+  char buf[128];
   std::snprintf(buf, sizeof buf, "%s %dx%dx%d cluster %dx%d%s",
                 schedule == Schedule::cooperative ? "cooperative" : "pingpong", tile_m, tile_n, tile_k, cluster_m,
                 cluster_n, swap_ab ? " swap-AB" : "");
-  return buf;
+  std::string name = buf;
+  if (raster != Raster::heuristic)
+    name += std::string(", tiles in bands of ") + std::to_string(swizzle) + (raster == Raster::along_m ? " along M" : " along N");
+  return name;
 }
 
 Config Config::parse(std::string_view id) {
@@ -84,10 +95,16 @@ Config Config::parse(std::string_view id) {
       !take_int(id, pos, c.cluster_m) || !take_char(id, pos, 'x') || !take_int(id, pos, c.cluster_n))
     return bad("malformed");
   if (pos < id.size() && id[pos] == 's') c.swap_ab = true, ++pos;
+  if (pos + 1 < id.size() && id[pos] == 'r' && (id[pos + 1] == 'm' || id[pos + 1] == 'n')) {
+    c.raster = id[pos + 1] == 'm' ? Raster::along_m : Raster::along_n;
+    pos += 2;
+    if (!take_int(id, pos, c.swizzle)) return bad("malformed tile order");
+  }
   if (pos != id.size()) return bad("trailing characters");
   auto in = [](int v, std::initializer_list<int> ok) { return std::find(ok.begin(), ok.end(), v) != ok.end(); };
   if (!in(c.tile_m, {64, 128, 256}) || !in(c.tile_n, {64, 128, 192, 256}) || !in(c.tile_k, {64, 128}) ||
-      !in(c.cluster_m, {1, 2}) || !in(c.cluster_n, {1, 2}) || c.cluster_m * c.cluster_n > 2)
+      !in(c.cluster_m, {1, 2}) || !in(c.cluster_n, {1, 2}) || c.cluster_m * c.cluster_n > 2 ||
+      !in(c.swizzle, {1, 2, 4, 8}))
     return bad("value out of range");
   if (c.id() != id) return bad("not canonical");
   return c;
@@ -171,6 +188,8 @@ Verdict check(const Config& c, const GemmProblem& p) {
     if (acc > 64) return no("block scales: the overlapped promotion keeps 3 x the accumulators, at most 64 per thread");
   }
   if (c.cluster_m * c.cluster_n > 2) return no("cluster must be 1x1, 2x1 or 1x2");
+  if (c.swizzle != 1 && c.swizzle != 2 && c.swizzle != 4 && c.swizzle != 8) return no("swizzle must be 1, 2, 4 or 8");
+  if (c.raster == Raster::heuristic && c.swizzle != 1) return no("the heuristic tile order takes no swizzle");
   if (int s = stages(c, p); s < kMinStages)
     return no("shared memory: " + std::to_string(s) + " mainloop stages fit (need " + std::to_string(kMinStages) + ")");
   return Verdict::yes();
@@ -235,6 +254,22 @@ std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_conf
   return ranked;
 }
 
+std::vector<Config> with_tile_orders(std::vector<Config> ranked, const GemmProblem& p) {
+  const int64_t operands = (p.m + p.n) * p.k * int64_t(size_of(p.a.dtype));
+  const size_t n = std::min<size_t>(ranked.size(), kOrderedConfigs);
+  for (size_t i = 0; i < n; ++i) {
+    const Config c = ranked[i];
+    if (operands < kLargeOperandBytes || ceil_div(kernel_m(c, p), c.tile_m) < 8 || ceil_div(kernel_n(c, p), c.tile_n) < 8)
+      continue;
+    for (Raster r : {Raster::along_m, Raster::along_n}) {
+      Config v = c;
+      v.raster = r, v.swizzle = 8;
+      ranked.push_back(v);
+    }
+  }
+  return ranked;
+}
+
 // ---- instances --------------------------------------------------------------------------------
 
 InstanceSpec InstanceSpec::of(const Config& c, const GemmProblem& p) {
@@ -242,7 +277,7 @@ InstanceSpec InstanceSpec::of(const Config& c, const GemmProblem& p) {
   s.a = p.a.dtype, s.b = p.b.dtype, s.d = p.d.dtype;
   s.a_row = p.a.layout == Layout::row, s.b_row = p.b.layout == Layout::row, s.d_row = p.d.layout == Layout::row;
   s.has_c = p.uses_c(), s.bias = p.bias, s.act = p.act, s.scale = p.scale;
-  s.config = c;
+  s.config = c.compiled();
   return s;
 }
 

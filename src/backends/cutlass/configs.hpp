@@ -7,7 +7,13 @@
 // with swap-AB the kernel's M is the problem's n.
 //
 // A config's id is compact and canonical: "co128x128x64c2x1" (cooperative, tile 128x128x64,
-// cluster 2x1), "pp64x128x64c1x1s" (ping-pong, swap-AB). Config::parse(c.id()) == c.
+// cluster 2x1), "pp64x128x64c1x1s" (ping-pong, swap-AB), "co128x192x128c1x2rm8" (the persistent
+// scheduler's tiles in bands of 8 along M). Config::parse(c.id()) == c.
+//
+// The tile order (raster along M or N, swizzle band 1-8) is a run-time argument of the kernel
+// (GtCutlassArgs::raster / swizzle): configs that differ only in it share one compiled instance,
+// so ordering variants cost no compile; they matter where the operands outgrow L2 (e.g. a
+// 57344-wide weight at m = 8192), where the band keeps a wave's A rows and B columns resident.
 #pragma once
 
 #include <cstdint>
@@ -22,13 +28,22 @@
 namespace gemmtune::cutlass_backend {
 
 enum class Schedule : uint8_t { cooperative, pingpong };
+// The persistent scheduler's tile order (CUTLASS's RasterOrderOptions, kernel terms): its
+// heuristic (along M when N has more tiles than M, else along N; no swizzle), or along M / N.
+enum class Raster : uint8_t { heuristic = 0, along_m = 1, along_n = 2 };
 
 struct Config {
   int tile_m = 128, tile_n = 128, tile_k = 64;  // kernel terms
   int cluster_m = 1, cluster_n = 1;
   Schedule schedule = Schedule::cooperative;
   bool swap_ab = false;
+  // Run time, not compiled: the tile order (swizzle: tiles per band, 1, 2, 4 or 8; 1 with the
+  // heuristic raster).
+  Raster raster = Raster::heuristic;
+  int swizzle = 1;
 
+  // The compiled part: this config with the default tile order (what InstanceSpec keeps).
+  Config compiled() const;
   std::string id() const;
   std::string name() const;  // "cooperative 128x128x64 cluster 2x1", "... swap-AB"
   // Throws Error naming the id when it is not the canonical id of a config in range.
@@ -67,6 +82,13 @@ std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_conf
                                 const std::function<bool(const Config&)>& admit);
 // Estimated relative cost (lower is better) that configs_for ranks by.
 double cost_estimate(const Config& c, const GemmProblem& p, int sm_count);
+// `ranked` (configs_for's result, after any compile budget) with tile-order variants added after
+// it: for problems whose operands outgrow L2 (kLargeOperandBytes) and that span at least 8 tiles
+// each way, the first kOrderedConfigs configs again in bands of 8 along M and along N. Variants
+// share their config's instance (no compile).
+constexpr int64_t kLargeOperandBytes = int64_t(48) << 20;
+constexpr int kOrderedConfigs = 3;
+std::vector<Config> with_tile_orders(std::vector<Config> ranked, const GemmProblem& p);
 
 // The kernel template's parameters for (config, problem): everything an instance bakes in.
 // alpha, beta, sizes and leading dimensions stay run-time arguments, so one instance serves
@@ -77,7 +99,7 @@ struct InstanceSpec {
   bool has_c = false, bias = false;
   Activation act = Activation::none;
   ScaleMode scale = ScaleMode::none;
-  Config config;
+  Config config;  // compiled part only (Config::compiled)
 
   static InstanceSpec of(const Config& c, const GemmProblem& p);
   // Canonical one-line text ("a=bf16 b=bf16 d=bf16 layout=rcr c=0 bias=1 act=gelu_tanh

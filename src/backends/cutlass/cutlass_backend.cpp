@@ -85,11 +85,11 @@ constexpr int kDefaultMaxConfigs = 16;
 class CutlassCandidate final : public detail::CandidateFor<GemmOp> {
  public:
   CutlassCandidate(const DeviceInfo& dev, const GemmProblem& p, const Config& c)
-      : dev_(dev), p_(p), spec_(InstanceSpec::of(c, p)) {}
+      : dev_(dev), p_(p), config_(c), spec_(InstanceSpec::of(c, p)) {}
 
   std::string backend() const override { return kName; }
-  std::string id() const override { return spec_.config.id(); }
-  std::string name() const override { return spec_.config.name(); }
+  std::string id() const override { return config_.id(); }
+  std::string name() const override { return config_.name(); }
 
   std::vector<compile::Job> jobs() const override { return {job(spec_)}; }
 
@@ -112,12 +112,15 @@ class CutlassCandidate final : public detail::CandidateFor<GemmOp> {
 
  private:
   GtCutlassArgs args(const GemmArgs& g) const {
-    return gemm_abi_args<GtCutlassArgs>(GT_CUTLASS_ABI_VERSION, dev_, p_, g);
+    GtCutlassArgs a = gemm_abi_args<GtCutlassArgs>(GT_CUTLASS_ABI_VERSION, dev_, p_, g);
+    a.raster = int32_t(config_.raster), a.swizzle = config_.swizzle;
+    return a;
   }
 
   DeviceInfo dev_;
   GemmProblem p_;
-  InstanceSpec spec_;
+  Config config_;     // with its run-time tile order
+  InstanceSpec spec_; // the compiled instance (shared by the tile orders of one config)
   std::shared_ptr<const Library> lib_;
   DeviceBuffer ws_;
 };
@@ -158,18 +161,21 @@ class CutlassBackend final : public Backend {
 
  private:
   const DeviceInfo& dev() const { return link_.ctx.device; }
-  // The ranked configs for `p` within the compile budget. In load-only mode the ranking and the cap run over the configs
+  // The ranked configs for `p` within the compile budget, then their tile-order variants (no
+  // compile: with_tile_orders). In load-only mode the ranking and the cap run over the configs
   // whose artifact is in the store: a pack built for other shapes of this instance class (or
   // with fixed test configs) holds instances that can run `p` but that the unrestricted top
   // `max_configs` for `p` may not include; intersecting that top list with the store would
   // offer none of them. Where the pack holds the whole top list, the result is that list.
   std::vector<Config> configs(const GemmProblem& p) const {
     if (!link_.load_only())
-      return link_.within_compile_budget(configs_for(p, dev().sm_count, max_configs_), [&](const Config& c) {
-        return std::vector<compile::Job>{job(InstanceSpec::of(c, p))};
-      });
-    return configs_for(p, dev().sm_count, max_configs_,
-                       [&](const Config& c) { return link_.stored({job(InstanceSpec::of(c, p))}); });
+      return with_tile_orders(
+          link_.within_compile_budget(configs_for(p, dev().sm_count, max_configs_),
+                                      [&](const Config& c) { return std::vector<compile::Job>{job(InstanceSpec::of(c, p))}; }),
+          p);
+    return with_tile_orders(configs_for(p, dev().sm_count, max_configs_,
+                                        [&](const Config& c) { return link_.stored({job(InstanceSpec::of(c, p))}); }),
+                            p);
   }
 
   ToolchainLink link_;

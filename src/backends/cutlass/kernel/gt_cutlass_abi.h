@@ -11,6 +11,8 @@
  *   int         gt_cutlass_run(const GtCutlassArgs*, void* workspace, cudaStream_t);
  *   const char* gt_cutlass_status_text(int status);
  *
+ * The tile order (raster, swizzle) is a run-time argument: one compiled instance serves every order.
+ *
  * Arguments are always in the PROBLEM's terms (gemmtune's GemmProblem): D[m, n] = act(alpha *
  * sa * sb * (A[m, k] @ B[k, n]) + beta * C[m, n] + bias[n]); an instance built with swap-AB
  * transposes internally. Pointers are device pointers, 16-byte aligned; leading dimensions are
@@ -29,13 +31,13 @@
 extern "C" {
 #endif
 
-#define GT_CUTLASS_ABI_VERSION 1
+#define GT_CUTLASS_ABI_VERSION 2
 
 /* Status codes returned by gt_cutlass_can_implement and gt_cutlass_run. */
 enum {
   GT_CUTLASS_OK = 0,
   GT_CUTLASS_BAD_ABI = 1,        /* args->abi_version != GT_CUTLASS_ABI_VERSION */
-  GT_CUTLASS_BAD_ARGS = 2,       /* a required pointer is null, a size or ld is out of range */
+  GT_CUTLASS_BAD_ARGS = 2,       /* a required pointer is null, a size, ld or tile order is out of range */
   GT_CUTLASS_MISALIGNED = 3,     /* a pointer or leading dimension breaks TMA's 16-byte rule */
   GT_CUTLASS_CANNOT_IMPLEMENT = 4, /* CUTLASS's can_implement said no */
   GT_CUTLASS_INIT_FAILED = 5,    /* CUTLASS's initialize failed (e.g. shared memory attribute) */
@@ -46,6 +48,9 @@ typedef struct GtCutlassArgs {
   int32_t abi_version; /* GT_CUTLASS_ABI_VERSION */
   int32_t device;      /* CUDA device ordinal the stream belongs to */
   int32_t sm_count;    /* SMs the persistent scheduler may use (0: query the device) */
+  int32_t raster;      /* the persistent scheduler's tile order, kernel terms: 0 CUTLASS's heuristic,
+                          1 along M, 2 along N */
+  int32_t swizzle;     /* tiles per band of that order: 1, 2, 4 or 8 (1 with the heuristic) */
   int32_t reserved;
   int64_t m, n, k;
   const void* a;       /* [m, k] */

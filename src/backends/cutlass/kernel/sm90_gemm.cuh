@@ -510,6 +510,9 @@ struct Sm90Gemm {
     if (!g || g->abi_version != GT_CUTLASS_ABI_VERSION) return GT_CUTLASS_BAD_ABI;
     if (g->m < 1 || g->n < 1 || g->k < 1 || g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)
       return GT_CUTLASS_BAD_ARGS;
+    if (g->raster < 0 || g->raster > 2 || !(g->swizzle == 1 || g->swizzle == 2 || g->swizzle == 4 || g->swizzle == 8) ||
+        (g->raster == 0 && g->swizzle != 1))
+      return GT_CUTLASS_BAD_ARGS;
     if (for_run && (!g->a || !g->b || !g->d || (kHasC && !g->c) || (kBias && !g->bias) ||
                     (kScale != Scale::none && (!g->scale_a || !g->scale_b))))
       return GT_CUTLASS_BAD_ARGS;
@@ -562,6 +565,11 @@ struct Sm90Gemm {
                      stride_with_ld<StrideC>(kHasC ? g->ldc : g->ldd), static_cast<ElementD*>(g->d),
                      stride_with_ld<StrideD>(g->ldd)},
                     hw};
+    using RasterOptions = typename Gemm::GemmKernel::TileScheduler::RasterOrderOptions;
+    out.scheduler.raster_order = g->raster == 1   ? RasterOptions::AlongM
+                                 : g->raster == 2 ? RasterOptions::AlongN
+                                                  : RasterOptions::Heuristic;
+    out.scheduler.max_swizzle_size = g->swizzle;
     return GT_CUTLASS_OK;
   }
 
