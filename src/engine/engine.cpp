@@ -466,12 +466,8 @@ void Engine::Impl::verify(const typename Op::Problem& p, const std::string& key,
     auto& r = e.result;
     if (!e.prepared) continue;
     try {
-      ops.poison_outputs(s.get());
-      s.sync();
       if (hooks.running) hooks.running(r, "verify");
-      e.cand->run(ops.args(), s.get());
-      GT_CUDA(cudaGetLastError());
-      s.sync();
+      detail::run_poisoned<Op>(*e.cand, ops, s.get());
     } catch (const Error& err) {
       r.status = CandidateStatus::failed;
       r.reason = err.message();
@@ -482,11 +478,8 @@ void Engine::Impl::verify(const typename Op::Problem& p, const std::string& key,
       continue;
     }
     if (hooks.stage) hooks.stage("verify");
-    CheckResult c = checker.check(s.get());
+    CheckResult c = detail::check_outputs<Op>(checker, ops, s.get());
     r.rel_err = c.rel_err;
-    if (c.ok) {
-      if (std::string beyond = OpTraits<Op>::guard_violation(ops, s.get()); !beyond.empty()) c.ok = false, c.reason = beyond;
-    }
     if (!c.ok) {
       r.status = CandidateStatus::wrong;
       r.reason = c.reason;

@@ -24,6 +24,7 @@
 #include "backends/backend.hpp"
 #include "core/cuda.hpp"
 #include "core/log.hpp"
+#include "engine/checked_run.hpp"
 #include "gemmtune/error.hpp"
 #include "tune/ops.hpp"
 
@@ -102,15 +103,9 @@ class FirstLoadChecked final : public CandidateFor<Op> {
       Stream s;
       typename OpTraits<Op>::Operands ops = OpTraits<Op>::verify_operands(p, seed, s.get());
       typename OpTraits<Op>::Checker checker(p, ops, s.get());
-      ops.poison_outputs(s.get());
-      cand.run(ops.args(), s.get());
-      GT_CUDA(cudaGetLastError());
-      s.sync();
-      CheckResult c = checker.check(s.get());
+      run_poisoned<Op>(cand, ops, s.get());
+      CheckResult c = check_outputs<Op>(checker, ops, s.get());
       v.rel_err = c.rel_err;
-      if (c.ok) {
-        if (std::string beyond = OpTraits<Op>::guard_violation(ops, s.get()); !beyond.empty()) c.ok = false, c.reason = beyond;
-      }
       v.ok = c.ok;
       v.reason = c.reason;
     } catch (const Error& e) {
