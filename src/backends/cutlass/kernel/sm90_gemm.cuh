@@ -97,6 +97,37 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 // Derived from the builder's collective (same shared memory, pipeline, loads, arguments and
 // mma_tail, which releases the one stage still held, as K_PIPE_MMAS = 1 there); only the
 // consumer's mma() is replaced. The kernel calls mma() on this type.
+// The k loop of both overlapped mainloops below: k tile t's MMAs are issued into partial tile
+// t % 2 while tile t - 1's partial sums (tile (t - 1) % 2) are promoted once their batch is done
+// (warpgroup_wait<1> leaves the newest batch in flight). issue(w) and promote(w, release) name
+// the partial tile as cute::Int<0> or cute::Int<1>, at compile time, so that both tiles stay in
+// registers. The last tile's promotion releases no stage: the base's mma_tail releases it.
+template <class Issue, class Promote>
+CUTLASS_DEVICE void overlapped_k_loop(int k_tile_count, Issue&& issue, Promote&& promote) {
+  using cute::Int;
+  issue(Int<0>{});
+  int t = 1;
+  CUTLASS_PRAGMA_NO_UNROLL
+  for (; t + 1 < k_tile_count; t += 2) {
+    issue(Int<1>{});
+    cute::warpgroup_wait<1>();
+    promote(Int<0>{}, true);
+    issue(Int<0>{});
+    cute::warpgroup_wait<1>();
+    promote(Int<1>{}, true);
+  }
+  if (t < k_tile_count) {  // an even count: tile t (odd) is the last
+    issue(Int<1>{});
+    cute::warpgroup_wait<1>();
+    promote(Int<0>{}, true);
+    cute::warpgroup_wait<0>();
+    promote(Int<1>{}, false);
+  } else {
+    cute::warpgroup_wait<0>();
+    promote(Int<0>{}, false);
+  }
+}
+
 template <class Policy> struct IsFp8Mainloop : std::false_type {};
 template <int Stages, class Cluster, class Schedule>
 struct IsFp8Mainloop<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedFP8<Stages, Cluster, Schedule>> : std::true_type {};
@@ -165,28 +196,11 @@ struct Fp8OverlapMainloop : Built {
       }
     };
 
-    issue(part0);
-    int t = 1;
-    CUTLASS_PRAGMA_NO_UNROLL
-    for (; t + 1 < k_tile_count; t += 2) {
-      issue(part1);
-      warpgroup_wait<1>();
-      promote(part0, true);
-      issue(part0);
-      warpgroup_wait<1>();
-      promote(part1, true);
-    }
-    if (t < k_tile_count) {  // an even count: tile t (odd) is the last
-      issue(part1);
-      warpgroup_wait<1>();
-      promote(part0, true);
-      warpgroup_wait<0>();
-      promote(part1, false);
-    } else {
-      warpgroup_wait<0>();
-      promote(part0, false);
-    }
-    // The last k tile's stage stays held: the base's mma_tail releases it.
+    auto part = [&](auto w) -> auto& {
+      if constexpr (decltype(w)::value == 0) return part0; else return part1;
+    };
+    overlapped_k_loop(k_tile_count, [&](auto w) { issue(part(w)); },
+                      [&](auto w, bool release) { promote(part(w), release); });
   }
 };
 
@@ -303,28 +317,14 @@ struct Fp8BlockOverlapMainloop : Built {
       }
     };
 
-    issue(part0, scale0);
-    int t = 1;
-    CUTLASS_PRAGMA_NO_UNROLL
-    for (; t + 1 < k_tile_count; t += 2) {
-      issue(part1, scale1);
-      warpgroup_wait<1>();
-      promote(part0, scale0, true);
-      issue(part0, scale0);
-      warpgroup_wait<1>();
-      promote(part1, scale1, true);
-    }
-    if (t < k_tile_count) {  // an even count: block t (odd) is the last
-      issue(part1, scale1);
-      warpgroup_wait<1>();
-      promote(part0, scale0, true);
-      warpgroup_wait<0>();
-      promote(part1, scale1, false);
-    } else {
-      warpgroup_wait<0>();
-      promote(part0, scale0, false);
-    }
-    // The last k block's stage stays held: the base's mma_tail releases it.
+    auto part = [&](auto w) -> auto& {
+      if constexpr (decltype(w)::value == 0) return part0; else return part1;
+    };
+    auto scale = [&](auto w) -> auto& {
+      if constexpr (decltype(w)::value == 0) return scale0; else return scale1;
+    };
+    overlapped_k_loop(k_tile_count, [&](auto w) { issue(part(w), scale(w)); },
+                      [&](auto w, bool release) { promote(part(w), scale(w), release); });
   }
 };
 
