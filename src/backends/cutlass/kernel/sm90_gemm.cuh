@@ -97,6 +97,30 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 // Derived from the builder's collective (same shared memory, pipeline, loads, arguments and
 // mma_tail, which releases the one stage still held, as K_PIPE_MMAS = 1 there); only the
 // consumer's mma() is replaced. The kernel calls mma() on this type.
+// One k tile of MMAs into `part` (zeroed by the first MMA), committed as one batch, once the
+// tile's stage is full; `read` moves to the next stage. Returns the tile's stage. Shared by both
+// overlapped mainloops below.
+template <class Pipeline, class State, class TiledMma, class FragA, class FragB, class Part>
+CUTLASS_DEVICE int issue_k_tile(Pipeline& pipeline, State& read, TiledMma& tiled_mma, FragA const& tCrA,
+                                FragB const& tCrB, Part& part) {
+  using namespace cute;
+  auto token = pipeline.consumer_try_wait(read);
+  pipeline.consumer_wait(read, token);
+  const int stage = read.index();
+  tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+  warpgroup_fence_operand(part);
+  warpgroup_arrive();
+  CUTLASS_PRAGMA_UNROLL
+  for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+    cute::gemm(tiled_mma, tCrA(_, _, kb, stage), tCrB(_, _, kb, stage), part);
+    tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(part);
+  ++read;
+  return stage;
+}
+
 // The k loop of both overlapped mainloops below: k tile t's MMAs are issued into partial tile
 // t % 2 while tile t - 1's partial sums (tile (t - 1) % 2) are promoted once their batch is done
 // (warpgroup_wait<1> leaves the newest batch in flight). issue(w) and promote(w, release) name
@@ -164,23 +188,7 @@ struct Fp8OverlapMainloop : Built {
     warpgroup_fence_operand(accum);
     if (k_tile_count <= 0) return;
 
-    // One k tile of MMAs into `part` (zeroed by the first MMA), committed as one batch.
-    auto issue = [&](auto& part) {
-      auto token = pipeline.consumer_try_wait(smem_pipe_read);
-      pipeline.consumer_wait(smem_pipe_read, token);
-      const int stage = smem_pipe_read.index();
-      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-      warpgroup_fence_operand(part);
-      warpgroup_arrive();
-      CUTLASS_PRAGMA_UNROLL
-      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-        cute::gemm(tiled_mma, tCrA(_, _, kb, stage), tCrB(_, _, kb, stage), part);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      warpgroup_fence_operand(part);
-      ++smem_pipe_read;
-    };
+    auto issue = [&](auto& part) { issue_k_tile(pipeline, smem_pipe_read, tiled_mma, tCrA, tCrB, part); };
     // After the previous batch completed (wait<N> leaves the newest N in flight): add `part`
     // into the accumulators, then hand that k tile's stage back to the producer.
     PipelineState smem_pipe_release = smem_pipe_read;
@@ -279,28 +287,14 @@ struct Fp8BlockOverlapMainloop : Built {
     warpgroup_fence_operand(accum);
     if (k_tile_count <= 0) return;
 
-    // One k block of MMAs into `part` (zeroed by the first MMA), committed as one batch; its
-    // scales into `scale` while the MMAs run.
+    // One k block of MMAs into `part`; its scales into `scale` while the MMAs run.
     auto issue = [&](auto& part, auto& scale) {
-      auto token = pipeline.consumer_try_wait(smem_pipe_read);
-      pipeline.consumer_wait(smem_pipe_read, token);
-      const int stage = smem_pipe_read.index();
-      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-      warpgroup_fence_operand(part);
-      warpgroup_arrive();
-      CUTLASS_PRAGMA_UNROLL
-      for (int kb = 0; kb < size<2>(tCrA); ++kb) {
-        cute::gemm(tiled_mma, tCrA(_, _, kb, stage), tCrB(_, _, kb, stage), part);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      warpgroup_fence_operand(part);
+      const int stage = issue_k_tile(pipeline, smem_pipe_read, tiled_mma, tCrA, tCrB, part);
       copy(tCsSFA(_, _, _, make_coord(_0{}, stage)), scale);
       copy(tCsSFB(_, _, _, make_coord(_0{}, stage)), sfb);
       const Scale sb = sfb(_0{});
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(filter_zeros(scale)); ++i) filter_zeros(scale)(i) = filter_zeros(scale)(i) * sb;
-      ++smem_pipe_read;
     };
     // After the previous batch completed (wait<N> leaves the newest N in flight): add `part`,
     // scaled, into the accumulators, then hand that k block's stage back to the producer.
