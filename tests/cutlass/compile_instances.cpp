@@ -9,6 +9,7 @@
 // $GEMMTUNE_CUTLASS_TEST_ARTIFACTS names one to reuse.
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -63,6 +64,15 @@ void check_instance(compile::ArtifactCache& cache, const GemmProblem& p, const C
   bad = a;
   bad.raster = 2, bad.swizzle = 8;
   expect(lib->can_implement(&bad) == GT_CUTLASS_OK, "tiles in bands of 8 along N: the same instance");
+  if (p.scale == ScaleMode::block) {
+    // A's block scales come by TMA from b * m: m must be a multiple of 4, scale_a 16-byte aligned.
+    bad = a;
+    bad.m = p.m + 2;
+    expect(lib->can_implement(&bad) == GT_CUTLASS_MISALIGNED, "block scales: m % 4 != 0 is refused");
+    bad = a;
+    bad.scale_a = reinterpret_cast<const float*>(uintptr_t(0x1004));
+    expect(lib->can_implement(&bad) == GT_CUTLASS_MISALIGNED, "block scales: a misaligned scale_a is refused");
+  }
   GtCutlassArgs norun = a;  // null pointers: run() refuses before touching CUDA
   expect(lib->run(&norun, nullptr, nullptr) == GT_CUTLASS_BAD_ARGS, "run() with null pointers is refused");
 }
