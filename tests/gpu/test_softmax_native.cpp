@@ -734,3 +734,68 @@ TEST(SoftmaxNative, WideFewLongRows) {
     }
   }
 }
+
+// The band kind (offered for fp32 x): 1-64 long rows of whole 16-byte packs (8192 .. 2^20
+// columns, strided), fp32 into each output dtype, special rows; then with the grid capped at 1 and
+// 3 CTAs (a CTA a third of a row or all of it), so that a CTA's pieces wrap its slots many times,
+// its rows' stats wrap their 4 buffers (9 and 12 rows), chunks end inside a piece, and rows have
+// fewer and more pieces than the 4 a thread holds in registers; and one 16-bit input (not
+// offered: the template's other load path).
+TEST(SoftmaxNative, BandRows) {
+  REQUIRE_GPU();
+  struct Case {
+    int64_t rows, cols, ld;
+  };
+  // 2 x 2^22: 5 pieces a CTA on 132 SMs, 4 held in registers and one written from its slot
+  const Case cases[] = {{1, 8192, 0},   {8, 65536, 0},      {3, 262144, 262152}, {1, 1048576, 0},
+                        {64, 8192, 0}, {20, 32768, 32776}, {7, 100000, 0},      {2, 4194304, 0}};
+  auto band = [](const NativeSoftmaxConfig& c) { return is_kind(c, SoftmaxKind::band); };
+  uint64_t seed = 9000;
+  int k = 0;
+  for (const Case& cs : cases)
+    for (DType out : {DType::fp32, DType::bf16, DType::fp16}) {
+      SoftmaxProblem p = SoftmaxProblem::make(cs.rows, cs.cols, DType::fp32);
+      p.out = out;
+      p.ld = cs.ld;
+      const float scales[] = {1.0f, 0.37f, -1.5f};
+      p.scale = scales[k++ % 3];
+      ASSERT_EQ(count_kind(p, SoftmaxKind::band), 1) << p.str();
+      EXPECT_EQ(check_problem(p, true, seed++, band), 0);
+    }
+  struct Reset {
+    ~Reset() { set_native_softmax_persistent_cap(0); }
+  } reset;
+  // capped: the offered config's two rows less its held pieces fit its slots
+  // (4 x 40000 on one CTA: 6 pieces a row, 2 x 6 - 4 = all 8 slots)
+  for (const auto& [cap, capped] : {std::pair{1, std::vector<Case>{{12, 8192, 0}, {4, 40000, 0}}},
+                                    std::pair{3, std::vector<Case>{{9, 49152, 49160}, {3, 40000, 0}}}}) {
+    set_native_softmax_persistent_cap(cap);
+    for (const Case& cs : capped) {
+      SoftmaxProblem p = SoftmaxProblem::make(cs.rows, cs.cols, DType::fp32);
+      p.ld = cs.ld;
+      ASSERT_EQ(count_kind(p, SoftmaxKind::band), 1) << p.str();
+      for (const auto& c : native_softmax_configs(p))
+        if (band(c)) {
+          EXPECT_EQ(native_softmax_device_check(c, p), "") << p.str() << " " << c.name();
+          EXPECT_EQ(native_softmax_kernel_info(c, p).launch.grid, cap) << p.str() << " " << c.name();
+        }
+      EXPECT_EQ(check_problem(p, true, seed++, band), 0);
+    }
+  }
+  set_native_softmax_persistent_cap(0);
+  // 16-bit x through the same kernel (run directly: the config is not offered for it)
+  SoftmaxProblem p = SoftmaxProblem::make(8, 65536, DType::bf16);
+  const NativeSoftmaxConfig c = NativeSoftmaxConfig::parse("band_v8_e32_t448_s8");
+  ASSERT_EQ(native_softmax_device_check(c, p), "");
+  const gpu_test::SoftmaxHostInput in = gpu_test::softmax_host_input(p, true, seed++);
+  DeviceBuffer dx(in.x.size()), dy(size_t(p.elems()) * size_of(p.out));
+  GT_CUDA(cudaMemcpy(dx.get(), in.x.data(), in.x.size(), cudaMemcpyHostToDevice));
+  GT_CUDA(cudaMemset(dy.get(), 0xff, dy.bytes()));
+  run_native_softmax(c, p, dx.get(), dy.get(), nullptr);
+  GT_CUDA(cudaDeviceSynchronize());
+  std::vector<uint8_t> y(dy.bytes());
+  GT_CUDA(cudaMemcpy(y.data(), dy.get(), y.size(), cudaMemcpyDeviceToHost));
+  gpu_test::SoftmaxOutputChecks checks(p, in);
+  checks.add(c.name(), std::move(y));
+  EXPECT_EQ(checks.finish(), 0);
+}

@@ -44,7 +44,7 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
           EXPECT_TRUE(c.vec == 1 || c.vec == int(16 / size_of(in))) << c.name();
           const bool own_alignment = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ||
                                      c.kind == SoftmaxKind::tiny || c.kind == SoftmaxKind::wide ||
-                                     c.kind == SoftmaxKind::span;
+                                     c.kind == SoftmaxKind::span || c.kind == SoftmaxKind::band;
           if (c.vec > 1 && !own_alignment) EXPECT_EQ(p.row_stride() % c.vec, 0) << c.name();
           if (own_alignment) EXPECT_EQ(c.vec * int(size_of(in)), 16) << c.name();
           if (c.kind != SoftmaxKind::tiny && c.kind != SoftmaxKind::span) EXPECT_EQ(c.group, 0) << c.name();
@@ -129,11 +129,24 @@ TEST(NativeSoftmaxConfigs, EveryConfigHoldsTheRow) {
               EXPECT_EQ(c.threads, 512) << c.name();
               EXPECT_EQ(native_softmax_launch(c, p).threads, 576) << c.name();  // + the control and loader warps
             }
+          } else if (c.kind == SoftmaxKind::band) {  // rows of whole packs whose chunks fit the slots on 132 SMs
+            EXPECT_GE(cols, 8192) << c.name();
+            EXPECT_EQ(p.row_stride() % c.vec, 0) << c.name();
+            EXPECT_EQ(cols % c.vec, 0) << c.name();
+            EXPECT_TRUE(c.stages >= 2 && c.stages <= 64) << c.name();
+            const int64_t piece = int64_t(c.threads) * c.elems * int64_t(size_of(in));
+            EXPECT_LE(c.stages * piece, 230400) << c.name();
+            const int64_t np = ((cols / c.vec + 131) / 132 * 16 + piece - 1) / piece;
+            EXPECT_LE(2 * np - std::min<int64_t>(4, np), c.stages) << c.name();  // two rows less 4 held pieces
+            EXPECT_EQ(in, DType::fp32) << c.name();
+            EXPECT_EQ(native_softmax_launch(c, p).threads, c.threads + 64) << c.name();  // + the loader and sync warps
+            EXPECT_EQ(c.cluster, 1);
           } else {
             EXPECT_EQ(c.cluster, 1);
           }
           if (c.kind == SoftmaxKind::row) EXPECT_TRUE(c.stages == 1 || (c.stages == 2 && c.threads <= 512)) << c.name();
-          else if (c.kind != SoftmaxKind::pipe && c.kind != SoftmaxKind::span && c.kind != SoftmaxKind::wide)
+          else if (c.kind != SoftmaxKind::pipe && c.kind != SoftmaxKind::span && c.kind != SoftmaxKind::wide &&
+                   c.kind != SoftmaxKind::band)
             EXPECT_EQ(c.stages, 0) << c.name();
           if (c.kind != SoftmaxKind::pipe && c.kind != SoftmaxKind::row) EXPECT_EQ(c.block_rows, 1) << c.name();
           EXPECT_EQ(NativeSoftmaxConfig::parse(c.name()), c) << c.name();
@@ -197,7 +210,8 @@ TEST(NativeSoftmaxConfigs, OneVectorWidthWhereLdAllows) {
     std::set<int> v;
     for (const auto& c : native_softmax_configs(p))
       if (own == (c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row || c.kind == SoftmaxKind::tiny ||
-                  c.kind == SoftmaxKind::wide || c.kind == SoftmaxKind::span || c.kind == SoftmaxKind::flat))
+                  c.kind == SoftmaxKind::wide || c.kind == SoftmaxKind::span || c.kind == SoftmaxKind::flat ||
+                  c.kind == SoftmaxKind::band))
         v.insert(c.vec);
     return v;
   };
@@ -576,7 +590,8 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         ASSERT_GT(l.launch_bound, 0) << c.name();
         EXPECT_EQ(native_softmax_launch_violation(l, sm90, kNativeStaticSmemBound, int(sm90.regs_per_block / l.launch_bound)), "")
             << p.str() << " " << c.name();
-        EXPECT_EQ(l.threads, c.threads + (c.kind == SoftmaxKind::wide && c.stages > 0 ? 64 : 0)) << c.name();  // the ring's two warps
+        EXPECT_EQ(l.threads, c.threads + ((c.kind == SoftmaxKind::wide && c.stages > 0) || c.kind == SoftmaxKind::band ? 64 : 0))
+            << c.name();  // the ring's and the band kind's two warps
         const bool clustered =
             c.kind == SoftmaxKind::cluster ||
             ((c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row) && c.cluster > 1);
@@ -584,12 +599,14 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
         const bool ones = c.kind == SoftmaxKind::tiny && p.cols == 1 && p.row_stride() == 1;  // tiny's element-wise path
         EXPECT_EQ(l.dynamic_smem > 0, c.kind == SoftmaxKind::smem || c.kind == SoftmaxKind::pipe ||
                                           c.kind == SoftmaxKind::span || (c.kind == SoftmaxKind::tiny && !ones) ||
-                                          (c.kind == SoftmaxKind::wide && c.stages > 0) || c.kind == SoftmaxKind::flat)
+                                          (c.kind == SoftmaxKind::wide && c.stages > 0) || c.kind == SoftmaxKind::flat ||
+                                          c.kind == SoftmaxKind::band)
             << c.name();
         EXPECT_EQ(l.persistent, c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row || c.kind == SoftmaxKind::wide ||
-                                    (c.kind == SoftmaxKind::tiny && !ones) || c.kind == SoftmaxKind::span)
+                                    (c.kind == SoftmaxKind::tiny && !ones) || c.kind == SoftmaxKind::span ||
+                                    c.kind == SoftmaxKind::band)
             << c.name();
-        EXPECT_EQ(l.cooperative, c.kind == SoftmaxKind::wide) << c.name();
+        EXPECT_EQ(l.cooperative, c.kind == SoftmaxKind::wide || c.kind == SoftmaxKind::band) << c.name();
         if (ones) {  // packed rows of one value: 4 16-byte packs of x a thread
           EXPECT_EQ(l.grid, (p.rows + c.threads * 4 * c.vec - 1) / (c.threads * 4 * c.vec)) << c.name();
           continue;
@@ -613,6 +630,11 @@ TEST(NativeSoftmaxLaunch, EveryOfferedConfigFitsSm90Limits) {
           EXPECT_EQ(P * rb % 16, 0) << c.name();
           EXPECT_EQ(l.grid, (p.rows + 32 * P * w - 1) / (32 * P * w)) << c.name();
           EXPECT_EQ(l.dynamic_smem, w * 32 * P * rb) << c.name();
+          continue;
+        }
+        if (c.kind == SoftmaxKind::band) {  // an upper bound: a CTA a pack of a row; the slots
+          EXPECT_EQ(l.grid, p.cols / c.vec) << c.name();
+          EXPECT_EQ(l.dynamic_smem, int64_t(c.stages) * c.threads * c.elems * int64_t(size_of(p.in))) << c.name();
           continue;
         }
         if (c.kind == SoftmaxKind::wide) {  // an upper bound: every slice of every row on its own CTA
@@ -771,4 +793,47 @@ TEST(NativeSoftmaxConfigs, SpanConfigs) {
   EXPECT_NE((C{span, 8, 8, 512, 2, 4, 1, 1, 48}).cannot_run(p7), "");                                 // no cluster
   EXPECT_THROW(C::parse("span_v8_e0_t512_g64_k48"), Error);
   EXPECT_THROW(C::parse("span_v8_e0_t512_g64_c1_k48_s4"), Error);  // no cluster field (before 2026-12-03: _c1)
+}
+
+// band: fp32 x, at most 64 rows of at least 8192 columns of whole 16-byte packs, offered where two
+// rows' chunks less the 4 held pieces fit a CTA's 8 slots on 132 SMs (one CTA each); names parse
+// back; refusals name why.
+TEST(NativeSoftmaxConfigs, BandConfigs) {
+  auto names = [](int64_t rows, int64_t cols, DType in, int64_t ld = 0, int sms = 0) {
+    std::vector<std::string> out;
+    auto p = SoftmaxProblem::make(rows, cols, in);
+    p.ld = ld;
+    for (const auto& c : native_softmax_configs(p, sms))
+      if (c.kind == SoftmaxKind::band) out.push_back(c.name());
+    return out;
+  };
+  const std::vector<std::string> one{"band_v4_e16_t448_s8"};
+  EXPECT_EQ(names(8, 4194304, DType::fp32), one);  // 127 KiB of a row a CTA: 5 pieces of 28 KiB, 2 x 5 - 4 <= 8
+  EXPECT_EQ(names(1, 8192, DType::fp32, 8196), one);
+  EXPECT_EQ(names(64, 1048576, DType::fp32), one);
+  EXPECT_TRUE(names(8, 4194304, DType::fp32, 0, 80).empty());  // 8 pieces a CTA on 80 SMs: 2 x 8 - 4 > 8
+  EXPECT_TRUE(names(8, 4194304, DType::bf16).empty());          // 16-bit x: the ring
+  EXPECT_TRUE(names(2, 1048575, DType::fp32).empty());          // not whole packs
+  EXPECT_TRUE(names(2, 1048576, DType::fp32, 1048577).empty());
+  EXPECT_TRUE(names(65, 1048576, DType::fp32).empty());
+  EXPECT_TRUE(names(1, 8188, DType::fp32).empty());
+  using C = NativeSoftmaxConfig;
+  const C c8{SoftmaxKind::band, 4, 16, 448, 1, 8};
+  EXPECT_EQ(C::parse("band_v4_e16_t448_s8"), c8);
+  EXPECT_EQ(C::parse("band_v8_e32_t448_s8"), C({SoftmaxKind::band, 8, 32, 448, 1, 8}));  // runs 16-bit x too
+  for (const char* bad : {"band_v4_e16_t448", "band_v4_e16_t448_c1_s8", "band_v4_t448_s8", "band_v4_e16_t448_s8_s8"})
+    EXPECT_THROW(C::parse(bad), Error) << bad;
+  const auto p = SoftmaxProblem::make(8, 4194304, DType::fp32);
+  EXPECT_EQ(c8.cannot_run(p), "");
+  EXPECT_NE(C({SoftmaxKind::band, 4, 16, 448, 1, 9}).cannot_run(p).find("shared memory"), std::string::npos);  // 9 x 28 KiB
+  EXPECT_NE(C({SoftmaxKind::band, 4, 16, 448, 1, 1}).cannot_run(p).find("stages"), std::string::npos);
+  EXPECT_NE(C({SoftmaxKind::band, 4, 8, 448, 1, 8}).cannot_run(p).find("elems"), std::string::npos);
+  EXPECT_NE(C({SoftmaxKind::band, 4, 16, 512, 1, 7}).cannot_run(p).find("threads"), std::string::npos);
+  EXPECT_NE(C({SoftmaxKind::band, 1, 4, 448, 1, 8}).cannot_run(p).find("16-byte"), std::string::npos);
+  auto odd = SoftmaxProblem::make(8, 4194303, DType::fp32);
+  EXPECT_NE(c8.cannot_run(odd).find("whole 16-byte packs"), std::string::npos);
+  const NativeSoftmaxLaunch l = native_softmax_launch(c8, p);
+  EXPECT_EQ(l.threads, 512);  // + the loader and sync warps
+  EXPECT_EQ(l.dynamic_smem, 8 * 28672);
+  EXPECT_TRUE(l.persistent && l.cooperative);
 }

@@ -2076,6 +2076,230 @@ __global__ void __launch_bounds__(kWideMaxThreads + kRingExtraThreads)
   }
 }
 
+// ---- band: few long rows, the whole GPU on one row at a time --------------------------------
+//
+// Rows of whole 16-byte packs (R = cols / VEC packs a row). Each row is cut into G chunks (G =
+// the grid, every CTA resident: a cooperative launch) of Cp = ceil(R / G) packs: CTA b owns the
+// packs [b Cp, min(b Cp + Cp, R)) of every row, as np = ceil(Cp / Pq) pieces of Pq = T PK packs
+// (T compute threads, PK packs a thread, thread t the packs q T + t). Piece k of the CTA's
+// stream (row k / np, piece k % np) comes into shared-memory slot k % N (copy engine) and stays
+// on chip until its row is written, so x is read once; all CTAs work on the same rows at once.
+//   loader warp (lane 0): fills slot k % N with piece k once piece k - N left it (empty)
+//   compute warps, with row 0 reduced and published first, for each row r:
+//     reduce r + 1   a thread's running (m, s) over its packs of the row's pieces; the warp's
+//                    pair into wred[(r + 1) % 4], an arrival on pubbar
+//     write r        wait for row r's (M, Z) (statbar), y = exp(s x - M) / Z, streaming stores:
+//                    the row's first H pieces from registers, the others from their slots
+//                    (each released once written)
+//     hold r + 1     its first H pieces into registers (raw packs), their slots released
+//   sync warp: publishes row r (merges the warps' pairs; part[r G + b], a release increment of
+//     cnt[r]), then completes row r - 1 (waits until cnt[r - 1] reaches G, merges its G pairs with
+//     merge_pairs into rowstat, arrives on statbar)
+// So a row's grid-wide merge runs while the next row is reduced, off the compute warps' path.
+// The slots hold what is not in registers of rows r and r + 1 at once: 2 np - H <= N (checked at
+// launch). Deadlock-free: a CTA's waits need only its own loads and every CTA's publication of
+// rows it reduces before it waits, and every CTA is resident. Special values as wide (the pairs
+// merged with W(m, M)). Workspace: wide_workspace with G pairs a row.
+// H200 (2026-12-04, 8 x 2^22, interleaved; bench/results/2026-12-04-h200-s18-softmax-band-*):
+// fp32 96.1 us against the ring's 101.8 (the suite: 101.1 us, 62.8% of copy); waiting for each
+// row before reducing the next one took 116-136 us in the design probe, and the same data flow
+// without any grid-wide merge (a diagnostic, wrong y) 83.5-85.3 us: each row still waits for the
+// slowest of the CTAs, and fp32 leaves room for one row of look-ahead only.
+constexpr int kBandStats = 4;          // rows of pairs and stats in flight (r and r + 1 need 2)
+constexpr int kBandMaxSlots = 64;
+constexpr int kBandMaxThreads = 448;   // compute threads: with the two warps, 16 warps (128 registers a thread)
+constexpr int kBandExtraThreads = 64;  // the loader and sync warps
+constexpr int kBandPacks = 4;          // PK: 16-byte packs a compute thread a piece
+constexpr int kBandHeld = 4;           // H: pieces a row a compute thread keeps in registers
+
+template <class Ti, class To>
+__global__ void __launch_bounds__(kBandMaxThreads + kBandExtraThreads, 1)
+    softmax_band_kernel(const Ti* __restrict__ x, To* __restrict__ y, int64_t rows, int64_t cols, int64_t ld, float scale,
+                        float2* __restrict__ part, unsigned* __restrict__ cnt, int N) {
+  constexpr int VEC = int(16 / sizeof(Ti)), PK = kBandPacks, H = kBandHeld;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  // slot: full (its piece landed), empty (every compute warp is done with it); row % kBandStats:
+  // pubbar (every compute warp put its pair in wred), statbar (rowstat set)
+  __shared__ __align__(8) uint64_t full[kBandMaxSlots], empty[kBandMaxSlots], pubbar[kBandStats], statbar[kBandStats];
+  __shared__ float2 wred[kBandStats][kBandMaxThreads / 32];
+  __shared__ float2 rowstat[kBandStats];
+  const int T = int(blockDim.x) - kBandExtraThreads, t = int(threadIdx.x), lane = t & 31, warp = t >> 5, nw = T >> 5;
+  const int Pq = T * PK;
+  const int64_t G = gridDim.x, b = blockIdx.x, R = cols / VEC, Cp = (R + G - 1) / G;
+  const int np = int((Cp + Pq - 1) / Pq);
+  const int64_t c0 = b * Cp, c1 = c0 + Cp < R ? c0 + Cp : R;  // this CTA's packs of a row (none when c1 <= c0)
+  const int64_t K = rows * np;
+  if (t == 0) {
+    for (int st = 0; st < N; ++st) {
+      mbar_init(&full[st], 1);
+      mbar_init(&empty[st], uint32_t(nw));
+    }
+    for (int w = 0; w < kBandStats; ++w) {
+      mbar_init(&pubbar[w], uint32_t(nw));
+      mbar_init(&statbar[w], 1);
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();  // the last block-wide barrier: the roles part here
+  auto piece_packs = [&](int p) -> int {  // valid packs of piece p of the chunk
+    const int64_t n = c1 - (c0 + int64_t(p) * Pq);
+    return n <= 0 ? 0 : n < Pq ? int(n) : Pq;
+  };
+  auto phase = [](int64_t i, int n) { return uint32_t(i / n) & 1u; };
+
+  if (warp == nw) {  // the loader warp
+    if (lane == 0) {
+      const uint64_t policy = evict_first_policy();
+      for (int64_t k = 0; k < K; ++k) {
+        const int st = int(k % N);
+        if (k >= N) mbar_wait(&empty[st], phase(k - N, N));
+        const int64_t r = k / np;
+        const int p = int(k - r * np);
+        const uint32_t bytes = uint32_t(piece_packs(p)) * 16u;
+        mbar_arrive_expect_tx(&full[st], bytes);  // 0 bytes (a chunk's missing pieces): the arrival completes it
+        unsigned char* const dst = smem_raw + int64_t(st) * Pq * 16;
+        const char* const src = reinterpret_cast<const char*>(x + r * ld) + (c0 + int64_t(p) * Pq) * 16;
+        for (uint32_t o = 0; o < bytes; o += kBulkChunk)
+          bulk_load(dst + o, src + o, bytes - o < kBulkChunk ? bytes - o : kBulkChunk, &full[st], policy);
+      }
+    }
+    return;
+  }
+
+  if (warp == nw + 1) {  // the sync warp
+    auto complete = [&](int64_t r) {
+      if (ld_acquire(cnt + r) < unsigned(G)) {
+        const uint64_t t0 = global_ns();
+        while (ld_acquire(cnt + r) < unsigned(G))
+          if (global_ns() - t0 > kPipeWaitTimeoutNs) __trap();
+      }
+      const float2 mz = merge_pairs(part + r * G, int(G), lane);
+      if (lane == 0) {
+        rowstat[r % kBandStats] = mz;
+        mbar_arrive(&statbar[r % kBandStats]);
+        // G publications, then one count a reader: the last reader puts the counter back to 0
+        if (atomicAdd(cnt + r, 1u) == unsigned(2 * G) - 1u) atomicExch(cnt + r, 0u);
+      }
+      __syncwarp();
+    };
+    for (int64_t r = 0; r < rows; ++r) {
+      const int w = int(r % kBandStats);
+      mbar_wait(&pubbar[w], phase(r, kBandStats));
+      const float2 q = lane < nw ? wred[w][lane] : make_float2(-INFINITY, 0.0f);
+      const float M = warp_max(q.x);
+      const float Z = warp_sum(q.y * weight(q.x, M));
+      if (lane == 0) {
+        part[r * G + b] = make_float2(M, Z);
+        red_release_add(cnt + r, 1u);
+      }
+      __syncwarp();
+      if (r > 0) complete(r - 1);
+    }
+    if (rows > 0) complete(rows - 1);
+    return;
+  }
+
+  // the compute warps
+  auto slot = [&](int64_t k) { return reinterpret_cast<const uint4*>(smem_raw + int64_t(k % N) * Pq * 16); };
+  auto release = [&](int64_t k) {
+    __syncwarp();  // every lane read the slot
+    if (lane == 0) mbar_arrive(&empty[k % N]);
+  };
+  auto reduce_publish = [&](int64_t r) {
+    float m = -INFINITY, s = 0.0f;
+    for (int p = 0; p < np; ++p) {
+      const int64_t k = r * np + p;
+      const int n = piece_packs(p);
+      mbar_wait(&full[k % N], phase(k, N));
+      const uint4* const sp = slot(k);
+      float v[PK * VEC];
+#pragma unroll
+      for (int q = 0; q < PK; ++q) {
+        const int i = q * T + t;
+        if (i < n) {
+          const uint4 raw = sp[i];
+          const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&raw);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) v[q * VEC + e] = scale * to_float(pk.v[e]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) v[q * VEC + e] = -INFINITY;
+        }
+      }
+      // (m, s) with this piece: exponentials against the new max (0 while every value is -Inf)
+      float pm = -INFINITY;
+#pragma unroll
+      for (int e = 0; e < PK * VEC; ++e) pm = fmaxf(pm, v[e]);
+      const float mn = fmaxf(m, pm), ref = mn == -INFINITY ? 0.0f : mn;
+      float add = 0.0f;
+#pragma unroll
+      for (int e = 0; e < PK * VEC; ++e) add += exp_sub(v[e], ref);
+      s = s * weight(m, mn) + add;
+      m = mn;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      const float mm = fmaxf(m, m2);
+      s = s * weight(m, mm) + s2 * weight(m2, mm);
+      m = mm;
+    }
+    if (lane == 0) {
+      wred[r % kBandStats][warp] = make_float2(m, s);
+      mbar_arrive(&pubbar[r % kBandStats]);
+    }
+  };
+  uint4 held[H * PK];  // row r's first H pieces, raw
+  auto hold = [&](int64_t r) {
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      if (h < np) {
+        const int64_t k = r * np + h;
+        const int n = piece_packs(h);
+        const uint4* const sp = slot(k);
+#pragma unroll
+        for (int q = 0; q < PK; ++q) held[h * PK + q] = q * T + t < n ? sp[q * T + t] : make_uint4(0, 0, 0, 0);
+        release(k);
+      }
+  };
+  auto write_pack = [&](To* gy, const uint4& raw, float M, float inv) {
+    const Pack<Ti, VEC> pk = *reinterpret_cast<const Pack<Ti, VEC>*>(&raw);
+    float o[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) o[e] = exp_sub(scale * to_float(pk.v[e]), M) * inv;
+    store_streaming<To, VEC>(gy, o);
+  };
+  if (rows > 0) {
+    reduce_publish(0);
+    hold(0);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r + 1 < rows) reduce_publish(r + 1);
+    mbar_wait(&statbar[r % kBandStats], phase(r, kBandStats));
+    const float2 mz = rowstat[r % kBandStats];
+    const float M = mz.x, inv = 1.0f / mz.y;
+    To* const gy = y + r * ld + c0 * VEC;
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      if (h < np) {
+        const int n = piece_packs(h);
+#pragma unroll
+        for (int q = 0; q < PK; ++q)
+          if (q * T + t < n) write_pack(gy + (int64_t(h) * Pq + q * T + t) * VEC, held[h * PK + q], M, inv);
+      }
+    for (int p = H; p < np; ++p) {
+      const int64_t k = r * np + p;
+      const int n = piece_packs(p);
+      const uint4* const sp = slot(k);
+#pragma unroll
+      for (int q = 0; q < PK; ++q)
+        if (q * T + t < n) write_pack(gy + (int64_t(p) * Pq + q * T + t) * VEC, sp[q * T + t], M, inv);
+      release(k);
+    }
+    if (r + 1 < rows) hold(r + 1);
+  }
+}
+
 // ---- dispatch --------------------------------------------------------------------------------
 
 template <class Ti>
@@ -2270,6 +2494,20 @@ int64_t wide_slices(const NativeSoftmaxConfig& c, const SoftmaxProblem& p) {
   return (span + S - 1) / S;
 }
 
+// band: pieces of a CTA's chunk of a row on a grid of G CTAs (the kernel's np), and "" when two
+// rows' pieces less the held ones fit the config's slots (2 np - H <= N), else why not.
+int64_t band_pieces(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, int64_t G) {
+  const int64_t R = p.cols / c.vec, Cp = (R + G - 1) / G, Pq = int64_t(c.threads) * (c.elems / c.vec);
+  return (Cp + Pq - 1) / Pq;
+}
+std::string band_fit(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, int64_t G) {
+  const int64_t np = band_pieces(c, p, G);
+  if (2 * np - std::min<int64_t>(kBandHeld, np) <= c.stages) return {};
+  return "a CTA's share of a row on a grid of " + std::to_string(G) + " CTAs is " + std::to_string(np) + " pieces of " +
+         std::to_string(c.threads * c.elems) + " values: two rows less the " + std::to_string(kBandHeld) +
+         " pieces held in registers exceed its " + std::to_string(c.stages) + " slots";
+}
+
 // Launches `kernel` with the config's launch and `args` (pointers to the kernel's parameters,
 // in order and of their exact types), or records the plan when probing.
 void launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const void* kernel, void** args, cudaStream_t s) {
@@ -2287,6 +2525,15 @@ void launch(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const void* k
       GT_THROW("native softmax: " + c.name() + ": " + why);
     *static_cast<float2**>(args[7]) = part;
     *static_cast<unsigned**>(args[8]) = cnt;
+  }
+  if (c.kind == SoftmaxKind::band) {  // a CTA's chunk of a row must fit its slots; the workspace: G pairs a row
+    if (std::string why = band_fit(c, p, pl.launch.grid); !why.empty()) GT_THROW("native softmax: " + c.name() + ": " + why);
+    unsigned* cnt = nullptr;
+    float2* part = nullptr;
+    if (std::string why = wide_workspace(p.rows, pl.launch.grid, s, &cnt, &part); !why.empty())
+      GT_THROW("native softmax: " + c.name() + ": " + why);
+    *static_cast<float2**>(args[6]) = part;
+    *static_cast<unsigned**>(args[7]) = cnt;
   }
   cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = launch_config(pl, attr, s);
@@ -2391,6 +2638,21 @@ void launch_wide(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti
     }
   } else {
     GT_THROW("native softmax: " + c.name() + ": the wide kind needs 16-byte vectors");
+  }
+}
+
+template <class Ti, class To, int VEC>
+void launch_band(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti* x, To* y, cudaStream_t s) {
+  if constexpr (VEC * sizeof(Ti) == 16) {
+    int64_t rows = p.rows, cols = p.cols, ld = p.row_stride();
+    float scale = p.scale;
+    float2* part = nullptr;  // set by launch() (the workspace)
+    unsigned* cnt = nullptr;
+    int slots = c.stages;
+    void* args[] = {&x, &y, &rows, &cols, &ld, &scale, &part, &cnt, &slots};
+    launch(c, p, reinterpret_cast<const void*>(&softmax_band_kernel<Ti, To>), args, s);
+  } else {
+    GT_THROW("native softmax: " + c.name() + ": the band kind needs 16-byte vectors");
   }
 }
 
@@ -2514,6 +2776,7 @@ void launch_vec(const NativeSoftmaxConfig& c, const SoftmaxProblem& p, const Ti*
   if (c.kind == SoftmaxKind::pipe) return launch_pipe<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::row) return launch_row<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::wide) return launch_wide<Ti, To, VEC>(c, p, x, y, s);
+  if (c.kind == SoftmaxKind::band) return launch_band<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::tiny) return launch_tiny<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::span) return launch_span<Ti, To, VEC>(c, p, x, y, s);
   if (c.kind == SoftmaxKind::flat) return launch_flat<Ti, To, VEC>(c, p, x, y, s);
@@ -2569,6 +2832,7 @@ int launch_bound(const NativeSoftmaxConfig& c) {
     case SoftmaxKind::span: return kSpanMaxThreads;
     case SoftmaxKind::flat: return kFlatMaxThreads;
     case SoftmaxKind::wide: return c.stages > 0 ? kWideMaxThreads + kRingExtraThreads : kWideMaxThreads;
+    case SoftmaxKind::band: return kBandMaxThreads + kBandExtraThreads;
     case SoftmaxKind::smem:
     case SoftmaxKind::online: return kMaxThreads;
   }
@@ -2606,6 +2870,7 @@ const char* to_string(SoftmaxKind k) {
     case SoftmaxKind::row: return "row";
     case SoftmaxKind::span: return "span";
     case SoftmaxKind::flat: return "flat";
+    case SoftmaxKind::band: return "band";
   }
   return "?";
 }
@@ -2623,6 +2888,7 @@ int64_t NativeSoftmaxConfig::max_cols() const {
     case SoftmaxKind::wide: return -1;  // any: slices as many as the row needs
     case SoftmaxKind::span: return -1;  // rows that fit a chunk: see cannot_run
     case SoftmaxKind::flat: return kFlatMaxCols;
+    case SoftmaxKind::band: return -1;  // a CTA's chunk must fit its slots: checked at launch (band_fit)
   }
   return 0;
 }
@@ -2636,7 +2902,7 @@ std::string NativeSoftmaxConfig::name() const {
   if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row) n += "_r" + std::to_string(block_rows);
   if (kind == SoftmaxKind::cluster || kind == SoftmaxKind::smem || kind == SoftmaxKind::pipe || kind == SoftmaxKind::row)
     n += "_c" + std::to_string(cluster);
-  if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row || (kind == SoftmaxKind::wide && stages > 0))
+  if (kind == SoftmaxKind::pipe || kind == SoftmaxKind::row || kind == SoftmaxKind::band || (kind == SoftmaxKind::wide && stages > 0))
     n += "_s" + std::to_string(stages);
   return n;
 }
@@ -2646,7 +2912,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
     GT_THROW("native softmax config '" + name + "': " + why +
              " (expected e.g. warp_v8_e32_t256, block_v8_e16_t512, cluster_v8_e32_t512_c8, smem_v8_t512_c4, "
              "pipe_v8_e32_t1024_r1_c8_s3, row_v8_e32_t160_r1_c1_s1, online_v8_t1024, tiny_v8_e1_t256_g8, wide_v8_e32_t512, "
-             "span_v8_e0_t512_g64_k48_s4, flat_v8_e7_t256)");
+             "span_v8_e0_t512_g64_k48_s4, flat_v8_e7_t256, band_v4_e16_t448_s8)");
   };
   NativeSoftmaxConfig c;
   size_t pos = name.find('_');
@@ -2662,6 +2928,7 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
   else if (kind == "row") c.kind = SoftmaxKind::row;
   else if (kind == "span") c.kind = SoftmaxKind::span;
   else if (kind == "flat") c.kind = SoftmaxKind::flat;
+  else if (kind == "band") c.kind = SoftmaxKind::band;
   else bad("unknown kind '" + kind + "'");
   auto field = [&](char tag) -> int {
     if (pos == std::string::npos || pos + 2 > name.size() || name[pos + 1] != tag) bad(std::string("missing _") + tag);
@@ -2687,7 +2954,8 @@ NativeSoftmaxConfig NativeSoftmaxConfig::parse(const std::string& name) {
                     ? field('c')
                     : 1;
   if (c.kind == SoftmaxKind::wide) c.stages = pos != std::string::npos && name[pos + 1] == 's' ? field('s') : 0;
-  else if (c.kind != SoftmaxKind::span) c.stages = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row ? field('s') : 0;
+  else if (c.kind != SoftmaxKind::span)
+    c.stages = c.kind == SoftmaxKind::pipe || c.kind == SoftmaxKind::row || c.kind == SoftmaxKind::band ? field('s') : 0;
   if (pos != std::string::npos) bad("trailing text");
   if (c.name() != name) bad("not in canonical form");
   return c;
@@ -2789,6 +3057,19 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
         return std::to_string(stages) + " slots of " + std::to_string(threads * elems) + " elements (" + std::to_string(bytes) +
                " bytes) exceed the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
     }
+  } else if (kind == SoftmaxKind::band) {
+    const int v16 = vec16_of(p.in);
+    if (vec != v16) return "the band kind copies 16-byte packs (vec " + std::to_string(v16) + ")";
+    if (elems != vec * kBandPacks) return "elems must be vec x " + std::to_string(kBandPacks) + " for the band kind";
+    if (threads > kBandMaxThreads) return "at most " + std::to_string(kBandMaxThreads) + " compute threads for the band kind";
+    if (p.row_stride() % vec || p.cols % vec)
+      return "the band kind needs rows of whole 16-byte packs (ld and cols multiples of " + std::to_string(vec) + ")";
+    if (stages < 2 || stages > kBandMaxSlots) return "stages (slots) must be 2 .. " + std::to_string(kBandMaxSlots);
+    const int64_t bytes = int64_t(stages) * threads * elems * int64_t(size_of(p.in));
+    if (bytes > kNativeSmemDynamicOptIn)
+      return std::to_string(stages) + " slots of " + std::to_string(threads * elems) + " elements (" + std::to_string(bytes) +
+             " bytes) exceed the " + std::to_string(kNativeSmemDynamicOptIn) + " bytes of dynamic shared memory a CTA gets";
+    if (p.rows > int64_t(0x7fffffff) / std::max<int64_t>(1, p.cols / vec)) return "too many packs for the workspace";
   } else if (kind != SoftmaxKind::online) {
     if (!pow2(elems) || elems > 32) return "elems must be 1, 2, 4, 8, 16 or 32";
     if (elems % vec) return "elems must be a multiple of vec";
@@ -2800,7 +3081,7 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   const bool rows_of_warps = kind == SoftmaxKind::pipe || kind == SoftmaxKind::row;  // block_rows, any cluster
   if (kind != SoftmaxKind::cluster && kind != SoftmaxKind::smem && !rows_of_warps && cluster != 1)
     return "cluster must be 1 for this kind";
-  if (!rows_of_warps && kind != SoftmaxKind::span && kind != SoftmaxKind::wide && stages != 0)
+  if (!rows_of_warps && kind != SoftmaxKind::span && kind != SoftmaxKind::wide && kind != SoftmaxKind::band && stages != 0)
     return "stages must be 0 for this kind";
   if (!rows_of_warps && block_rows != 1) return "block_rows must be 1 for this kind";
   if (kind != SoftmaxKind::tiny && kind != SoftmaxKind::span && group != 0) return "group must be 0 for this kind";
@@ -2827,7 +3108,7 @@ std::string NativeSoftmaxConfig::cannot_run(const SoftmaxProblem& p) const {
   const int64_t blocks = (p.rows + per_block - 1) / per_block * cluster;
   if (blocks > int64_t(0x7fffffff)) return "too many rows for one grid (2^31 - 1 blocks)";
   const bool own_alignment = rows_of_warps || kind == SoftmaxKind::tiny || kind == SoftmaxKind::wide || kind == SoftmaxKind::span ||
-                             kind == SoftmaxKind::flat;
+                             kind == SoftmaxKind::flat || kind == SoftmaxKind::band;
   if (vec > 1 && !aligned && !own_alignment)
     return "ld = " + std::to_string(p.row_stride()) + " is not a multiple of vec";
   return {};
@@ -3055,6 +3336,18 @@ std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p,
           out.push_back(cfg);
       }
     }
+  // band (fp32 x, rows of whole packs): 448 compute threads, pieces of 28 KiB, 8 slots, where two
+  // rows' chunks less the held pieces fit them on num_sms CTAs (one a SM: the slots take its
+  // shared memory). H200 (2026-12-04, interleaved, 8 x 2^22): fp32 96.1 us against the ring's
+  // 101.8 (14 KiB pieces with 8 held: 98.9); bf16 77.8 against the ring's 61.1, so not offered
+  // for 16-bit x (twice the values a byte to exponentiate, and the ring rereads half the bytes).
+  if (p.in == DType::fp32 && p.rows <= kWideMaxRows && p.cols >= kWideMinCols && p.row_stride() % v16 == 0 &&
+      p.cols % v16 == 0) {
+    const int64_t piece = int64_t(kBandMaxThreads) * kBandPacks * 16;
+    const NativeSoftmaxConfig cfg{SoftmaxKind::band, v16, v16 * kBandPacks, kBandMaxThreads, 1,
+                                  int(std::min<int64_t>(kBandMaxSlots, kNativeSmemDynamicOptIn / piece))};
+    if (cfg.cannot_run(p).empty() && band_fit(cfg, p, num_sms > 0 ? num_sms : 132).empty()) out.push_back(cfg);
+  }
   // online: any row longer than tiny's (tiny holds every row of <= 1024 columns in one pass; the
   // online kernel's block a row took 58 ms, 200x tiny's time, for 19M rows of 7 on the H200).
   if (p.cols > kTinyMaxCols)
@@ -3141,6 +3434,13 @@ NativeSoftmaxLaunch native_softmax_launch(const NativeSoftmaxConfig& c, const So
       l.persistent = true;
       l.cooperative = true;
       break;
+    case SoftmaxKind::band:  // at most a CTA a pack of a row (persistent: as many as are resident)
+      l.threads = c.threads + kBandExtraThreads;
+      l.grid = std::max<int64_t>(1, std::min<int64_t>(p.cols / c.vec, 0x7fffffff));
+      l.dynamic_smem = int64_t(c.stages) * c.threads * c.elems * int64_t(size_of(p.in));
+      l.persistent = true;
+      l.cooperative = true;
+      break;
   }
   if (c.kind == SoftmaxKind::smem) l.dynamic_smem = smem_slice(c, p) * int64_t(size_of(p.in));
   if (c.kind == SoftmaxKind::pipe) {
@@ -3222,6 +3522,10 @@ std::string native_softmax_device_check(const NativeSoftmaxConfig& c, const Soft
              " B static smem, " + std::to_string(fa.numRegs) + " registers a thread)";
     return why;
   }
+  if (c.kind == SoftmaxKind::band) {  // the chunks on the grid the launch will have
+    if (std::string why = clamp_persistent_grid(pl); !why.empty()) return why;
+    return band_fit(c, p, pl.launch.grid);
+  }
   return {};
 }
 
@@ -3256,6 +3560,7 @@ NativeSoftmaxKernelInfo native_softmax_kernel_info(const NativeSoftmaxConfig& c,
     case SoftmaxKind::row: info.kernel = "softmax_row_kernel"; break;
     case SoftmaxKind::span: info.kernel = "softmax_span_kernel"; break;
     case SoftmaxKind::flat: info.kernel = "softmax_flat_kernel"; break;
+    case SoftmaxKind::band: info.kernel = "softmax_band_kernel"; break;
   }
   info.regs_per_thread = fa.numRegs;
   info.static_smem = int64_t(fa.sharedSizeBytes);

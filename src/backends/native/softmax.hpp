@@ -40,6 +40,14 @@
 //            next slices (copy engine), the compute warps reduce them, a control warp publishes
 //            and merges; each slice's y is written a row's span of steps later, from its slot
 //            when the slots hold that span, else from x reread in L2 (threads + 64 a CTA).
+//   band     few long rows of whole 16-byte packs, the whole GPU on one row at a time: every
+//            CTA (one cooperative launch) owns a chunk of each row, which a loader warp brings
+//            into `stages` shared-memory slots of threads * elems values (copy engine) and which
+//            stays there until written; the compute warps reduce each row and write the oldest
+//            row whose (max, sum) a sync warp has merged across the grid (a global workspace and
+//            a counter per row) while the next row is reduced; each row's first 4 pieces wait
+//            in registers, so that two rows' chunks fit a CTA. Reads x once; a CTA's chunks of
+//            two rows, less the held pieces, must fit its slots (threads + 64 a CTA).
 //   row      the row in registers, one pass, non-persistent (odd widths): a CTA holds block_rows
 //            rows of threads / block_rows threads (any multiple of 32), or with a cluster of
 //            `cluster` CTAs an even share of one row's 16-byte packs; every pack by one 16-byte
@@ -79,9 +87,9 @@
 namespace gemmtune::native {
 
 // Bump when a kernel's code changes what it computes or how fast: keys the tuning cache.
-inline constexpr const char* kNativeSoftmaxVersion = "11";
+inline constexpr const char* kNativeSoftmaxVersion = "12";
 
-enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online, tiny, wide, row, span, flat };
+enum class SoftmaxKind : uint8_t { warp, block, cluster, smem, pipe, online, tiny, wide, row, span, flat, band };
 const char* to_string(SoftmaxKind);
 
 struct NativeSoftmaxConfig {
@@ -91,7 +99,8 @@ struct NativeSoftmaxConfig {
   int threads = 256;  // threads per block (warp: rows per block = threads / 32)
   int cluster = 1;    // CTAs per row (cluster: 2, 4, 8 or 16; smem: 1, 2, 4, 8, 16; pipe, row: 1 to 16; else 1)
   int stages = 0;     // pipe: shared-memory stages per CTA (block-rows in flight), 2 .. 4; row: blocks of rows in flight, 1 or 2;
-                      // span: chunks in shared memory, 2 .. 6; wide: ring slots, 0 (two-pass) or 2 .. 16; else 0
+                      // span: chunks in shared memory, 2 .. 6; wide: ring slots, 0 (two-pass) or 2 .. 16;
+                      // band: slots of threads * elems values (elems = 4 vec), 2 .. 64; else 0
   int block_rows = 1;  // pipe, row: rows a CTA holds at once (each owned by threads / 32 / block_rows warps); else 1
   int group = 0;       // tiny: lanes a row (1, 2, 4, 8, 16 or 32); span: lanes a row (1 .. 32, or warps); else 0
   int chunk_kib = 0;   // span: KiB of x a chunk holds at most (its rows: a multiple of threads / group); else 0
@@ -105,7 +114,8 @@ struct NativeSoftmaxConfig {
   int64_t max_cols() const;
   // Stable name (also the candidate id), e.g. "warp_v8_e32_t256", "block_v8_e16_t512",
   // "cluster_v8_e32_t512_c8", "smem_v8_t512_c4", "pipe_v8_e32_t1024_r1_c8_s3", "online_v4_t1024",
-  // "tiny_v8_e1_t256_g8", "wide_v8_e32_t512", "row_v8_e32_t160_r1_c1_s1", "span_v8_e0_t512_g64_k48_s4", "flat_v8_e7_t256".
+  // "tiny_v8_e1_t256_g8", "wide_v8_e32_t512", "row_v8_e32_t160_r1_c1_s1", "span_v8_e0_t512_g64_k48_s4", "flat_v8_e7_t256",
+  // "band_v4_e16_t448_s8".
   std::string name() const;
   // The config named `name`; throws Error naming the bad part.
   static NativeSoftmaxConfig parse(const std::string& name);
@@ -115,7 +125,8 @@ struct NativeSoftmaxConfig {
 };
 
 // Every config worth timing for `p` (validated first), in a fixed order: warp, block, cluster,
-// smem, pipe, row, tiny, span, flat, wide, online. num_sms (0: 132, the H200's) sizes the wide ring.
+// smem, pipe, row, tiny, span, flat, wide, band, online. num_sms (0: 132, the H200's) sizes the wide
+// ring and the band kind's chunks.
 std::vector<NativeSoftmaxConfig> native_softmax_configs(const SoftmaxProblem& p, int num_sms = 0);
 
 // y = softmax(p.scale * x) for device pointers x (p.in), y (p.out), both rows * ld elements;
@@ -145,11 +156,11 @@ struct NativeSoftmaxLaunch {
   int64_t dynamic_smem = 0;  // bytes of dynamic shared memory per block (smem and pipe kinds)
   int cluster = 1;           // CTAs per cluster (1: launched without a cluster attribute)
   int launch_bound = 0;      // the kernel's __launch_bounds__ (max threads per block it is compiled for)
-  // pipe, wide, tiny: the kernel is persistent (its clusters loop over rows / slices / chunks):
+  // pipe, wide, band, tiny: the kernel is persistent (its clusters loop over rows / slices / chunks):
   // `grid` (rows * cluster, rows * slices, chunks) is an upper bound, and the launcher launches
   // min(grid, what is resident on the device at once).
   bool persistent = false;
-  // wide: a cooperative launch (every CTA resident at once, or the launch fails): its CTAs wait
+  // wide, band: a cooperative launch (every CTA resident at once, or the launch fails): its CTAs wait
   // for each other.
   bool cooperative = false;
   std::string str() const;   // "grid 40 x 128 threads, 0 B dynamic smem, cluster 1" (+ ", persistent", ", cooperative")
