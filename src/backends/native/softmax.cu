@@ -2096,8 +2096,8 @@ __global__ void __launch_bounds__(kWideMaxThreads + kRingExtraThreads)
 //     cnt[r]), then completes row r - 1 (waits until cnt[r - 1] reaches G, merges its G pairs with
 //     merge_pairs into rowstat, arrives on statbar)
 // So a row's grid-wide merge runs while the next row is reduced, off the compute warps' path.
-// The slots hold what is not in registers of rows r and r + 1 at once: 2 np - H <= N (checked at
-// launch). Deadlock-free: a CTA's waits need only its own loads and every CTA's publication of
+// The slots hold what is not in registers of rows r and r + 1 at once: 2 np - min(H, np) <= N
+// (band_fit, checked at launch). Deadlock-free: a CTA's waits need only its own loads and every CTA's publication of
 // rows it reduces before it waits, and every CTA is resident. Special values as wide (the pairs
 // merged with W(m, M)). Workspace: wide_workspace with G pairs a row.
 // H200 (2026-12-04, 8 x 2^22, interleaved; bench/results/2026-12-04-h200-s18-softmax-band-*):
