@@ -92,11 +92,26 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 // tile. Here the partial sums alternate between two register tiles: k tile t's MMAs write
 // part[t % 2] while part[(t - 1) % 2] is added into the accumulators, so one k tile of MMAs is
 // always in flight. It costs a third register tile: instances use it when 3 x the accumulators
-// fit (<= 64 per thread: cooperative 128x128, 256x64; ping-pong 64x128, 128x64).
-//
-// Derived from the builder's collective (same shared memory, pipeline, loads, arguments and
-// mma_tail, which releases the one stage still held, as K_PIPE_MMAS = 1 there); only the
-// consumer's mma() is replaced. The kernel calls mma() on this type.
+// fit (<= 64 per thread: cooperative 128x128, 256x64; ping-pong 64x128, 128x64). The helpers
+// first, then Fp8OverlapMainloop.
+
+// The consumer warp group's MMA operands for thread_idx: descriptors of A's and B's tiles in
+// every stage, (MMA,MMA_M,MMA_K,PIPE) and (MMA,MMA_N,MMA_K,PIPE), as a tuple. Shared by both
+// overlapped mainloops below.
+template <class TiledMma, class SmemLayoutA, class SmemLayoutB, class TensorStorage>
+CUTLASS_DEVICE auto mma_fragments(TensorStorage& shared_tensors, int thread_idx) {
+  using namespace cute;
+  Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});  // (BLK_M,BLK_K,PIPE)
+  Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});  // (BLK_N,BLK_K,PIPE)
+  constexpr int kWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
+  Layout wg_layout = make_layout(Int<kWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
+  int wg = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
+  TiledMma tiled_mma;
+  auto thread_mma = tiled_mma.get_slice(wg_layout(wg));
+  return make_tuple(thread_mma.make_fragment_A(thread_mma.partition_A(sA)),
+                    thread_mma.make_fragment_B(thread_mma.partition_B(sB)));
+}
+
 // One k tile of MMAs into `part` (zeroed by the first MMA), committed as one batch, once the
 // tile's stage is full; `read` moves to the next stage. Returns the tile's stage. Shared by both
 // overlapped mainloops below.
@@ -156,6 +171,9 @@ template <class Policy> struct IsFp8Mainloop : std::false_type {};
 template <int Stages, class Cluster, class Schedule>
 struct IsFp8Mainloop<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedFP8<Stages, Cluster, Schedule>> : std::true_type {};
 
+// Fp8OverlapMainloop is derived from the builder's collective (same shared memory, pipeline,
+// loads, arguments and mma_tail, which releases the one stage still held, as K_PIPE_MMAS = 1
+// there); only the consumer's mma() is replaced. The kernel calls mma() on this type.
 template <class Built>
 struct Fp8OverlapMainloop : Built {
   static_assert(IsFp8Mainloop<typename Built::DispatchPolicy>::value, "derives from CUTLASS's fp8 (promoting) mainloop");
@@ -173,15 +191,10 @@ struct Fp8OverlapMainloop : Built {
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum, int k_tile_count,
                           int thread_idx, TensorStorage& shared_tensors, typename Built::Params const&) {
     using namespace cute;
-    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});  // (BLK_M,BLK_K,PIPE)
-    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});  // (BLK_N,BLK_K,PIPE)
-    constexpr int kWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
-    Layout wg_layout = make_layout(Int<kWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
-    int wg = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
     TiledMma tiled_mma;
-    auto thread_mma = tiled_mma.get_slice(wg_layout(wg));
-    Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));  // (MMA,MMA_M,MMA_K,PIPE) descriptors
-    Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));  // (MMA,MMA_N,MMA_K,PIPE)
+    auto frags = mma_fragments<TiledMma, SmemLayoutA, SmemLayoutB>(shared_tensors, thread_idx);
+    auto& tCrA = get<0>(frags);
+    auto& tCrB = get<1>(frags);
     Tensor part0 = make_fragment_like(accum);
     Tensor part1 = make_fragment_like(accum);
     clear(accum);
@@ -252,8 +265,6 @@ struct Fp8BlockOverlapMainloop : Built {
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum, int k_tile_count,
                           int thread_idx, TensorStorage& shared_tensors, typename Built::Params const&) {
     using namespace cute;
-    Tensor sA = make_tensor(make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});  // (BLK_M,BLK_K,PIPE)
-    Tensor sB = make_tensor(make_smem_ptr(shared_tensors.smem_B.data()), SmemLayoutB{});  // (BLK_N,BLK_K,PIPE)
     // The stages' scales seen as (BLK_M, BLK_N, (1, PIPE)) tensors that broadcast (stride 0) A's
     // over N and B's over M, so that partition_C gives each thread the scales of its accumulators.
     Tensor sSFA = make_tensor(
@@ -268,13 +279,10 @@ struct Fp8BlockOverlapMainloop : Built {
                                make_shape(get<1>(shape(SmemLayoutSFB{})), get<2>(shape(SmemLayoutSFB{})))),
                     make_stride(_0{}, get<0>(stride(SmemLayoutSFB{})),
                                 make_stride(get<1>(stride(SmemLayoutSFB{})), get<2>(stride(SmemLayoutSFB{}))))));
-    constexpr int kWarpGroups = size(TiledMma{}) / cutlass::NumThreadsPerWarpGroup;
-    Layout wg_layout = make_layout(Int<kWarpGroups>{}, Int<cutlass::NumThreadsPerWarpGroup>{});
-    int wg = __shfl_sync(0xFFFFFFFF, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
     TiledMma tiled_mma;
-    auto thread_mma = tiled_mma.get_slice(wg_layout(wg));
-    Tensor tCrA = thread_mma.make_fragment_A(thread_mma.partition_A(sA));  // (MMA,MMA_M,MMA_K,PIPE) descriptors
-    Tensor tCrB = thread_mma.make_fragment_B(thread_mma.partition_B(sB));  // (MMA,MMA_N,MMA_K,PIPE)
+    auto frags = mma_fragments<TiledMma, SmemLayoutA, SmemLayoutB>(shared_tensors, thread_idx);
+    auto& tCrA = get<0>(frags);
+    auto& tCrB = get<1>(frags);
     Tensor tCsSFA = tiled_mma.get_slice(thread_idx).partition_C(sSFA);  // (MMA,MMA_M,MMA_N,(1,PIPE))
     Tensor tCsSFB = tiled_mma.get_slice(thread_idx).partition_C(sSFB);
     // Per partial tile: its k block's combined scales sa[row] * sb, broadcast like accum.
