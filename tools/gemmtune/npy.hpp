@@ -49,7 +49,8 @@ std::vector<unsigned char> encode(const std::vector<float>& values, DType dtype)
 // `count` elements of `dtype` -> float.
 std::vector<float> decode(const void* data, DType dtype, int64_t count);
 
-// Reorders a rows x cols matrix between column-major and row-major storage.
+// Reorders a rows x cols matrix between column-major and row-major storage (col_major holds
+// rows * cols values; an empty matrix, either extent 0, returns at once).
 std::vector<float> col_to_row_major(const std::vector<float>& col_major, int64_t rows, int64_t cols);
 
 }  // namespace gemmtune::npy
