@@ -174,30 +174,98 @@ Built ArtifactCache::build(const Job& job) {
   return flights_.run(k, [&] { return compile_miss(t, job, k); });
 }
 
-Built ArtifactCache::compile_miss(Toolchain& t, const Job& job, const std::string& key) {
-  // Another thread's flight for this key may have published it after this one missed the store.
-  std::string missing_dep;
-  if (auto b = find_key(t, key, &missing_dep)) return std::move(*b);
+fs::path ArtifactCache::build_parent(Toolchain& t) {
   const fs::path parent = store_.root() / t.name() / "tmp";
   try {
     securefs::make_private_dirs(parent);
   } catch (const Error&) {  // TempDir throws Error saying so
   }
-  TempDir tmp(parent, key.substr(0, 16) + "-", t.name(), opt_.keep_build);
-  const auto t0 = std::chrono::steady_clock::now();
-  Output out = t.compile(job, tmp.path(), opt_.timeout_s);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return parent;
+}
+
+Built ArtifactCache::publish(Toolchain& t, const Job& job, const std::string& key, Output out, double wall) {
   for (Output::Extra& e : out.extras)
     if (!store_.get(e.key)) store_.put(e.key, std::move(e.bytes), std::move(e.meta));
   GT_CHECK(!out.bytes.empty(), t.name() + ": " + job.what + ": the compiler produced no artifact");
+  const double seconds = out.seconds > 0 ? out.seconds : wall;
+  const double cpu = out.cpu_seconds;
   store_.put(key, std::move(out.bytes), std::move(out.meta));
   auto b = find_key(t, key);
   GT_CHECK(b, t.name() + ": " + job.what + ": the artifact just published cannot be read back");
   b->hit = false;
-  b->seconds = out.seconds > 0 ? out.seconds : wall;
-  b->cpu_seconds = out.cpu_seconds;
+  b->seconds = seconds;
+  b->cpu_seconds = cpu;
   log_.debug(t.name() + ": built " + job.what + " in " + std::to_string(b->seconds).substr(0, 5) + " s");
   return std::move(*b);
+}
+
+Built ArtifactCache::compile_miss(Toolchain& t, const Job& job, const std::string& key) {
+  // Another thread's flight for this key may have published it after this one missed the store.
+  std::string missing_dep;
+  if (auto b = find_key(t, key, &missing_dep)) return std::move(*b);
+  TempDir tmp(build_parent(t), key.substr(0, 16) + "-", t.name(), opt_.keep_build);
+  const auto t0 = std::chrono::steady_clock::now();
+  Output out = t.compile(job, tmp.path(), opt_.timeout_s);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return publish(t, job, key, std::move(out), wall);
+}
+
+std::vector<ArtifactCache::Outcome> ArtifactCache::build_group(Toolchain& t, const std::vector<Job>& jobs) {
+  std::vector<std::string> keys;
+  for (const Job& j : jobs) keys.push_back(key(j));
+  using Result = SingleFlight<Built>::Result;
+  auto results = flights_.run_group(keys, [&](const std::vector<size_t>& owned, std::vector<Result>& res) {
+    std::vector<size_t> miss;
+    for (size_t i : owned) {  // another process may have published it since build_all looked
+      std::string missing_dep;
+      if (auto b = find_key(t, keys[i], &missing_dep))
+        res[i].value = std::move(*b);
+      else
+        miss.push_back(i);
+    }
+    auto alone = [&](size_t i) {
+      try {
+        res[i].value = compile_miss(t, jobs[i], keys[i]);
+      } catch (const Error& e) {
+        res[i].error = e.message();
+      }
+    };
+    if (miss.size() < 2) {
+      for (size_t i : miss) alone(i);
+      return;
+    }
+    std::vector<Job> group;
+    for (size_t i : miss) group.push_back(jobs[i]);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<Output> outs;
+    try {
+      TempDir tmp(build_parent(t), keys[miss[0]].substr(0, 16) + "-group-", t.name(), opt_.keep_build);
+      outs = t.compile_group(group, tmp.path(), opt_.timeout_s);
+      GT_CHECK(outs.size() == group.size(), t.name() + ": a group of " + std::to_string(group.size()) + " gave " +
+                                                std::to_string(outs.size()) + " artifacts");
+    } catch (const Error& e) {
+      log_.warn(t.name() + ": a group of " + std::to_string(group.size()) + " failed; compiling each alone (" +
+                e.message() + ")");
+      for (size_t i : miss) alone(i);
+      return;
+    }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (size_t j = 0; j < miss.size(); ++j) {
+      try {
+        res[miss[j]].value = publish(t, group[j], keys[miss[j]], std::move(outs[j]), wall / double(miss.size()));
+      } catch (const Error& e) {
+        res[miss[j]].error = e.message();
+      }
+    }
+  });
+  std::vector<Outcome> out(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (results[i].value)
+      out[i].built = std::move(*results[i].value);
+    else
+      out[i].error = results[i].error;
+  }
+  return out;
 }
 
 std::vector<ArtifactCache::Outcome> ArtifactCache::build_all(const std::vector<Job>& jobs,
@@ -205,7 +273,7 @@ std::vector<ArtifactCache::Outcome> ArtifactCache::build_all(const std::vector<J
   std::vector<Outcome> out(jobs.size());
   // Distinct keys: the index of each job's first occurrence.
   std::vector<size_t> first(jobs.size());
-  std::vector<size_t> todo;
+  std::vector<size_t> todo, missed;  // store hits (and load-only jobs), misses
   std::map<std::string, size_t> seen;
   std::map<std::string, size_t> misses;  // per toolchain
   for (size_t i = 0; i < jobs.size(); ++i) {
@@ -223,20 +291,54 @@ std::vector<ArtifactCache::Outcome> ArtifactCache::build_all(const std::vector<J
       continue;
     }
     seen[k] = i;
-    todo.push_back(i);
     std::error_code ec;
-    if (!fs::exists(store_.json_path(k), ec) && !state(jobs[i].toolchain).load_only) ++misses[jobs[i].toolchain];
+    if (!fs::exists(store_.json_path(k), ec) && !state(jobs[i].toolchain).load_only) {
+      ++misses[jobs[i].toolchain];
+      missed.push_back(i);
+    } else {
+      todo.push_back(i);
+    }
   }
   for (auto& [name, n] : misses) slot(name).toolchain->warm(n);
 
+  // Units of work: groups of the misses of toolchains that build groups and have more misses
+  // than compile slots (first: they take longest), then single jobs.
+  std::vector<std::vector<size_t>> units;
+  std::map<std::string, std::vector<size_t>> groupable;  // toolchain -> its misses
+  for (size_t i : missed) {
+    const Toolchain& t = *slot(jobs[i].toolchain).toolchain;
+    if (t.group_limit() > 1 && misses[jobs[i].toolchain] > t.slots())
+      groupable[jobs[i].toolchain].push_back(i);
+    else
+      todo.push_back(i);
+  }
+  for (auto& [name, idx] : groupable) {
+    const Toolchain& t = *slot(name).toolchain;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return jobs[a].family < jobs[b].family; });
+    const size_t slots = std::max<size_t>(1, t.slots());
+    const size_t size = std::min(t.group_limit(), (idx.size() + slots - 1) / slots);
+    for (size_t at = 0; at < idx.size(); at += size)
+      units.emplace_back(idx.begin() + at, idx.begin() + std::min(idx.size(), at + size));
+  }
+  for (size_t i : todo) units.push_back({i});
+
   std::mutex progress_mu;
   std::exception_ptr unexpected;
-  parallel_for(todo.size(), std::min<size_t>(todo.size(), 64), [&](size_t j) {
-    const size_t i = todo[j];
+  parallel_for(units.size(), std::min<size_t>(units.size(), 64), [&](size_t u) {
+    const std::vector<size_t>& unit = units[u];
     try {
-      out[i].built = build(jobs[i]);
-    } catch (const Error& e) {
-      out[i].error = e.message();
+      if (unit.size() == 1) {
+        try {
+          out[unit[0]].built = build(jobs[unit[0]]);
+        } catch (const Error& e) {
+          out[unit[0]].error = e.message();
+        }
+      } else {
+        std::vector<Job> group;
+        for (size_t i : unit) group.push_back(jobs[i]);
+        std::vector<Outcome> built = build_group(*slot(group[0].toolchain).toolchain, group);
+        for (size_t j = 0; j < unit.size(); ++j) out[unit[j]] = std::move(built[j]);
+      }
     } catch (...) {  // not a compile failure: the caller's to see
       std::lock_guard<std::mutex> lock(progress_mu);
       if (!unexpected) unexpected = std::current_exception();
@@ -244,10 +346,12 @@ std::vector<ArtifactCache::Outcome> ArtifactCache::build_all(const std::vector<J
     }
     if (progress) {
       std::lock_guard<std::mutex> lock(progress_mu);
-      try {  // a pool thread must not throw: the caller's exception is rethrown below
-        progress(i, out[i]);
-      } catch (...) {
-        if (!unexpected) unexpected = std::current_exception();
+      for (size_t i : unit) {
+        try {  // a pool thread must not throw: the caller's exception is rethrown below
+          progress(i, out[i]);
+        } catch (...) {
+          if (!unexpected) unexpected = std::current_exception();
+        }
       }
     }
   });

@@ -70,7 +70,9 @@ class ArtifactCache {
   };
   // Builds every job, distinct keys once, on one pool of threads (the toolchains bound their own
   // parallelism: nvcc jobs, worker processes); warms each toolchain's workers for its misses
-  // first. Outcomes in `jobs`' order; `progress` (may be empty) sees each distinct job once when
+  // first. A toolchain that builds groups (Toolchain::group_limit) and has more misses than
+  // compile slots gets them in groups: sorted by family, cut into groups of at most its limit,
+  // at least one a slot. Outcomes in `jobs`' order; `progress` (may be empty) sees each distinct job once when
   // it finishes, one call at a time, with the index of its first occurrence.
   std::vector<Outcome> build_all(const std::vector<Job>& jobs,
                                  const std::function<void(size_t, const Outcome&)>& progress = {});
@@ -92,6 +94,15 @@ class ArtifactCache {
   // why there (build() then compiles the artifact again, which publishes the dep again).
   std::optional<Built> find_key(Toolchain& t, const std::string& key, std::string* missing_dep = nullptr);
   Built compile_miss(Toolchain& t, const Job& job, const std::string& key);
+  // A group of one toolchain's misses (build_all): what the store has meanwhile is taken from
+  // there, the rest compiled in one compile_group run (each alone, for its own message, when
+  // that run fails); each key's flight is held throughout. Outcomes in `jobs`' order.
+  std::vector<Outcome> build_group(Toolchain& t, const std::vector<Job>& jobs);
+  // Publishes a compiled miss (its extras first) and reads it back; `wall` is its compile's share
+  // of the wall time, used when the toolchain reports no time.
+  Built publish(Toolchain& t, const Job& job, const std::string& key, Output out, double wall);
+  // <store>/<toolchain>/tmp, made private (the parent of each compile's fresh folder).
+  std::filesystem::path build_parent(Toolchain& t);
 
   CompileOptions opt_;
   Log log_;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -140,42 +141,87 @@ class NvccToolchain final : public Toolchain {
     return fingerprint.dump() + "\n" + job.source;
   }
 
-  Output compile(const Job& job, const fs::path& tmp, double timeout_s) override {
-    write_atomically(tmp / "kernel.cu", job.source, "cutlass");
-    std::vector<std::string> argv{opt_.nvcc.string()};
-    argv.insert(argv.end(), flags_.begin(), flags_.end());
-    for (const fs::path& inc : {opt_.cutlass_kernel_dir, include_, util_include_}) argv.push_back("-I" + inc.string());
-    argv.insert(argv.end(), {(tmp / "kernel.cu").string(), "-o", (tmp / "kernel.so").string()});
+  // Measured on the 2-core machine (bench/results/2026-12-05-s19-compile-cutlass-groups.md): one
+  // bf16 instance alone 22-27 s, 2 in one run 27.5 s, 4 39 s, 8 63 s, each kernel's SASS the
+  // same as built alone. More than 8 would leave a core idle on small builds for little gain.
+  size_t group_limit() const override { return 8; }
+  size_t slots() const override { return size_t(std::max(1, opt_.nvcc_jobs)); }
 
-    bool timed_out = false;
-    int rc = -1;
-    double secs = 0;  // nvcc's own wall time, not the wait for a slot
-    double cpu = 0;   // nvcc's and its children's (cudafe++, cicc, ptxas, the host compiler) CPU time
+  Output compile(const Job& job, const fs::path& tmp, double timeout_s) override {
+    return std::move(compile_group({job}, tmp, timeout_s).front());
+  }
+
+  // One translation unit includes every member's source with GT_CUTLASS_MEMBER set to m0, m1, ...
+  // (gt_cutlass_abi.h): nvcc -c builds it once; each member's .so is that object linked with the
+  // member's selector, which exports its entry points under the ABI's names.
+  std::vector<Output> compile_group(const std::vector<Job>& jobs, const fs::path& tmp, double timeout_s) override {
+    GT_CHECK(!jobs.empty(), "cutlass: an empty group");
+    std::string unit = "// A group of " + std::to_string(jobs.size()) + " CUTLASS instances (src/compile/nvcc.cpp).\n";
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const std::string m = "m" + std::to_string(i);
+      write_atomically(tmp / (m + ".cu"), jobs[i].source, "cutlass");
+      write_atomically(tmp / (m + "_select.cpp"),
+                       "#include \"gt_cutlass_abi.h\"\nextern \"C\" {\nGT_CUTLASS_EXPORT_MEMBER(" + m + ")\n}\n",
+                       "cutlass");
+      unit += "#define GT_CUTLASS_MEMBER " + m + "\n#include \"" + m + ".cu\"\n#undef GT_CUTLASS_MEMBER\n";
+    }
+    write_atomically(tmp / "group.cu", unit, "cutlass");
+    const std::string what = jobs.size() == 1 ? "cutlass: " + jobs[0].what
+                                              : "cutlass: a group of " + std::to_string(jobs.size()) + " (" +
+                                                    jobs[0].what + ", ...)";
+    // nvcc's flags with -shared as -c for the object (the link flags are ignored there).
+    std::vector<std::string> compile_flags = flags_;
+    std::replace(compile_flags.begin(), compile_flags.end(), std::string("-shared"), std::string("-c"));
+    double secs = 0, cpu = 0;  // nvcc's own wall and CPU time (children included), not the wait for a slot
     {
       Slot slot(*this);
       const auto t0 = std::chrono::steady_clock::now();
-      rc = run_process(argv, tmp / "nvcc.log", timeout_s, &timed_out, &cpu);
+      run_nvcc(what, compile_flags, {(tmp / "group.cu").string(), "-o", (tmp / "group.o").string()}, tmp / "nvcc.log",
+               timeout_s * double(jobs.size()), cpu);
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        const std::string m = "m" + std::to_string(i);
+        run_nvcc(what + ": linking " + m, flags_,
+                 {(tmp / "group.o").string(), (tmp / (m + "_select.cpp")).string(), "-o", (tmp / (m + ".so")).string()},
+                 tmp / (m + "_link.log"), timeout_s, cpu);
+      }
       secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
-    const std::string what = "cutlass: " + job.what;
-    if (timed_out) GT_THROW(what + ": nvcc timed out after " + std::to_string(int(timeout_s)) + " s (compile.timeout_s)");
-    if (rc != 0)
-      GT_THROW(what + ": nvcc failed (exit " + std::to_string(rc) + "): " +
-               nvcc_message(slurp(tmp / "nvcc.log").value_or("")));
-    auto bytes = slurp(tmp / "kernel.so");
-    GT_CHECK(bytes && !bytes->empty(), what + ": nvcc succeeded but wrote no shared object");
-    Output out;
-    out.bytes = std::move(*bytes);
-    out.meta = job.meta;
-    out.meta["toolchain"] = record();
-    out.meta["nvcc_s"] = secs;
-    out.meta["cpu_s"] = cpu;
-    out.seconds = secs;
-    out.cpu_seconds = cpu;
-    return out;
+    std::vector<Output> outs(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      auto bytes = slurp(tmp / ("m" + std::to_string(i) + ".so"));
+      GT_CHECK(bytes && !bytes->empty(), what + ": nvcc succeeded but wrote no shared object for " + jobs[i].what);
+      Output& out = outs[i];
+      out.bytes = std::move(*bytes);
+      out.meta = jobs[i].meta;
+      out.meta["toolchain"] = record();
+      // This artifact's share of the run, and the run itself.
+      out.seconds = secs / double(jobs.size());
+      out.cpu_seconds = cpu / double(jobs.size());
+      out.meta["nvcc_s"] = out.seconds;
+      out.meta["cpu_s"] = out.cpu_seconds;
+      out.meta["group"] = {{"size", jobs.size()}, {"nvcc_s", secs}, {"cpu_s", cpu}};
+    }
+    return outs;
   }
 
  private:
+  // nvcc `flags` -I<kernel headers, CUTLASS's> `args` within timeout_s; adds its CPU seconds to
+  // `cpu`; throws Error saying `what` failed or timed out, with nvcc's message.
+  void run_nvcc(const std::string& what, const std::vector<std::string>& flags, const std::vector<std::string>& args,
+                const fs::path& log, double timeout_s, double& cpu) const {
+    std::vector<std::string> argv{opt_.nvcc.string()};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    for (const fs::path& inc : {opt_.cutlass_kernel_dir, include_, util_include_}) argv.push_back("-I" + inc.string());
+    argv.insert(argv.end(), args.begin(), args.end());
+    bool timed_out = false;
+    double used = 0;
+    const int rc = run_process(argv, log, timeout_s, &timed_out, &used);
+    cpu += used;
+    if (timed_out) GT_THROW(what + ": nvcc timed out after " + std::to_string(int(timeout_s)) + " s (compile.timeout_s)");
+    if (rc != 0)
+      GT_THROW(what + ": nvcc failed (exit " + std::to_string(rc) + "): " + nvcc_message(slurp(log).value_or("")));
+  }
+
   // One of at most options.nvcc_jobs nvcc processes at once (RAII).
   struct Slot {
     explicit Slot(NvccToolchain& t) : t(t) {

@@ -6,6 +6,11 @@
 // whole --version text, CUTLASS's version, SHA-256 of our kernel headers' bytes, the flags},
 // a newline, the source. The record for load-only machines is that fingerprint plus nvcc's
 // short version. At most options.nvcc_jobs nvcc processes run at once.
+//
+// Groups: up to 8 misses compile in one nvcc run (one translation unit of several instances,
+// whose template instantiations they share), then each member's .so is linked from that object
+// (gt_cutlass_abi.h, "Several instances in one translation unit"); a single miss is a group of
+// one. The key of each artifact is still its own source's.
 #pragma once
 
 #include <memory>

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/verdict.hpp"
+#include "gemmtune/error.hpp"
 #include "store/artifact_store.hpp"
 
 namespace gemmtune::compile {
@@ -23,6 +24,10 @@ struct Job {
   std::string source;      // nvcc: the generated translation unit; else empty
   nlohmann::json params;   // Python workers: the compile request's params; else null
   nlohmann::json meta = nlohmann::json::object();  // recorded in the artifact's metadata (not keyed)
+  // Jobs of one family share most of their compile work (CUTLASS: one instance's dtypes, layouts
+  // and epilogue; the tiles differ): a toolchain that builds groups (Toolchain::group_limit)
+  // gets them grouped by family first. Not keyed.
+  std::string family = {};
 };
 
 // A compiled miss, before the cache publishes it.
@@ -75,6 +80,21 @@ class Toolchain {
   // Compiles `job` (a store miss) in the fresh private folder `tmp` within `timeout_s`; throws
   // Error with the compiler's message (or "timed out") on failure. Called from several threads.
   virtual Output compile(const Job& job, const std::filesystem::path& tmp, double timeout_s) = 0;
+
+  // Groups (optional). A toolchain whose compiler shares work between the artifacts of one run
+  // (nvcc: CUTLASS instances in one translation unit share most of their template instantiation)
+  // builds up to group_limit() misses in one compile_group() call. The cache forms groups only
+  // when a build has more misses than the toolchain runs compiles at once (slots()), so that
+  // groups never cost parallelism.
+  virtual size_t group_limit() const { return 1; }
+  virtual size_t slots() const { return 1; }
+  // Compiles 2 to group_limit() misses in one run in the fresh private folder `tmp`, within
+  // `timeout_s` for each job: one Output per job, in order (its seconds a share of the run's).
+  // Throws Error when the run fails (the cache then compiles each job alone, for its own message).
+  virtual std::vector<Output> compile_group(const std::vector<Job>& jobs, const std::filesystem::path& /*tmp*/,
+                                            double /*timeout_s*/) {
+    GT_THROW(name() + ": compiles no groups (asked for " + std::to_string(jobs.size()) + " jobs)");
+  }
 };
 
 }  // namespace gemmtune::compile

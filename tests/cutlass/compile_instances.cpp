@@ -1,5 +1,6 @@
 // Compile-only test of the CUTLASS kernel template (no GPU needed): generates, builds with nvcc
-// and loads a bf16 and an fp8 instance end to end through the artifact cache, then checks
+// (as one group: one translation unit, one shared object each) and loads a bf16, an fp8
+// tensorwise and an fp8 block-scaled instance end to end through the artifact cache, then checks
 // that each .so exports the C entry points, reports the config it was asked for, and answers
 // can_implement / workspace for a shape (host-side code only). Prints nvcc's wall time per
 // instance.
@@ -14,6 +15,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cutlass/cutlass_backend.hpp"
 #include "compile/artifact_cache.hpp"
@@ -35,10 +38,9 @@ void expect(bool ok, const std::string& what) {
   if (!ok) ++failures;
 }
 
-void check_instance(compile::ArtifactCache& cache, const GemmProblem& p, const Config& c) {
+void check_instance(const compile::Built& b, const GemmProblem& p, const Config& c) {
   InstanceSpec spec = InstanceSpec::of(c, p);
   std::printf("---- %s\n", spec.text().c_str());
-  compile::Built b = cache.build(job(spec));
   std::printf("nvcc: %.1f s%s, %zu bytes\n", b.seconds, b.hit ? " (store hit)" : "", b.artifact.bytes->size());
   auto lib = Library::open(b.artifact, spec.text());  // dlsym of every entry point, ABI, config text
   expect(lib->config() == spec.text(), "gt_cutlass_config is the instance's text");
@@ -126,12 +128,27 @@ int main() {
               .dump();
       expect(cache.key(job(spec)) == ArtifactStore::make_key(fingerprint + "\n" + spec.source()),
              "the key is the fingerprint and the source, as always");
-      check_instance(cache, bf16, Config{128, 128, 64, 1, 1, Schedule::cooperative, false});
-      check_instance(cache, fp8, spec.config);
       // fp8 block scales (1x128 / 128x128), cooperative, cluster 1x2: the blockwise collective.
       GemmProblem block = GemmProblem::linear(2048, 4096, 4096, DType::e4m3);
       block.scale = ScaleMode::block;
-      check_instance(cache, block, Config{128, 128, 128, 1, 2, Schedule::cooperative, false});
+      const std::vector<std::pair<GemmProblem, Config>> instances{
+          {bf16, Config{128, 128, 64, 1, 1, Schedule::cooperative, false}},
+          {fp8, spec.config},
+          {block, Config{128, 128, 128, 1, 2, Schedule::cooperative, false}}};
+      // One nvcc slot and three misses: one group, one translation unit, three shared objects,
+      // each answering for its own instance.
+      std::vector<compile::Job> jobs;
+      for (const auto& [p, c] : instances) jobs.push_back(job(InstanceSpec::of(c, p)));
+      const auto built = cache.build_all(jobs);
+      for (size_t i = 0; i < instances.size(); ++i) {
+        expect(built[i].built.has_value(), "built " + jobs[i].what + (built[i].error.empty() ? "" : ": " + built[i].error));
+        if (!built[i].built) continue;
+        const nlohmann::json& meta = built[i].built->artifact.meta;
+        expect(meta.contains("group") && meta["group"].value("size", 0) == 3,
+               "built in one nvcc run with the other two: " + meta.value("group", nlohmann::json()).dump());
+        check_instance(*built[i].built, instances[i].first, instances[i].second);
+      }
+      expect(cache.build(jobs[1]).hit, "a group's member is a store hit afterwards");
 
       // A machine without nvcc (the GPU machine) reads the same store as a kernel pack.
       CompileOptions no_nvcc = opt;

@@ -51,6 +51,8 @@ struct Script {
   std::map<std::string, std::string> fail;   // job.what -> compile() throws Error(message)
   std::set<std::string> crash;               // job.what -> compile() throws std::runtime_error
   std::function<void(const Job&, Output&)> shape;  // adds deps, extras, seconds to an output
+  size_t group_limit = 1, slots = 1;         // what the toolchain says of groups
+  std::set<std::string> group_fail;          // a group holding one of these throws Error
 
   std::atomic<int> probes{0}, restores{0}, compiles{0};
   std::mutex mu;
@@ -58,6 +60,7 @@ struct Script {
   std::vector<size_t> warms;
   std::vector<double> timeouts;
   std::vector<std::string> compiled;  // job.what, in call order
+  std::vector<std::vector<std::string>> groups;  // each compile_group call's job.what
   std::vector<fs::path> tmps;
   std::vector<bool> tmp_was_dir;
 
@@ -120,6 +123,30 @@ class FakeToolchain : public Toolchain {
     o.meta = {{"what", job.what}};
     if (s_->shape) s_->shape(job, o);
     return o;
+  }
+
+  size_t group_limit() const override { return s_->group_limit; }
+  size_t slots() const override { return s_->slots; }
+  std::vector<Output> compile_group(const std::vector<Job>& jobs, const fs::path& tmp, double timeout_s) override {
+    std::vector<std::string> whats;
+    for (const Job& j : jobs) whats.push_back(j.what);
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      s_->groups.push_back(whats);
+      s_->timeouts.push_back(timeout_s);
+      s_->tmps.push_back(tmp);
+      s_->tmp_was_dir.push_back(fs::is_directory(tmp));
+    }
+    for (const std::string& w : whats)
+      if (s_->group_fail.count(w)) GT_THROW("the group failed at " + w);
+    std::vector<Output> outs;
+    for (const Job& j : jobs) {
+      Output o;
+      o.bytes = "bin:" + j.what;
+      o.meta = {{"what", j.what}, {"group", jobs.size()}};
+      outs.push_back(std::move(o));
+    }
+    return outs;
   }
 
   // The key material, computed the same way for the tests' expectations.
@@ -462,6 +489,93 @@ TEST(ArtifactCache, BuildAllIsolatesFailuresKeepsOrderAndBuildsDuplicatesOnce) {
 
 // A compile that throws something other than Error is not a compile failure: build_all lets the
 // other jobs finish, then rethrows it.
+Job family_job(const std::string& what, const std::string& family) {
+  Job j = job(what);
+  j.family = family;
+  return j;
+}
+
+// A toolchain that builds groups gets them only when it has more misses than slots: then one
+// group a slot at least, at most group_limit each, store hits left out; every member is
+// published under its own key and found again.
+TEST(ArtifactCache, GroupsOnlyWhenMissesExceedTheSlots) {
+  TempStore dir;
+  auto s = std::make_shared<Script>();
+  s->group_limit = 4, s->slots = 2;
+  auto cache = make_cache(options(dir.path()), s);
+
+  auto two = cache->build_all({job("a0"), job("a1")});  // 2 misses, 2 slots: compiled alone
+  EXPECT_TRUE(two[0].built && two[1].built);
+  EXPECT_EQ(s->compiles.load(), 2);
+  EXPECT_TRUE(s->groups.empty());
+
+  std::vector<Job> six;  // 6 misses (and a0, a store hit): 2 groups of 3
+  for (int i = 0; i < 6; ++i) six.push_back(job("b" + std::to_string(i)));
+  six.push_back(job("a0"));
+  auto out = cache->build_all(six);
+  ASSERT_EQ(s->groups.size(), 2u);
+  EXPECT_EQ(s->groups[0].size(), 3u);
+  EXPECT_EQ(s->groups[1].size(), 3u);
+  EXPECT_EQ(s->compiles.load(), 2);  // nothing compiled alone
+  for (size_t i = 0; i < six.size(); ++i) {
+    ASSERT_TRUE(out[i].built) << out[i].error;
+    EXPECT_EQ(*out[i].built->artifact.bytes, "bin:" + six[i].what);
+  }
+  EXPECT_TRUE(out[6].built->hit);
+  EXPECT_FALSE(out[0].built->hit);
+  EXPECT_EQ(out[0].built->artifact.meta.value("group", 0), 3);
+  // The timeout is per job: the group's run gets it for each of its members.
+  EXPECT_EQ(s->timeouts.back(), 600.0);
+
+  std::vector<Job> many;  // 10 misses, limit 4: 4 + 4 + 2
+  for (int i = 0; i < 10; ++i) many.push_back(job("c" + std::to_string(i)));
+  out = cache->build_all(many);
+  ASSERT_EQ(s->groups.size(), 5u);
+  std::multiset<size_t> sizes;
+  for (size_t g = 2; g < 5; ++g) sizes.insert(s->groups[g].size());
+  EXPECT_EQ(sizes, (std::multiset<size_t>{2, 4, 4}));
+  for (const auto& o : out) EXPECT_TRUE(o.built) << o.error;
+
+  // Every member is in the store under its own key: a new cache finds them all.
+  auto again = make_cache(options(dir.path()), s);
+  for (const Job& j : many) EXPECT_TRUE(again->build(j).hit);
+  EXPECT_EQ(s->compiles.load(), 2);
+}
+
+// Groups hold one family where they can: members of a family share the compiler's work.
+TEST(ArtifactCache, GroupsFollowTheFamilies) {
+  TempStore dir;
+  auto s = std::make_shared<Script>();
+  s->group_limit = 8, s->slots = 2;
+  auto cache = make_cache(options(dir.path()), s);
+  auto out = cache->build_all({family_job("x0", "bf16"), family_job("y0", "fp8"), family_job("x1", "bf16"),
+                               family_job("y1", "fp8")});
+  for (const auto& o : out) EXPECT_TRUE(o.built) << o.error;
+  ASSERT_EQ(s->groups.size(), 2u);
+  std::set<std::vector<std::string>> groups(s->groups.begin(), s->groups.end());
+  EXPECT_EQ(groups, (std::set<std::vector<std::string>>{{"x0", "x1"}, {"y0", "y1"}}));
+}
+
+// A group whose run fails is compiled again one job at a time: each job gets its own outcome
+// (and a job that fails alone, its own message).
+TEST(ArtifactCache, AFailedGroupCompilesEachAlone) {
+  TempStore dir;
+  auto s = std::make_shared<Script>();
+  s->group_limit = 8, s->slots = 1;
+  s->group_fail = {"g1"};
+  s->fail = {{"g1", "g1 does not compile"}};
+  auto cache = make_cache(options(dir.path()), s);
+  auto out = cache->build_all({job("g0"), job("g1"), job("g2")});
+  ASSERT_EQ(s->groups.size(), 1u);
+  EXPECT_EQ(s->compiles.load(), 3);  // each alone after the group failed
+  EXPECT_TRUE(out[0].built && out[2].built);
+  EXPECT_FALSE(out[1].built);
+  EXPECT_NE(out[1].error.find("g1 does not compile"), std::string::npos) << out[1].error;
+  // The failure is remembered like any other: asked again, it fails at once.
+  EXPECT_NE(error_of([&] { cache->build(job("g1")); }).find("g1 does not compile"), std::string::npos);
+  EXPECT_EQ(s->compiles.load(), 3);
+}
+
 TEST(ArtifactCache, BuildAllRethrowsAnExceptionThatIsNotAnErrorAfterTheOthers) {
   TempStore dir;
   auto s = std::make_shared<Script>();

@@ -70,6 +70,9 @@ compile::Job job(const InstanceSpec& spec) {
   j.toolchain = "cutlass";
   j.what = spec.config.id() + " (" + spec.text() + ")";
   j.source = spec.source();
+  // Instances of one dtype, layout and epilogue share most of their template instantiation.
+  const std::string text = spec.text();
+  j.family = text.substr(0, text.rfind(" cfg="));
   j.meta = {{"backend", "cutlass"}, {"instance", spec.text()}, {"config", spec.config.id()}};
   return j;
 }

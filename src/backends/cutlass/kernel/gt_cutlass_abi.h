@@ -64,6 +64,28 @@ typedef struct GtCutlassArgs {
   float alpha, beta;
 } GtCutlassArgs;
 
+/* Several instances in one translation unit (src/compile/nvcc.cpp builds a group of misses in one
+ * nvcc run: their template instantiations are shared). Each generated instance source puts its
+ * instance in namespace GT_CUTLASS_MEMBER, which the group's translation unit defines to a
+ * distinct token (m0, m1, ...) before including it; its entry points are then named
+ * GT_CUTLASS_MEMBER_ENTRY(gt_cutlass_run) = gt_cutlass_run_m0, ..., with hidden visibility. The
+ * shared object of member mK is the group's object linked with a selector,
+ * GT_CUTLASS_EXPORT_MEMBER(mK), which exports mK's entry points under the names above: every
+ * member's .so carries the whole group's kernels and answers for its own instance only. */
+#define GT_CUTLASS_CAT_(a, b) a##_##b
+#define GT_CUTLASS_CAT(a, b) GT_CUTLASS_CAT_(a, b)
+#define GT_CUTLASS_MEMBER_ENTRY(fn) GT_CUTLASS_CAT(fn, GT_CUTLASS_MEMBER)
+#define GT_CUTLASS_SELECT_(ret, fn, params, args, member)                                          \
+  ret GT_CUTLASS_CAT(fn, member) params;                                                          \
+  __attribute__((visibility("default"))) ret fn params { return GT_CUTLASS_CAT(fn, member) args; }
+#define GT_CUTLASS_EXPORT_MEMBER(member)                                                          \
+  GT_CUTLASS_SELECT_(int, gt_cutlass_abi_version, (void), (), member)                             \
+  GT_CUTLASS_SELECT_(const char*, gt_cutlass_config, (void), (), member)                          \
+  GT_CUTLASS_SELECT_(int, gt_cutlass_can_implement, (const GtCutlassArgs* g), (g), member)        \
+  GT_CUTLASS_SELECT_(size_t, gt_cutlass_workspace, (const GtCutlassArgs* g), (g), member)         \
+  GT_CUTLASS_SELECT_(int, gt_cutlass_run, (const GtCutlassArgs* g, void* ws, cudaStream_t s), (g, ws, s), member) \
+  GT_CUTLASS_SELECT_(const char*, gt_cutlass_status_text, (int st), (st), member)
+
 typedef int (*gt_cutlass_abi_version_fn)(void);
 typedef const char* (*gt_cutlass_config_fn)(void);
 typedef int (*gt_cutlass_can_implement_fn)(const GtCutlassArgs*);

@@ -1,6 +1,7 @@
 // gemmtune's CUTLASS 3.x GEMM for Hopper (sm_90a): one templated kernel, instantiated once per
-// config by a few generated lines (src/backends/cutlass/generate.cpp), compiled by nvcc into a
-// shared object whose C entry points are in gt_cutlass_abi.h.
+// config by a few generated lines (InstanceSpec::source, src/backends/cutlass/configs.cpp),
+// compiled by nvcc, with up to 7 other instances in one translation unit (src/compile/nvcc.cpp),
+// into a shared object whose C entry points are in gt_cutlass_abi.h.
 //
 //   D[m, n] = act( alpha * sa * sb * (A[m, k] @ B[k, n]) + beta * C[m, n] + bias[n] )
 //
@@ -614,22 +615,25 @@ struct Sm90Gemm {
 
 }  // namespace gemmtune::cutlass_kernel
 
-// The C entry points of one instance (gt_cutlass_abi.h). `CONFIG` is a string literal naming
-// the config; the loader compares it with what it asked for.
-#define GT_CUTLASS_EXPORT extern "C" __attribute__((visibility("default")))
+// The C entry points of one instance (gt_cutlass_abi.h), expanded in its namespace
+// GT_CUTLASS_MEMBER: named GT_CUTLASS_MEMBER_ENTRY(gt_cutlass_run) etc., hidden; the member's
+// selector exports them (gt_cutlass_abi.h, "Several instances in one translation unit").
+// `CONFIG` is a string literal naming the config; the loader compares it with what it asked for.
 #define GT_CUTLASS_DEFINE_ENTRY_POINTS(Instance, CONFIG)                                           \
-  namespace {                                                                                      \
-  thread_local cudaError_t gt_last_cuda_error = cudaSuccess;                                       \
+  static thread_local cudaError_t gt_last_cuda_error = cudaSuccess;                                \
+  extern "C" int GT_CUTLASS_MEMBER_ENTRY(gt_cutlass_abi_version)(void) { return GT_CUTLASS_ABI_VERSION; } \
+  extern "C" const char* GT_CUTLASS_MEMBER_ENTRY(gt_cutlass_config)(void) { return CONFIG; }      \
+  extern "C" int GT_CUTLASS_MEMBER_ENTRY(gt_cutlass_can_implement)(const GtCutlassArgs* g) {       \
+    return Instance::can_implement(g);                                                             \
   }                                                                                                \
-  GT_CUTLASS_EXPORT int gt_cutlass_abi_version(void) { return GT_CUTLASS_ABI_VERSION; }           \
-  GT_CUTLASS_EXPORT const char* gt_cutlass_config(void) { return CONFIG; }                         \
-  GT_CUTLASS_EXPORT int gt_cutlass_can_implement(const GtCutlassArgs* g) { return Instance::can_implement(g); } \
-  GT_CUTLASS_EXPORT size_t gt_cutlass_workspace(const GtCutlassArgs* g) { return Instance::workspace(g); } \
-  GT_CUTLASS_EXPORT int gt_cutlass_run(const GtCutlassArgs* g, void* ws, cudaStream_t s) {        \
+  extern "C" size_t GT_CUTLASS_MEMBER_ENTRY(gt_cutlass_workspace)(const GtCutlassArgs* g) {        \
+    return Instance::workspace(g);                                                                 \
+  }                                                                                                \
+  extern "C" int GT_CUTLASS_MEMBER_ENTRY(gt_cutlass_run)(const GtCutlassArgs* g, void* ws, cudaStream_t s) { \
     gt_last_cuda_error = cudaSuccess;                                                              \
     return Instance::run(g, ws, s, &gt_last_cuda_error);                                           \
   }                                                                                                \
-  GT_CUTLASS_EXPORT const char* gt_cutlass_status_text(int st) {                                   \
+  extern "C" const char* GT_CUTLASS_MEMBER_ENTRY(gt_cutlass_status_text)(int st) {                \
     switch (st) {                                                                                  \
       case GT_CUTLASS_OK: return "ok";                                                             \
       case GT_CUTLASS_BAD_ABI: return "ABI version mismatch";                                      \
