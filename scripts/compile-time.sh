@@ -103,8 +103,9 @@ for b in "${LIST[@]}"; do run "$b" "$b"; done
 
 {
   echo
-  echo "wall: each artifact's seconds in its compiler (a worker's answer time, or nvcc's run), not"
-  echo "the wait for a free worker; run wall: the whole precompile, worker starts included."
+  echo "wall: each artifact's seconds in its compiler (a worker's answer time, or its share of the"
+  echo "nvcc run of its CUTLASS group), not the wait for a free worker; run wall: the whole"
+  echo "precompile, worker starts included."
 } >> "$REPORT"
 cat "$REPORT"
 if [ -n "$OUT" ]; then cp "$REPORT" "$OUT"; mkdir -p "$OUT.d" && cp "$WORK"/*.jsonl "$WORK"/*.log "$OUT.d/"; fi

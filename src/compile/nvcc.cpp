@@ -141,7 +141,7 @@ class NvccToolchain final : public Toolchain {
     return fingerprint.dump() + "\n" + job.source;
   }
 
-  // Measured on the 2-core machine (bench/results/2026-12-05-s19-compile-cutlass-groups.md): one
+  // Measured on the 2-core machine (bench/results/2026-12-04-s19-compile-cutlass-groups.md): one
   // bf16 instance alone 22-27 s, 2 in one run 27.5 s, 4 39 s, 8 63 s, each kernel's SASS the
   // same as built alone. More than 8 would leave a core idle on small builds for little gain.
   size_t group_limit() const override { return 8; }
