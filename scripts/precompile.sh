@@ -17,7 +17,8 @@
 #   softmax        every CuTe DSL and Triton softmax candidate of bench/suites/softmax.csv
 #                  (bf16, fp16, fp32)
 #   gpu-tests      the CuTe DSL GPU tests' problems (tests/gpu/packs/*.jsonl; a host test keeps
-#                  them equal to the tests' matrices), and CUTLASS's for the block-scaled ones
+#                  them equal to the tests' matrices), and CUTLASS's for the block-scaled and
+#                  grouped ones
 # Idempotent (artifacts already in the store are store hits). Extra flags for every call:
 # $PRECOMPILE_FLAGS (e.g. "--nvcc-jobs 1"; "--load-only cutlass,cutedsl" builds nothing and
 # reports a fixed-id part's (--configs) missing artifacts as failures). Each call's JSON lines go to STORE/precompile.jsonl.
@@ -117,6 +118,7 @@ for part in $PARTS; do
       pc gpu-cutedsl-gemm "$ROOT/tests/gpu/packs/cutedsl_gemm.jsonl" --backends cutedsl
       pc gpu-softmax "$ROOT/tests/gpu/packs/softmax.jsonl" --backends cutedsl
       pc gpu-fp8-block "$ROOT/tests/gpu/packs/fp8_block.jsonl" --backends cutedsl,cutlass
+      pc gpu-cutlass-grouped "$ROOT/tests/gpu/packs/grouped.jsonl" --backends cutlass
       ;;
     *) echo "precompile: unknown part '$part'" >&2; exit 2 ;;
   esac

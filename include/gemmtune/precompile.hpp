@@ -15,6 +15,7 @@
 
 #include "gemmtune/device.hpp"
 #include "gemmtune/engine_options.hpp"
+#include "gemmtune/grouped.hpp"
 #include "gemmtune/problem.hpp"
 #include "gemmtune/softmax.hpp"
 
@@ -23,6 +24,7 @@ namespace gemmtune {
 struct PrecompileRequest {
   std::vector<GemmProblem> gemm;
   std::vector<SoftmaxProblem> softmax;
+  std::vector<GroupedGemmProblem> grouped;
   // Candidate ids to build for every problem instead of each backend's ranked candidates (for
   // test sets whose configs are fixed); an id a backend cannot use for a problem is an item
   // with the reason.
@@ -33,8 +35,12 @@ struct PrecompileRequest {
   int compile_budget = -1;
 };
 
+// Adds the problem of one line of a precompile .jsonl (as the C API takes problems): a grouped
+// GEMM has "groups", a softmax problem "rows", a GEMM "m". Throws Error naming the bad field.
+void add_problem_json(PrecompileRequest& request, const std::string& line);
+
 struct PrecompileItem {
-  std::string op, backend;  // "gemm" / "softmax", backend name
+  std::string op, backend;  // "gemm" / "softmax" / "grouped", backend name
   std::string problem;      // the problem's str() (the first that needed the artifact)
   std::string candidate;    // candidate id; empty for a problem-level item
   std::string what;         // the artifact, for messages

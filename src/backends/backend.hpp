@@ -117,10 +117,10 @@ std::unique_ptr<SoftmaxBackend> make_native_softmax_backend(const BackendContext
 std::unique_ptr<SoftmaxBackend> make_triton_softmax_backend(const BackendContext& ctx);
 std::unique_ptr<SoftmaxBackend> make_cutedsl_softmax_backend(const BackendContext& ctx);
 std::unique_ptr<GroupedBackend> make_triton_grouped_backend(const BackendContext& ctx);
-// Grouped GEMM in cuBLASLt, CUTLASS and the CuTe DSL: backends that say why they do not support
-// it (src/backends/grouped_unsupported.cpp).
-std::unique_ptr<GroupedBackend> make_cublaslt_grouped_backend(const BackendContext& ctx);
 std::unique_ptr<GroupedBackend> make_cutlass_grouped_backend(const BackendContext& ctx);
+// Grouped GEMM in cuBLASLt and the CuTe DSL: backends that say why they do not support it
+// (src/backends/grouped_unsupported.cpp).
+std::unique_ptr<GroupedBackend> make_cublaslt_grouped_backend(const BackendContext& ctx);
 std::unique_ptr<GroupedBackend> make_cutedsl_grouped_backend(const BackendContext& ctx);
 
 // A backend's hold on one toolchain of the artifact cache (cutlass, triton, cutedsl): its

@@ -84,6 +84,7 @@ class NvccToolchain final : public Toolchain {
   Verdict probe() override {
     const fs::path include = cutlass_include_under(opt_.cutlass_dir);
     auto header = slurp(opt_.cutlass_kernel_dir / "sm90_gemm.cuh");
+    auto grouped = slurp(opt_.cutlass_kernel_dir / "sm90_grouped.cuh");
     auto abi = slurp(opt_.cutlass_kernel_dir / "gt_cutlass_abi.h");
     std::error_code ec;
     if (opt_.nvcc.empty() || !fs::exists(opt_.nvcc, ec))
@@ -94,14 +95,15 @@ class NvccToolchain final : public Toolchain {
                              ? "no CUTLASS headers (pip install --no-deps -r python/requirements-cutlass.txt into the "
                                "repository's .venv, or set compile.cutlass_dir / $GEMMTUNE_CUTLASS_DIR)"
                              : "compile.cutlass_dir " + opt_.cutlass_dir.string() + " holds no include/cutlass/version.h");
-    if (!header || !abi)
+    if (!header || !grouped || !abi)
       return Verdict::no("kernel headers not found in " + opt_.cutlass_kernel_dir.string() +
                          " (set compile.cutlass_kernel_dir / $GEMMTUNE_CUTLASS_KERNEL_DIR)");
     include_ = include;
     util_include_ = include.parent_path() / "tools" / "util" / "include";
     cutlass_version_ = cutlass_version_of(include);
     Sha256 h;
-    h.update("sm90_gemm.cuh\n"), h.update(*header), h.update("\ngt_cutlass_abi.h\n"), h.update(*abi);
+    h.update("sm90_gemm.cuh\n"), h.update(*header), h.update("\nsm90_grouped.cuh\n"), h.update(*grouped);
+    h.update("\ngt_cutlass_abi.h\n"), h.update(*abi);
     kernel_digest_ = h.hex();
     flags_ = nvcc_flags();
     const fs::path dir = opt_.artifacts / "cutlass" / "tmp";

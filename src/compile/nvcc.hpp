@@ -3,7 +3,7 @@
 // (options.nvcc, cutlass_dir, cutlass_kernel_dir).
 //
 // Key material (unchanged since the first CUTLASS packs): the fingerprint JSON {format, nvcc's
-// whole --version text, CUTLASS's version, SHA-256 of our kernel headers' bytes, the flags},
+// whole --version text, CUTLASS's version, SHA-256 of our kernel headers' bytes (sm90_gemm.cuh, sm90_grouped.cuh, gt_cutlass_abi.h), the flags},
 // a newline, the source. The record for load-only machines is that fingerprint plus nvcc's
 // short version. At most options.nvcc_jobs nvcc processes run at once.
 //

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "compile/artifact_cache.hpp"
+#include "core/problem_json.hpp"
 #include "engine/registry.hpp"
 
 namespace gemmtune {
@@ -72,6 +73,12 @@ void gather(const std::vector<typename Op::Problem>& problems, const std::vector
 
 }  // namespace
 
+void add_problem_json(PrecompileRequest& request, const std::string& line) {
+  if (line.find("\"groups\"") != std::string::npos) request.grouped.push_back(grouped_problem_from_json(line));
+  else if (line.find("\"rows\"") != std::string::npos) request.softmax.push_back(softmax_problem_from_json(line));
+  else request.gemm.push_back(problem_from_json(line));
+}
+
 std::vector<PrecompileItem> precompile(const PrecompileRequest& request, const EngineOptions& options,
                                        const DeviceInfo& target,
                                        const std::function<void(const PrecompileItem&)>& progress) {
@@ -81,11 +88,13 @@ std::vector<PrecompileItem> precompile(const PrecompileRequest& request, const E
   ctx.compile_budget = request.compile_budget;
   auto gemm = make_backends<GemmOp>(setup.opt.backends, ctx, true);
   auto softmax = make_backends<SoftmaxOp>(setup.opt.backends, ctx, true);
+  auto grouped = make_backends<GroupedOp>(setup.opt.backends, ctx, true);
 
   std::vector<PrecompileItem> done;
   std::vector<Pending> todo;
   if (!request.gemm.empty()) gather<GemmOp>(request.gemm, request.candidates, gemm, done, todo);
   if (!request.softmax.empty()) gather<SoftmaxOp>(request.softmax, request.candidates, softmax, done, todo);
+  if (!request.grouped.empty()) gather<GroupedOp>(request.grouped, request.candidates, grouped, done, todo);
   if (progress)
     for (const PrecompileItem& it : done) progress(it);
 

@@ -38,7 +38,7 @@ inline constexpr Registered<SoftmaxOp> kSoftmaxBackends[] = {
 inline constexpr Registered<GroupedOp> kGroupedBackends[] = {
     {"cublaslt", &make_cublaslt_grouped_backend, false},
     {"triton", &make_triton_grouped_backend, true},
-    {"cutlass", &make_cutlass_grouped_backend, false},
+    {"cutlass", &make_cutlass_grouped_backend, true},
     {"cutedsl", &make_cutedsl_grouped_backend, false},
 };
 

@@ -1,8 +1,8 @@
 // Compile-only test of the CUTLASS kernel template (no GPU needed): generates, builds with nvcc
 // (as one group: one translation unit, one shared object each) and loads a bf16, an fp8
-// tensorwise and an fp8 block-scaled instance end to end through the artifact cache, then checks
-// that each .so exports the C entry points, reports the config it was asked for, and answers
-// can_implement / workspace for a shape (host-side code only). Prints nvcc's wall time per
+// tensorwise, an fp8 block-scaled and a grouped instance end to end through the artifact cache,
+// then checks that each .so exports the C entry points, reports the config it was asked for, and
+// answers can_implement / workspace for a shape (host-side code only). Prints nvcc's wall time per
 // instance.
 //
 // Exit codes: 0 passed, 1 failed, 77 skipped (no CUTLASS headers or no nvcc): registered with
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/cutlass/cutlass_backend.hpp"
+#include "backends/cutlass/grouped.hpp"
 #include "compile/artifact_cache.hpp"
 #include "compile/compile_util.hpp"
 #include "compile/nvcc.hpp"
@@ -79,6 +80,35 @@ void check_instance(const compile::Built& b, const GemmProblem& p, const Config&
   expect(lib->run(&norun, nullptr, nullptr) == GT_CUTLASS_BAD_ARGS, "run() with null pointers is refused");
 }
 
+// A grouped instance (sm90_grouped.cuh): the grouped fields of the ABI, host side only.
+void check_grouped(const compile::Built& b, const GroupedGemmProblem& p, const Config& c) {
+  const GroupedInstanceSpec spec = GroupedInstanceSpec::of(c, p);
+  std::printf("---- %s\n", spec.text().c_str());
+  auto lib = Library::open(b.artifact, spec.text());
+  expect(lib->config() == spec.text(), "gt_cutlass_config is the grouped instance's text");
+  GtCutlassArgs a{};
+  a.abi_version = GT_CUTLASS_ABI_VERSION;
+  a.swizzle = 1;
+  a.sm_count = 132;
+  a.groups = int32_t(p.groups);
+  a.m = p.rows_per_group * p.groups, a.n = p.n, a.k = p.k;  // m: the capacity
+  a.lda = p.k, a.ldb = p.k, a.ldc = p.n, a.ldd = p.n;
+  a.alpha = 1;
+  expect(lib->can_implement(&a) == GT_CUTLASS_OK, std::string("can_implement(") + p.str() + "): " + lib->status_text(lib->can_implement(&a)));
+  const size_t ws = lib->workspace(&a);
+  expect(ws > 0 && ws < (size_t(1) << 30), "workspace holds the per-group arrays: " + std::to_string(ws));
+  GtCutlassArgs bad = a;
+  bad.groups = 0;
+  expect(lib->can_implement(&bad) == GT_CUTLASS_BAD_ARGS, "no groups is refused");
+  bad = a;
+  bad.lda = p.k + 8;  // not packed
+  expect(lib->can_implement(&bad) == GT_CUTLASS_BAD_ARGS, "a padded A is refused");
+  bad = a;
+  bad.n = p.n + 4, bad.ldd = bad.n;  // D's rows off 16 bytes
+  expect(lib->can_implement(&bad) == GT_CUTLASS_MISALIGNED, "n % 8 != 0 is refused");
+  expect(lib->run(&a, nullptr, nullptr) == GT_CUTLASS_BAD_ARGS, "run() without a workspace is refused");
+}
+
 // The toolchain record the cache wrote next to the artifacts.
 std::string slurp_record(const fs::path& root) {
   auto text = slurp(root / "cutlass" / "toolchain.json");
@@ -135,18 +165,26 @@ int main() {
           {bf16, Config{128, 128, 64, 1, 1, Schedule::cooperative, false}},
           {fp8, spec.config},
           {block, Config{128, 128, 128, 1, 2, Schedule::cooperative, false}}};
-      // One nvcc slot and three misses: one group, one translation unit, three shared objects,
+      // One nvcc slot and four misses: one group, one translation unit, four shared objects,
       // each answering for its own instance.
       std::vector<compile::Job> jobs;
       for (const auto& [p, c] : instances) jobs.push_back(job(InstanceSpec::of(c, p)));
+      // And a grouped instance (masked layout, ping-pong, cluster 2x1).
+      GroupedGemmProblem grouped = GroupedGemmProblem::make(8, 1024, 512, 64);
+      grouped.layout = GroupedLayout::masked;
+      const Config grouped_config{64, 128, 64, 2, 1, Schedule::pingpong, false};
+      jobs.push_back(grouped_job(GroupedInstanceSpec::of(grouped_config, grouped)));
       const auto built = cache.build_all(jobs);
-      for (size_t i = 0; i < instances.size(); ++i) {
+      for (size_t i = 0; i < jobs.size(); ++i) {
         expect(built[i].built.has_value(), "built " + jobs[i].what + (built[i].error.empty() ? "" : ": " + built[i].error));
         if (!built[i].built) continue;
         const nlohmann::json& meta = built[i].built->artifact.meta;
-        expect(meta.contains("group") && meta["group"].value("size", 0) == 3,
-               "built in one nvcc run with the other two: " + meta.value("group", nlohmann::json()).dump());
-        check_instance(*built[i].built, instances[i].first, instances[i].second);
+        expect(meta.contains("group") && meta["group"].value("size", 0) == int(jobs.size()),
+               "built in one nvcc run with the others: " + meta.value("group", nlohmann::json()).dump());
+        if (i < instances.size())
+          check_instance(*built[i].built, instances[i].first, instances[i].second);
+        else
+          check_grouped(*built[i].built, grouped, grouped_config);
       }
       expect(cache.build(jobs[1]).hit, "a group's member is a store hit afterwards");
 

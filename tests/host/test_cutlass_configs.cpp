@@ -11,6 +11,7 @@
 
 #include "backends/cutlass/configs.hpp"
 #include "backends/cutlass/cutlass_backend.hpp"
+#include "backends/cutlass/grouped.hpp"
 #include "compile/artifact_cache.hpp"
 #include "compile/nvcc.hpp"
 #include "compile/python_worker.hpp"
@@ -354,3 +355,73 @@ TEST(CutlassConfigs, H200Description) {
 
 }  // namespace
 }  // namespace gemmtune::cutlass_backend
+
+namespace gemmtune::cutlass_backend {
+namespace {
+
+// The grouped kernels' scope: bf16 / fp16 with D in A's dtype, no epilogue extras, 16-byte rows;
+// every refusal says why.
+TEST(CutlassGrouped, VerdictGivesReasons) {
+  auto ok = GroupedGemmProblem::make(8, 14336, 4096, 512);
+  EXPECT_TRUE(grouped_verdict(ok));
+  auto why = [&](GroupedGemmProblem p) { return grouped_verdict(p).reason; };
+  EXPECT_NE(why(GroupedGemmProblem::make(8, 256, 256, 64, DType::e4m3)).find("bf16 or fp16"), std::string::npos);
+  auto f32 = ok;
+  f32.d = DType::fp32;
+  EXPECT_NE(why(f32).find("A's dtype"), std::string::npos);
+  auto bias = ok;
+  bias.bias = true;
+  EXPECT_NE(why(bias).find("bias"), std::string::npos);
+  auto odd = GroupedGemmProblem::make(8, 250, 256, 64);
+  EXPECT_NE(why(odd).find("multiples of 8"), std::string::npos);
+}
+
+// Every offered config passes the template's rules, round-trips its id, and short groups get the
+// 64-row tiles first; the masked layout and fp16 are other instances (texts and sources differ).
+TEST(CutlassGrouped, ConfigsAndInstances) {
+  for (int64_t rows : {16, 64, 100, 256, 512, 4096}) {
+    auto p = GroupedGemmProblem::make(8, 4096, 2048, rows);
+    const auto configs = grouped_configs(p);
+    ASSERT_GE(configs.size(), 6u) << rows;
+    EXPECT_LE(configs.size(), 8u);
+    std::set<std::string> ids;
+    for (const auto& c : configs) {
+      EXPECT_TRUE(grouped_check(c, p)) << c.id() << ": " << grouped_check(c, p).reason;
+      EXPECT_EQ(Config::parse(c.id()), c);
+      ids.insert(c.id());
+    }
+    EXPECT_EQ(ids.size(), configs.size()) << "duplicates at " << rows;
+    if (rows <= 64) EXPECT_EQ(configs.front().tile_m, 64) << rows;
+    if (rows > 256) EXPECT_EQ(configs.front().schedule, Schedule::cooperative) << rows;
+  }
+  auto p = GroupedGemmProblem::make(8, 4096, 2048, 512);
+  const Config c = grouped_configs(p).front();
+  const GroupedInstanceSpec s = GroupedInstanceSpec::of(c, p);
+  EXPECT_EQ(s.text(), "grouped a=bf16 layout=contiguous cfg=" + c.id());
+  EXPECT_NE(s.source().find("gk::Sm90Grouped<gk::Dt::bf16, 128, 256, 64, 2, 1, gk::Sched::cooperative, false>"),
+            std::string::npos)
+      << s.source();
+  EXPECT_NE(s.source().find("GT_CUTLASS_DEFINE_ENTRY_POINTS(Instance, \"" + s.text() + "\")"), std::string::npos);
+  auto m = p;
+  m.layout = GroupedLayout::masked;
+  EXPECT_NE(GroupedInstanceSpec::of(c, m).source(), s.source());
+  auto h = p;
+  h.a = h.d = DType::fp16;
+  EXPECT_NE(GroupedInstanceSpec::of(c, h).text(), s.text());
+  // A job's family: instances of one dtype and layout compile together.
+  EXPECT_EQ(grouped_job(s).family, "grouped a=bf16 layout=contiguous");
+  // Configs the grouped template does not take.
+  Config swap = c;
+  swap.swap_ab = true;
+  EXPECT_FALSE(grouped_check(swap, p));
+  Config n192 = c;
+  n192.tile_n = 192;
+  EXPECT_FALSE(grouped_check(n192, p));
+  Config ordered = c;
+  ordered.raster = Raster::along_m, ordered.swizzle = 8;
+  EXPECT_FALSE(grouped_check(ordered, p));
+}
+
+}  // namespace
+}  // namespace gemmtune::cutlass_backend
+

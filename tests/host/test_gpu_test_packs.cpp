@@ -1,6 +1,7 @@
 // The GPU tests' problems as kernel-pack input: tests/gpu/packs/*.jsonl (one problem JSON per
 // line, what `gemmtune precompile FILE.jsonl` takes; scripts/precompile.sh's gpu-tests part) must
-// hold exactly the problems the CuTe DSL GPU tests run (and Fp8Block's), so that a pack built from them serves
+// hold exactly the problems the CuTe DSL GPU tests run (and Fp8Block's, and the CUTLASS grouped
+// candidates'), so that a pack built from them serves
 // those tests on the GPU machine (which cannot compile CuTe DSL kernels). On a mismatch the test
 // prints the file's expected content.
 #include <gtest/gtest.h>
@@ -12,8 +13,10 @@
 #include <vector>
 
 #include "core/problem_json.hpp"
+#include "gemmtune/precompile.hpp"
 #include "gpu/cutedsl_problems.hpp"
 #include "gpu/cutedsl_softmax_problems.hpp"
+#include "gpu/cutlass_grouped_problems.hpp"
 #include "gpu/fp8_block_problems.hpp"
 
 namespace gemmtune {
@@ -63,10 +66,10 @@ void expect_file(const std::string& name, const std::string& want) {
   }
   // And it parses back as precompile reads it.
   std::istringstream in(have);
-  for (std::string line; std::getline(in, line);)
-    EXPECT_NO_THROW(line.find("\"rows\"") != std::string::npos ? (void)softmax_problem_from_json(line)
-                                                                : (void)problem_from_json(line))
-        << line;
+  PrecompileRequest req;
+  size_t lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) EXPECT_NO_THROW(add_problem_json(req, line)) << line;
+  EXPECT_EQ(req.gemm.size() + req.softmax.size() + req.grouped.size(), lines);
 }
 
 TEST(GpuTestPacks, CutedslGemmMatrix) {
@@ -79,6 +82,12 @@ TEST(GpuTestPacks, Fp8BlockProblems) {
   std::string want;
   for (auto& [what, p] : fp8_block_test::problems()) want += problem_to_json(p) + "\n";
   expect_file("fp8_block.jsonl", want);
+}
+
+TEST(GpuTestPacks, CutlassGroupedProblems) {
+  std::string want;
+  for (const GroupedGemmProblem& p : cutlass_grouped_test::problems()) want += grouped_problem_to_json(p) + "\n";
+  expect_file("grouped.jsonl", want);
 }
 
 TEST(GpuTestPacks, SoftmaxMatrixAndEngineProblems) {

@@ -30,7 +30,7 @@ pkg=$("$tmp/venv/bin/python" -c 'import gemmtune, os; print(os.path.dirname(gemm
 lib=$("$tmp/venv/bin/python" -c 'import gemmtune; print(gemmtune.library_path())')
 [ "$lib" = "$pkg/libgemmtune_c.so" ] || { echo "check_wheel: loaded $lib, not the installed copy's"; exit 1; }
 for f in worker.py triton_compile.py kernels/triton_gemm.py kernels/triton_softmax.py cutedsl/gemm_sm90.py \
-         cutedsl/softmax_sm90.py cutlass_kernel/sm90_gemm.cuh cutlass_kernel/gt_cutlass_abi.h torch/_ops.py _bin/gemmtune; do
+         cutedsl/softmax_sm90.py cutlass_kernel/sm90_gemm.cuh cutlass_kernel/sm90_grouped.cuh cutlass_kernel/gt_cutlass_abi.h torch/_ops.py _bin/gemmtune; do
   [ -f "$pkg/$f" ] || { echo "check_wheel: $f missing from the installed package"; exit 1; }
 done
 # The command on PATH: --help (exit 0) and info (exit 0, or 3 without a GPU) with the version.

@@ -25,15 +25,14 @@ int cmd_precompile(const PrecompileArgs& args) {
   req.candidates = args.configs;
   req.compile_budget = args.compile_budget;
   if (args.file.size() > 6 && args.file.compare(args.file.size() - 6, 6, ".jsonl") == 0) {
-    // One problem per line, as the C API takes them: a softmax problem has "rows", a GEMM "m".
+    // One problem per line, as the C API takes them (add_problem_json).
     std::istringstream in(shapes);
     int line_no = 0;
     for (std::string line; std::getline(in, line);) {
       ++line_no;
       if (line.find_first_not_of(" \t\r") == std::string::npos || line[0] == '#') continue;
       try {
-        if (line.find("\"rows\"") != std::string::npos) req.softmax.push_back(softmax_problem_from_json(line));
-        else req.gemm.push_back(problem_from_json(line));
+        add_problem_json(req, line);
       } catch (const Error& e) {
         GT_THROW(args.file + ":" + std::to_string(line_no) + ": " + e.message());
       }
@@ -82,7 +81,7 @@ int cmd_precompile(const PrecompileArgs& args) {
     }
   }
   const EngineOptions options = engine_options(args.engine, log_stderr);
-  std::cerr << "gemmtune: precompiling " << req.gemm.size() + req.softmax.size() << " problems for sm_90a ("
+  std::cerr << "gemmtune: precompiling " << req.gemm.size() + req.softmax.size() + req.grouped.size() << " problems for sm_90a ("
             << args.sms << " SMs)\n";
 
   size_t done = 0, built = 0, hits = 0, failed = 0, skipped = 0;

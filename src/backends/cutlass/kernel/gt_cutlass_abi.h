@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define GT_CUTLASS_ABI_VERSION 2
+#define GT_CUTLASS_ABI_VERSION 3
 
 /* Status codes returned by gt_cutlass_can_implement and gt_cutlass_run. */
 enum {
@@ -62,6 +62,12 @@ typedef struct GtCutlassArgs {
   const float* scale_b; /* fp8: [1] tensorwise, [n] rowwise, or block [nb][round_up(kb, 4)]; else unused */
   int64_t lda, ldb, ldc, ldd;
   float alpha, beta;
+  /* Grouped instances (sm90_grouped.cuh) only: G groups, B [G, n, k], m the capacity (the rows of
+   * A and D, or of each group's part of them in the masked layout), rows [G] on the GPU (cumulative
+   * ends, or counts: the instance's layout). GEMM instances ignore them. */
+  int32_t groups;
+  int32_t reserved2;
+  const int32_t* rows;
 } GtCutlassArgs;
 
 /* Several instances in one translation unit (src/compile/nvcc.cpp builds a group of misses in one

@@ -84,6 +84,12 @@ Stride stride_with_ld(int64_t ld) {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+inline int device_sm_count(int device) {
+  int n = 0;
+  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+  return n;
+}
+
 // ---- fp8 mainloop with overlapped promotion ---------------------------------------------------
 // Hopper's fp8 wgmma accumulates with reduced precision, so fp8 mainloops add ("promote") the
 // MMA's partial sums into fp32 accumulators every k tile (128 K elements, as torch's and
@@ -543,7 +549,7 @@ struct Sm90Gemm {
     using StrideD = typename Gemm::GemmKernel::StrideD;
     cutlass::KernelHardwareInfo hw;
     hw.device_id = g->device;
-    hw.sm_count = g->sm_count > 0 ? g->sm_count : sm_count(g->device);
+    hw.sm_count = g->sm_count > 0 ? g->sm_count : device_sm_count(g->device);
     typename CollectiveMainloop::Arguments mainloop{};
     if constexpr (kBlock) {
       using namespace cute;
@@ -574,12 +580,6 @@ struct Sm90Gemm {
                                                   : RasterOptions::Heuristic;
     out.scheduler.max_swizzle_size = g->swizzle;
     return GT_CUTLASS_OK;
-  }
-
-  static int sm_count(int device) {
-    int n = 0;
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
-    return n;
   }
 
   static int can_implement(const GtCutlassArgs* g) {
