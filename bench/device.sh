@@ -45,24 +45,8 @@ mkdir -p "$OUT"
 export OUT
 
 # Kernel packs -> one store (see the header).
-packs=()
-[ -f artifacts-pack/store.tar.xz ] && packs+=(artifacts-pack/store.tar.xz)
-pack_store=""
-if [ "${#packs[@]}" -gt 0 ] && [ -z "${GEMMTUNE_ARTIFACTS:-}" ]; then
-  pack_store=${TMPDIR:-/tmp}/gemmtune-packs/store
-  rm -rf "${pack_store%/store}" && mkdir -p -m 700 "${pack_store%/store}" "$pack_store"
-  for pk in "${packs[@]}"; do
-    tmp=$(mktemp -d)
-    tar -C "$tmp" -xJf "$pk" || { echo "== pack $pk: cannot unpack"; exit 1; }
-    # each pack holds one top-level folder: the store's content-addressed entries
-    for d in "$tmp"/*/; do cp -r --update=none "$d". "$pack_store"/ 2>/dev/null || cp -rn "$d". "$pack_store"/; done
-    rm -rf "$tmp"
-  done
-  chmod -R go-w "$pack_store"  # a store others can write is refused
-  export GEMMTUNE_ARTIFACTS=$pack_store
-  export GEMMTUNE_LOAD_ONLY=${GEMMTUNE_LOAD_ONLY:-cutlass,cutedsl} GEMMTUNE_TEST_CUTLASS_PACK=${GEMMTUNE_TEST_CUTLASS_PACK:-1}
-  echo "== packs: ${packs[*]} -> GEMMTUNE_ARTIFACTS=$pack_store ($(find "$pack_store" -type f | wc -l) files)"
-fi
+source scripts/gpu/pack.sh
+pack_unpack || exit 1
 
 # The binaries were linked on the build machine; find cuBLASLt here if their run path misses it.
 need_lt=0
@@ -81,15 +65,7 @@ if [ "$need_lt" = 1 ]; then
     [ -e "$f" ] && ldd "$f" | grep "not found" | sed "s|^|== $f: |"
   done
 fi
-# Packs are native code built elsewhere: trust them explicitly (docs/kernel-packs.md), once the
-# CLI can find its libraries; a CLI from before the trust step has no `store` command and needs none.
-if [ -n "$pack_store" ] && [ -x build/gemmtune ]; then
-  if build/gemmtune store --help >/dev/null 2>&1; then
-    echo "== $(build/gemmtune store trust "$pack_store" 2>&1 | tail -1)"
-  elif ! build/gemmtune --help >/dev/null 2>&1; then
-    echo "== WARNING: build/gemmtune does not run here; the packs are not trusted and will not load"
-  fi
-fi
+pack_trust
 echo "== $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader 2>&1 | head -1)"
 echo "== python: $(python3 --version 2>&1); $(python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' 2>&1 | tail -1)"
 

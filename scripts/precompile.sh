@@ -16,6 +16,8 @@
 #                  rowwise and block)
 #   softmax        every CuTe DSL and Triton softmax candidate of bench/suites/softmax.csv
 #                  (bf16, fp16, fp32)
+#   grouped        every CUTLASS grouped candidate of bench/suites/grouped_moe.jsonl (the MoE
+#                  experts scripts/gpu/grouped_bench.py times: Mixtral-8x7B, DeepSeek-V3, bf16)
 #   gpu-tests      the CuTe DSL GPU tests' problems (tests/gpu/packs/*.jsonl; a host test keeps
 #                  them equal to the tests' matrices), and CUTLASS's for the block-scaled and
 #                  grouped ones
@@ -27,7 +29,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STORE=$(realpath -m "${1:-$ROOT/artifacts-pack/store}")
 GT=${GEMMTUNE_CLI:-$ROOT/build/gemmtune}
-PARTS=${PRECOMPILE_PARTS:-cutlass-core cutlass-tests cutlass-bench cutedsl softmax gpu-tests}
+PARTS=${PRECOMPILE_PARTS:-cutlass-core cutlass-tests cutlass-bench cutedsl softmax grouped gpu-tests}
 read -r -a FLAGS <<<"${PRECOMPILE_FLAGS:-}"
 [ -x "$GT" ] || { echo "precompile: $GT is not an executable (run scripts/setup.sh)" >&2; exit 2; }
 mkdir -p -m 700 "$STORE"
@@ -113,6 +115,9 @@ for part in $PARTS; do
       ;;
     softmax)
       for t in bf16 fp16 fp32; do pc "softmax-$t" "$ROOT/bench/suites/softmax.csv" --dtype "$t" --backends cutedsl,triton; done
+      ;;
+    grouped)
+      pc grouped-moe "$ROOT/bench/suites/grouped_moe.jsonl" --backends cutlass
       ;;
     gpu-tests)
       pc gpu-cutedsl-gemm "$ROOT/tests/gpu/packs/cutedsl_gemm.jsonl" --backends cutedsl

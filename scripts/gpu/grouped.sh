@@ -11,7 +11,9 @@
 #      rows (4096x14336x4096, cuBLASLt)  -> $OUT/cli-fp8-*.json
 #
 #   run(command="bash scripts/gpu/grouped.sh",
-#       carry=["build/libgemmtune_c.so", "build/gemmtune", "build/tests/gemmtune_gpu_tests"])
+#       carry=["build/libgemmtune_c.so", "build/gemmtune", "build/tests/gemmtune_gpu_tests", "artifacts-pack"])
+# (artifacts-pack/store.tar.xz optional: scripts/precompile.sh with PRECOMPILE_PARTS="gpu-tests grouped"
+# builds CUTLASS's grouped instances for the tests and the bench's shapes.)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 T0=$(date +%s)
@@ -19,7 +21,11 @@ OUT=${OUT:-$PWD/grouped-out}
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export GEMMTUNE_CACHE=$work/tuning.sqlite GEMMTUNE_ARTIFACTS=$work/artifacts
+# With a kernel pack carried (artifacts-pack/store.tar.xz: scripts/precompile.sh's gpu-tests and
+# grouped parts), CUTLASS's grouped instances are tested and raced from it.
+source scripts/gpu/pack.sh
+pack_unpack || exit 1
+export GEMMTUNE_CACHE=$work/tuning.sqlite GEMMTUNE_ARTIFACTS=${GEMMTUNE_ARTIFACTS:-$work/artifacts}
 export GEMMTUNE_PYTHON=$(command -v python3) GEMMTUNE_PYTHON_DIR=$PWD/python GEMMTUNE_TUNER=$PWD/build/gemmtune
 export GEMMTUNE_LIB=$PWD/build/libgemmtune_c.so
 # The binaries were linked on the build machine: find cuBLASLt here if their run path misses it.
@@ -28,6 +34,7 @@ if ldd build/libgemmtune_c.so 2>/dev/null | grep -q "not found"; then
     [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" && break
   done
 fi
+pack_trust
 
 # 1. the kernel and the engine against torch
 python3 scripts/gpu/grouped_bench.py --out "$OUT" --engine >"$OUT/grouped.log" 2>&1
