@@ -84,6 +84,23 @@ Stride stride_with_ld(int64_t ld) {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Runs CUTLASS's device adapter `Gemm` with `args` on `stream` (can_implement, initialize with
+// `workspace`, run): a GT_CUTLASS status; a CUDA error also goes to *cuda_error.
+template <class Gemm>
+int launch(typename Gemm::Arguments const& args, void* workspace, cudaStream_t stream, cudaError_t* cuda_error) {
+  Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return GT_CUTLASS_CANNOT_IMPLEMENT;
+  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
+    return GT_CUTLASS_INIT_FAILED;
+  }
+  cutlass::Status st = gemm.run(stream);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
+  return st == cutlass::Status::kSuccess ? GT_CUTLASS_OK : GT_CUTLASS_CUDA_ERROR;
+}
+
 inline int device_sm_count(int device) {
   int n = 0;
   cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
@@ -599,17 +616,7 @@ struct Sm90Gemm {
     if (int st = arguments(g, args, true); st != GT_CUTLASS_OK) return st;
     // This .so has its own CUDA runtime: make the caller's device current in it.
     if (cudaError_t e = cudaSetDevice(g->device); e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return GT_CUTLASS_CANNOT_IMPLEMENT;
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) {
-      cudaError_t e = cudaGetLastError();
-      if (e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
-      return GT_CUTLASS_INIT_FAILED;
-    }
-    cutlass::Status st = gemm.run(stream);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
-    return st == cutlass::Status::kSuccess ? GT_CUTLASS_OK : GT_CUTLASS_CUDA_ERROR;
+    return launch<Gemm>(args, workspace, stream, cuda_error);
   }
 };
 

@@ -197,18 +197,7 @@ struct Sm90Grouped {
         arr, g->rows, groups, g->m, int(g->n), int(g->k), static_cast<const Element*>(g->a),
         static_cast<const Element*>(g->b), static_cast<Element*>(g->d));
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
-    Gemm gemm;
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return GT_CUTLASS_CANNOT_IMPLEMENT;
-    void* cutlass_ws = static_cast<char*>(workspace) + arrays_bytes(groups);
-    if (gemm.initialize(args, cutlass_ws, stream) != cutlass::Status::kSuccess) {
-      cudaError_t e = cudaGetLastError();
-      if (e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
-      return GT_CUTLASS_INIT_FAILED;
-    }
-    cutlass::Status st = gemm.run(stream);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
-    return st == cutlass::Status::kSuccess ? GT_CUTLASS_OK : GT_CUTLASS_CUDA_ERROR;
+    return launch<Gemm>(args, static_cast<char*>(workspace) + arrays_bytes(groups), stream, cuda_error);
   }
 };
 
