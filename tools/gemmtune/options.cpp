@@ -294,7 +294,8 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
                                    "Build every kernel a suite's problems would try (CUTLASS, Triton, CuTe DSL), without a GPU");
   precompile_->add_option("file", precompile.file,
                           "suite CSV, as for `suite` (GEMM, or softmax with header rows,cols), or FILE.jsonl: one\n"
-                          "problem JSON per line, as the C API takes them (problem flags do not apply)")
+                          "problem JSON per line (GEMM, softmax or grouped GEMM), as the C API takes them (problem\n"
+                          "flags do not apply)")
       ->required();
   precompile_->add_option("--m-values", precompile.m_values, "CSV with header phase,m, as for `suite`");
   add_problem_flags(precompile_, precompile.problem, false);
