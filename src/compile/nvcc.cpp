@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -32,9 +33,26 @@ std::vector<std::string> nvcc_flags() {
           "-Xlinker=--exclude-libs=ALL", "-Xlinker=--strip-all"};
 }
 
+size_t nvcc_group_limit(double available_gb, size_t slots) {
+  const double per_run = 0.75 * available_gb / double(std::max<size_t>(1, slots));
+  const double g = 1.0 + (per_run - 3.2) / 0.6;
+  return g < 1.0 ? 1 : g > 8.0 ? 8 : size_t(g);
+}
+
 namespace {
 
 constexpr int kKeyFormat = 1;
+
+// MemAvailable of /proc/meminfo in GB; 0 when unknown (then no groups).
+double available_memory_gb() {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  double kb = 0;
+  std::string unit;
+  while (in >> name >> kb >> unit)
+    if (name == "MemAvailable:") return kb / (1024.0 * 1024.0);
+  return 0;
+}
 
 // CUTLASS's include directory under `dir` (a CUTLASS checkout / wheel's source dir, or the
 // include dir itself), or empty.
@@ -145,8 +163,8 @@ class NvccToolchain final : public Toolchain {
 
   // Measured on the 2-core machine (bench/results/2026-12-04-s19-compile-cutlass-groups.md): one
   // bf16 instance alone 22-27 s, 2 in one run 27.5 s, 4 39 s, 8 63 s, each kernel's SASS the
-  // same as built alone. More than 8 would leave a core idle on small builds for little gain.
-  size_t group_limit() const override { return 8; }
+  // same as built alone. At most 8, and fewer where the memory would not hold the runs at once.
+  size_t group_limit() const override { return nvcc_group_limit(available_memory_gb(), slots()); }
   size_t slots() const override { return size_t(std::max(1, opt_.nvcc_jobs)); }
 
   Output compile(const Job& job, const fs::path& tmp, double timeout_s) override {

@@ -23,6 +23,12 @@ namespace gemmtune::compile {
 // The flags every instance is built with.
 std::vector<std::string> nvcc_flags();
 
+// The most instances one nvcc run may hold when `slots` runs go at once on a machine with
+// `available_gb` of free memory: 1 to 8. cicc holds ~3.2 GB for one instance and ~0.45 GB more
+// for each further one of the same family (6.3 GB for 8; 6.0 GB for 3 of different dtypes), so
+// a run of g is counted 3.2 + 0.6 (g - 1) GB, and all runs together within 3/4 of the memory.
+size_t nvcc_group_limit(double available_gb, size_t slots);
+
 std::unique_ptr<Toolchain> make_nvcc_toolchain(const CompileOptions& options);
 
 }  // namespace gemmtune::compile

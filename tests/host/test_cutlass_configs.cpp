@@ -422,6 +422,18 @@ TEST(CutlassGrouped, ConfigsAndInstances) {
   EXPECT_FALSE(grouped_check(ordered, p));
 }
 
+// Groups never ask for more memory than the machine has: 8 on this 2-core, 24 GB machine's two
+// slots, fewer with more slots or less memory, none (1) where one instance a slot barely fits.
+TEST(CutlassGroups, GroupLimitFollowsTheMemory) {
+  EXPECT_EQ(compile::nvcc_group_limit(22.4, 2), 8u);
+  EXPECT_EQ(compile::nvcc_group_limit(120, 16), 5u);
+  EXPECT_EQ(compile::nvcc_group_limit(12, 2), 3u);
+  EXPECT_EQ(compile::nvcc_group_limit(32, 8), 1u);
+  EXPECT_EQ(compile::nvcc_group_limit(0, 2), 1u);  // unknown memory: no groups
+  EXPECT_EQ(compile::nvcc_group_limit(1000, 1), 8u);
+  EXPECT_EQ(compile::nvcc_group_limit(22.4, 0), 8u);  // slots below 1 count as 1
+}
+
 }  // namespace
 }  // namespace gemmtune::cutlass_backend
 
