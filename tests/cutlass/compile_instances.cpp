@@ -106,6 +106,11 @@ void check_grouped(const compile::Built& b, const GroupedGemmProblem& p, const C
   bad = a;
   bad.n = p.n + 4, bad.ldd = bad.n;  // D's rows off 16 bytes
   expect(lib->can_implement(&bad) == GT_CUTLASS_MISALIGNED, "n % 8 != 0 is refused");
+  bad = a;
+  bad.raster = 2, bad.swizzle = 8;
+  expect(lib->can_implement(&bad) == GT_CUTLASS_OK, "tiles in bands of 8 along N: the same instance");
+  bad.raster = 0, bad.swizzle = 2;
+  expect(lib->can_implement(&bad) == GT_CUTLASS_BAD_ARGS, "bands with the default order are refused");
   expect(lib->run(&a, nullptr, nullptr) == GT_CUTLASS_BAD_ARGS, "run() without a workspace is refused");
 }
 

@@ -417,9 +417,24 @@ TEST(CutlassGrouped, ConfigsAndInstances) {
   Config n192 = c;
   n192.tile_n = 192;
   EXPECT_FALSE(grouped_check(n192, p));
-  Config ordered = c;
-  ordered.raster = Raster::along_m, ordered.swizzle = 8;
-  EXPECT_FALSE(grouped_check(ordered, p));
+  Config odd = c;
+  odd.raster = Raster::along_n, odd.swizzle = 3;
+  EXPECT_FALSE(grouped_check(odd, p));
+  // Long groups get tile-order variants of their first configs, sharing those instances.
+  const auto ranked = grouped_configs(p);
+  const auto ordered = with_grouped_tile_orders(ranked, p);
+  ASSERT_EQ(ordered.size(), ranked.size() + 2 * size_t(kOrderedConfigs));
+  for (size_t i = ranked.size(); i < ordered.size(); ++i) {
+    const Config& v = ordered[i];
+    EXPECT_TRUE(grouped_check(v, p)) << v.id();
+    EXPECT_EQ(v.swizzle, 8);
+    EXPECT_EQ(Config::parse(v.id()), v);
+    EXPECT_EQ(GroupedInstanceSpec::of(v, p).source(), GroupedInstanceSpec::of(ranked[(i - ranked.size()) / 2], p).source());
+  }
+  auto short_groups = p;
+  short_groups.rows_per_group = 64;
+  EXPECT_EQ(with_grouped_tile_orders(grouped_configs(short_groups), short_groups).size(),
+            grouped_configs(short_groups).size());
 }
 
 // Groups never ask for more memory than the machine has: 8 on this 2-core, 24 GB machine's two

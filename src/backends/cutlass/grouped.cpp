@@ -35,7 +35,9 @@ Verdict grouped_verdict(const GroupedGemmProblem& p) {
 Verdict grouped_check(const Config& c, const GroupedGemmProblem& p) {
   if (Verdict v = grouped_verdict(p); !v) return v;
   if (c.swap_ab) return Verdict::no("grouped instances have no swap-AB");
-  if (c.raster != Raster::heuristic || c.swizzle != 1) return Verdict::no("grouped instances take the default tile order");
+  if (!(c.swizzle == 1 || c.swizzle == 2 || c.swizzle == 4 || c.swizzle == 8) ||
+      (c.raster == Raster::heuristic && c.swizzle != 1))
+    return Verdict::no("swizzle must be 1, 2, 4 or 8, and 1 with the default tile order");
   if (c.tile_k != 64) return Verdict::no("tile K must be 64");
   if (c.tile_m != 64 && c.tile_m != 128 && c.tile_m != 256) return Verdict::no("tile M must be 64, 128 or 256");
   if (c.tile_n != 64 && c.tile_n != 128 && c.tile_n != 256) return Verdict::no("tile N must be 64, 128 or 256");
@@ -71,6 +73,18 @@ std::vector<Config> grouped_configs(const GroupedGemmProblem& p) {
            cfg(pp, 128, 128, 1, 1), cfg(co, 128, 128, 1, 1), cfg(pp, 64, 256, 1, 1), cfg(co, 128, 256, 1, 2)};
   std::erase_if(out, [&](const Config& c) { return !grouped_check(c, p); });
   return out;
+}
+
+std::vector<Config> with_grouped_tile_orders(std::vector<Config> ranked, const GroupedGemmProblem& p) {
+  if (p.rows_bucket() < kOrderedRowsPerGroup) return ranked;
+  const size_t n = std::min<size_t>(ranked.size(), kOrderedConfigs);
+  for (size_t i = 0; i < n; ++i)
+    for (Raster r : {Raster::along_m, Raster::along_n}) {
+      Config v = ranked[i];
+      v.raster = r, v.swizzle = 8;
+      ranked.push_back(v);
+    }
+  return ranked;
 }
 
 GroupedInstanceSpec GroupedInstanceSpec::of(const Config& c, const GroupedGemmProblem& p) {
@@ -158,7 +172,7 @@ class CutlassGroupedCandidate final : public detail::CandidateFor<GroupedOp> {
     a.abi_version = GT_CUTLASS_ABI_VERSION;
     a.device = dev_.index < 0 ? 0 : dev_.index;
     a.sm_count = dev_.sm_count;
-    a.swizzle = 1;
+    a.raster = int32_t(config_.raster), a.swizzle = config_.swizzle;
     a.m = g.capacity, a.n = p_.n, a.k = p_.k;
     a.a = g.a, a.b = g.b, a.d = g.d;
     a.lda = p_.k, a.ldb = p_.k, a.ldc = p_.n, a.ldd = p_.n;
@@ -210,13 +224,14 @@ class CutlassGroupedBackend final : public GroupedBackend {
     v = grouped_verdict(p);
     GT_CHECK(v, "cutlass: does not support " + p.str() + ": " + v.reason);
   }
-  // The ranked configs within the compile budget; load-only: those in the store.
+  // The ranked configs within the compile budget (load-only: those in the store), then their
+  // tile-order variants (no compile).
   std::vector<Config> configs(const GroupedGemmProblem& p) const {
     auto jobs_of = [&](const Config& c) { return std::vector<compile::Job>{grouped_job(GroupedInstanceSpec::of(c, p))}; };
     std::vector<Config> all = grouped_configs(p);
-    if (!link_.load_only()) return link_.within_compile_budget(std::move(all), jobs_of);
+    if (!link_.load_only()) return with_grouped_tile_orders(link_.within_compile_budget(std::move(all), jobs_of), p);
     std::erase_if(all, [&](const Config& c) { return !link_.stored(jobs_of(c)); });
-    return all;
+    return with_grouped_tile_orders(std::move(all), p);
   }
 
   ToolchainLink link_;

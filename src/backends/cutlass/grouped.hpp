@@ -5,7 +5,7 @@
 // Scope: bf16 or fp16 A, B and D (D in A's dtype), contiguous or masked rows, alpha; packed
 // operands with n and k multiples of 8 (TMA's 16 bytes). Scales, bias, activations and other D
 // dtypes are the Triton grouped kernel's (supports() says so). Configs use the GEMM's Config
-// (no swap-AB, tile K 64, the heuristic tile order) and its ids.
+// (no swap-AB, tile K 64; the tile order a run-time argument) and its ids.
 #pragma once
 
 #include <string>
@@ -23,6 +23,12 @@ Verdict grouped_verdict(const GroupedGemmProblem& p);
 Verdict grouped_check(const Config& c, const GroupedGemmProblem& p);
 // The candidates for `p`, best first by a small model (64-row tiles for short groups).
 std::vector<Config> grouped_configs(const GroupedGemmProblem& p);
+// `ranked` (after any compile budget) with tile-order variants after it where groups are long
+// (rows-per-group bucket >= kOrderedRowsPerGroup): the first kOrderedConfigs (configs.hpp) again
+// in bands of 8 along M and along N. The group scheduler's default is along M, no bands; a
+// variant shares its config's instance (the order is a run-time argument).
+constexpr int64_t kOrderedRowsPerGroup = 512;
+std::vector<Config> with_grouped_tile_orders(std::vector<Config> ranked, const GroupedGemmProblem& p);
 
 // The template's parameters for (config, problem).
 struct GroupedInstanceSpec {

@@ -48,8 +48,8 @@ typedef struct GtCutlassArgs {
   int32_t abi_version; /* GT_CUTLASS_ABI_VERSION */
   int32_t device;      /* CUDA device ordinal the stream belongs to */
   int32_t sm_count;    /* SMs the persistent scheduler may use (0: query the device) */
-  int32_t raster;      /* the persistent scheduler's tile order, kernel terms: 0 CUTLASS's heuristic,
-                          1 along M, 2 along N */
+  int32_t raster;      /* the persistent scheduler's tile order, kernel terms: 0 CUTLASS's heuristic
+                          (grouped instances: along M), 1 along M, 2 along N */
   int32_t swizzle;     /* tiles per band of that order: 1, 2, 4 or 8 (1 with the heuristic) */
   int32_t reserved;
   int64_t m, n, k;

@@ -146,6 +146,9 @@ struct Sm90Grouped {
     if (g->groups < 1 || g->groups > 1024 || g->m < 1 || g->n < 1 || g->k < 1 || g->n > INT32_MAX ||
         g->k > INT32_MAX || g->m * (kMasked ? g->groups : 1) > INT32_MAX)
       return GT_CUTLASS_BAD_ARGS;
+    if (g->raster < 0 || g->raster > 2 || !(g->swizzle == 1 || g->swizzle == 2 || g->swizzle == 4 || g->swizzle == 8) ||
+        (g->raster == 0 && g->swizzle != 1))
+      return GT_CUTLASS_BAD_ARGS;
     if (for_run && (!g->a || !g->b || !g->d || !g->rows)) return GT_CUTLASS_BAD_ARGS;
     // Packed operands only: A's and D's rows k and n apart, B[g]'s rows k apart.
     if (g->lda != g->k || g->ldb != g->k || g->ldd != g->n) return GT_CUTLASS_BAD_ARGS;
@@ -169,6 +172,11 @@ struct Sm90Grouped {
                     {arr.a, arr.stride_a, arr.b, arr.stride_b},
                     {fusion, nullptr, nullptr, arr.d, arr.stride_d},
                     hw};
+    // The group scheduler's tile order: along M unless asked along N (it has no heuristic: a
+    // group's largest dimension is known on the GPU only), in bands of `swizzle` tiles.
+    using RasterOptions = typename Kernel::TileScheduler::RasterOrderOptions;
+    out.scheduler.raster_order = g->raster == 2 ? RasterOptions::AlongN : RasterOptions::AlongM;
+    out.scheduler.max_swizzle_size = g->swizzle;
     return GT_CUTLASS_OK;
   }
 
