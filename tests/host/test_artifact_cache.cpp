@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <latch>
 #include <map>
 #include <memory>
@@ -25,6 +26,7 @@
 
 #include "backends/backend.hpp"
 #include "compile/artifact_cache.hpp"
+#include "compile/single_flight.hpp"
 #include "compile/toolchain.hpp"
 #include "core/verdict.hpp"
 #include "gemmtune/error.hpp"
@@ -574,6 +576,45 @@ TEST(ArtifactCache, AFailedGroupCompilesEachAlone) {
   // The failure is remembered like any other: asked again, it fails at once.
   EXPECT_NE(error_of([&] { cache->build(job("g1")); }).find("g1 does not compile"), std::string::npos);
   EXPECT_EQ(s->compiles.load(), 3);
+}
+
+// run_group: keys in flight elsewhere are awaited (their make never sees them), remembered
+// failures come back at once, the rest are made in one call; what it leaves unset fails.
+TEST(SingleFlightGroup, AwaitsOtherFlightsAndMakesTheRestOnce) {
+  SingleFlight<int> flights(true);
+  EXPECT_NE(error_of([&] { flights.run("bad", []() -> int { GT_THROW("bad does not build"); }); }), "");
+  std::promise<void> started, release;
+  std::thread other([&] {
+    flights.run("k1", [&] {
+      started.set_value();
+      release.get_future().wait();
+      return 1;
+    });
+  });
+  started.get_future().wait();
+  std::vector<size_t> made;
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release.set_value();
+  });
+  using Result = SingleFlight<int>::Result;
+  auto r = flights.run_group({"k1", "k2", "bad", "k3"}, [&](const std::vector<size_t>& owned, std::vector<Result>& res) {
+    made = owned;
+    res[1].value = 2;  // k3 left unset
+  });
+  other.join();
+  releaser.join();
+  EXPECT_EQ(made, (std::vector<size_t>{1, 3}));
+  ASSERT_TRUE(r[0].value);
+  EXPECT_EQ(*r[0].value, 1);  // awaited from the other flight
+  ASSERT_TRUE(r[1].value);
+  EXPECT_EQ(*r[1].value, 2);
+  EXPECT_NE(r[2].error.find("bad does not build"), std::string::npos);
+  EXPECT_FALSE(r[3].value);
+  EXPECT_FALSE(r[3].error.empty());
+  // k2 is not remembered (a value is never cached here: a new flight makes it again); k3's failure is.
+  EXPECT_EQ(flights.run("k2", [] { return 5; }), 5);
+  EXPECT_NE(error_of([&] { flights.run("k3", [] { return 6; }); }), "(no Error thrown)");
 }
 
 TEST(ArtifactCache, BuildAllRethrowsAnExceptionThatIsNotAnErrorAfterTheOthers) {
