@@ -2,8 +2,9 @@
 // probe, record/restore, keys, deps and compiles are scripted: misses compiled once and
 // published, store hits (in this cache and in another one on the same store), single flight,
 // remembered failures, the one timeout, build_all (isolation, order, duplicates, progress,
-// warm), load-only from a toolchain's record, deps and extras, unknown toolchains; a backend's
-// compile budget over it (ToolchainLink::within_compile_budget).
+// warm), groups (formed only beyond the slots, by family; a failed group compiled alone; the
+// single flight of a group), load-only from a toolchain's record, deps and extras, unknown
+// toolchains; a backend's compile budget over it (ToolchainLink::within_compile_budget).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
