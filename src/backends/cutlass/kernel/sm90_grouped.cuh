@@ -195,8 +195,9 @@ struct Sm90Grouped {
   }
 
   static int run(const GtCutlassArgs* g, void* workspace, cudaStream_t stream, cudaError_t* cuda_error) {
-    if (!workspace) return GT_CUTLASS_BAD_ARGS;
-    const int groups = g ? int(g->groups) : 0;
+    if (!g || g->abi_version != GT_CUTLASS_ABI_VERSION) return GT_CUTLASS_BAD_ABI;
+    if (!workspace || g->groups < 1 || g->groups > 1024) return GT_CUTLASS_BAD_ARGS;
+    const int groups = int(g->groups);
     const Arrays arr = arrays_in(workspace, groups);
     Arguments args;
     if (int st = arguments(g, arr, args, true); st != GT_CUTLASS_OK) return st;
