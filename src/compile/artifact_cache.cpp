@@ -299,24 +299,29 @@ std::vector<ArtifactCache::Outcome> ArtifactCache::build_all(const std::vector<J
       todo.push_back(i);
     }
   }
-  for (auto& [name, n] : misses) slot(name).toolchain->warm(n);
+  // Per toolchain with misses: the size of the groups they compile in (1: each alone), decided
+  // once: a toolchain that builds groups and has more misses than compile slots gets groups of at
+  // most its limit, at least one a slot.
+  std::map<std::string, size_t> group_size;
+  for (auto& [name, n] : misses) {
+    Toolchain& t = *slot(name).toolchain;
+    t.warm(n);
+    const size_t slots = std::max<size_t>(1, t.slots());
+    group_size[name] = n > slots ? std::min(t.group_limit(), (n + slots - 1) / slots) : 1;
+  }
 
-  // Units of work: groups of the misses of toolchains that build groups and have more misses
-  // than compile slots (first: they take longest), then single jobs.
+  // Units of work: the groups (first: they take longest), then single jobs.
   std::vector<std::vector<size_t>> units;
   std::map<std::string, std::vector<size_t>> groupable;  // toolchain -> its misses
   for (size_t i : missed) {
-    const Toolchain& t = *slot(jobs[i].toolchain).toolchain;
-    if (t.group_limit() > 1 && misses[jobs[i].toolchain] > t.slots())
+    if (group_size[jobs[i].toolchain] > 1)
       groupable[jobs[i].toolchain].push_back(i);
     else
       todo.push_back(i);
   }
   for (auto& [name, idx] : groupable) {
-    const Toolchain& t = *slot(name).toolchain;
     std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return jobs[a].family < jobs[b].family; });
-    const size_t slots = std::max<size_t>(1, t.slots());
-    const size_t size = std::min(t.group_limit(), (idx.size() + slots - 1) / slots);
+    const size_t size = group_size[name];
     for (size_t at = 0; at < idx.size(); at += size)
       units.emplace_back(idx.begin() + at, idx.begin() + std::min(idx.size(), at + size));
   }
