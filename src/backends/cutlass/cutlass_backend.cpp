@@ -65,17 +65,18 @@ std::shared_ptr<const Library> Library::open(const Artifact& artifact, const std
   return lib;
 }
 
-compile::Job job(const InstanceSpec& spec) {
+compile::Job instance_job(const Config& config, const std::string& text, std::string source) {
   compile::Job j;
   j.toolchain = "cutlass";
-  j.what = spec.config.id() + " (" + spec.text() + ")";
-  j.source = spec.source();
+  j.what = config.id() + " (" + text + ")";
+  j.source = std::move(source);
+  j.meta = {{"backend", "cutlass"}, {"instance", text}, {"config", config.id()}};
   // Instances of one dtype, layout and epilogue share most of their template instantiation.
-  const std::string text = spec.text();
   j.family = text.substr(0, text.rfind(" cfg="));
-  j.meta = {{"backend", "cutlass"}, {"instance", spec.text()}, {"config", spec.config.id()}};
   return j;
 }
+
+compile::Job job(const InstanceSpec& spec) { return instance_job(spec.config, spec.text(), spec.source()); }
 
 // ---- the backend --------------------------------------------------------------------------------
 

@@ -35,7 +35,10 @@ struct Library {
   static std::shared_ptr<const Library> open(const Artifact& artifact, const std::string& expect_config);
 };
 
-// The compile job of `spec`'s instance (toolchain "cutlass").
+// The compile job of an instance (toolchain "cutlass"): its config, its text (what the .so
+// reports, ending " cfg=<id>") and its generated source; GEMM and grouped instances alike.
+compile::Job instance_job(const Config& config, const std::string& text, std::string source);
+// The compile job of `spec`'s instance.
 compile::Job job(const InstanceSpec& spec);
 
 }  // namespace gemmtune::cutlass_backend

@@ -121,14 +121,7 @@ std::string GroupedInstanceSpec::source() const {
 }
 
 compile::Job grouped_job(const GroupedInstanceSpec& spec) {
-  compile::Job j;
-  j.toolchain = "cutlass";
-  j.what = spec.config.id() + " (" + spec.text() + ")";
-  j.source = spec.source();
-  j.meta = {{"backend", "cutlass"}, {"instance", spec.text()}, {"config", spec.config.id()}};
-  const std::string text = spec.text();
-  j.family = text.substr(0, text.rfind(" cfg="));
-  return j;
+  return instance_job(spec.config, spec.text(), spec.source());
 }
 
 namespace {
