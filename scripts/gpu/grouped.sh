@@ -9,6 +9,7 @@
 #   3. the CLI: `gemmtune tune grouped` on two shapes, twice (the second from the cache)  -> $OUT/cli-*.json
 #   4. the CLI: fp8 grouped (Mixtral up, 512 rows per group) and the dense fp8 pick of the same total
 #      rows (4096x14336x4096, cuBLASLt)  -> $OUT/cli-fp8-*.json
+# Logs and the CLI's answers come back in $OUT/logs.tar.xz (at most 8 files come back).
 #
 #   run(command="bash scripts/gpu/grouped.sh",
 #       carry=["build/libgemmtune_c.so", "build/gemmtune", "build/tests/gemmtune_gpu_tests", "artifacts-pack"])
@@ -42,6 +43,9 @@ bench_rc=$?
 grep -E "summary|FAIL|engine:" "$OUT/grouped.log" | head -20
 echo "== bench: rc=$bench_rc after $(($(date +%s) - T0)) s"
 
+# GROUPED_BENCH_ONLY=1: the bench alone (parts 2-4 skipped).
+tests_rc=0 cli_rc=0
+if [ "${GROUPED_BENCH_ONLY:-0}" != 1 ]; then
 # 2. GPU tests (a fresh cache; the artifact store is shared with the bench's engine)
 t=$(date +%s)
 timeout "${GPU_TESTS_TIMEOUT_S:-110}" build/tests/gemmtune_gpu_tests \
@@ -51,7 +55,6 @@ echo "== gpu tests: rc=$tests_rc in $(($(date +%s) - t)) s"
 grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|^Expected|Which is|: WRONG|^\[==========\]" "$OUT/gpu_tests.log" | head -40
 
 # 3. the CLI, twice per problem (the second answer comes from the cache)
-cli_rc=0
 for args in "8x14336x4096 --rows-per-group 512" "32x7168x2048 --rows-per-group 64 --layout masked --skew 1"; do
   name=$(echo "$args" | tr ' ' '_' | tr -d '-')
   for pass in 1 2; do
@@ -66,6 +69,9 @@ timeout 60 build/gemmtune tune grouped 8x14336x4096 --rows-per-group 512 --dtype
 timeout 60 build/gemmtune tune 4096x14336x4096 --dtype e4m3 --scale rowwise --backends cublaslt \
   --json "$OUT/cli-fp8-dense.json" >"$OUT/cli-fp8-dense.txt" 2>&1 || cli_rc=1
 head -8 "$OUT/cli-fp8-grouped.txt"; head -8 "$OUT/cli-fp8-dense.txt"
+fi
+# At most 8 files come back from $OUT: the bench's table and JSON stay, the rest goes in one tar.
+(cd "$OUT" && tar -cJf logs.tar.xz grouped.log gpu_tests.log cli-* 2>/dev/null && rm -f gpu_tests.log cli-*)
 echo "== total $(($(date +%s) - T0)) s; bench rc=$bench_rc, tests rc=$tests_rc, cli rc=$cli_rc"
 [ "$tests_rc" != 0 ] && exit 3
 [ "$cli_rc" != 0 ] && exit 4
