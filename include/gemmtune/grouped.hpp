@@ -22,10 +22,12 @@
 //
 // The cache key holds groups, n, k, dtypes, layout, epilogue and rows_per_group's power-of-two
 // bucket (the next power of two): the split, the capacity and the exact rows per group change
-// every step and never re-tune. A tune times the candidates at the bucket's rows per group, split
-// as `skew` says (0: balanced; s > 0: Zipf(s) group sizes in a random order), and verifies every
-// candidate on a ragged split (group sizes of every residue, an empty group) against a per-group
-// GPU reference.
+// every step and never re-tune. A tune times the candidates at the bucket's rows per group on two
+// splits, balanced and Zipf(skew) group sizes in a random order, and ranks them by the mean of the
+// two times (skew 0: the balanced split alone), so that a kernel that is fast only on equal groups
+// is not picked for a router that sends more tokens to some experts; it verifies every candidate
+// on a ragged split (group sizes of every residue, an empty group) against a per-group GPU
+// reference.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +56,7 @@ struct GroupedGemmProblem {
   Activation act = Activation::none;
   bool bias = false;           // bias [G, n] in D's dtype
   float alpha = 1.0f;          // run-time argument: not part of canonical() / key()
-  double skew = 0.0;           // the tune's timing split (see above): not part of the key
+  double skew = 1.0;           // the tune's skewed split, Zipf(skew) (see above): not part of the key
 
   static GroupedGemmProblem make(int64_t groups, int64_t n, int64_t k, int64_t rows_per_group,
                                  DType dtype = DType::bf16) {

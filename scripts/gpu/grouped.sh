@@ -49,7 +49,7 @@ if [ "${GROUPED_BENCH_ONLY:-0}" != 1 ]; then
 # 2. GPU tests (a fresh cache; the artifact store is shared with the bench's engine)
 t=$(date +%s)
 timeout "${GPU_TESTS_TIMEOUT_S:-110}" build/tests/gemmtune_gpu_tests \
-  --gtest_filter='GroupedCandidates.*:GroupedCheck.*:GroupedEngine.*' >"$OUT/gpu_tests.log" 2>&1
+  --gtest_filter='GroupedCandidates.*:GroupedCheck.*:GroupedEngine.*:GroupedTiming.*' >"$OUT/gpu_tests.log" 2>&1
 tests_rc=$?
 echo "== gpu tests: rc=$tests_rc in $(($(date +%s) - t)) s"
 grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) |Failure|^Expected|Which is|: WRONG|^\[==========\]" "$OUT/gpu_tests.log" | head -40

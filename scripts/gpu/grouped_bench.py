@@ -12,8 +12,8 @@ checked and timed against torch._grouped_mm and a loop of torch.mm, in one run (
    owns must still hold the poison.
 2. Timing, per shape (Mixtral-8x7B G=8 n=14336 k=4096 and n=4096 k=14336; DeepSeek-V3 G=32
    n=4096 k=7168 and n=7168 k=2048) and rows per group (64, 512, 4096): the config is picked once
-   on the balanced split (median of a few runs) and reused unchanged on the skewed split (a
-   split never re-tunes). Contenders interleaved, each run on a cold L2 (a 512 MiB buffer is
+   per shape and rows, as the engine's tune picks (the least mean of its medians on the balanced
+   and the skewed split), and used unchanged on both (a split never re-tunes). Contenders interleaved, each run on a cold L2 (a 512 MiB buffer is
    written between runs), CUDA events, medians: triton (the pick), torch._grouped_mm (offs on
    the GPU), loop (torch.mm per group, split known on the host). FP8 (e4m3 rowwise) beside
    torch._scaled_grouped_mm where it exists and the dense torch._scaled_mm of the same total
@@ -352,13 +352,23 @@ def bench(log, iters, check_all, eng=None):
         w = torch.randn(G, N, K, generator=gen, device=DEV, dtype=torch.bfloat16)
         wt = w.transpose(-2, -1)  # [G, K, N], K contiguous: torch._grouped_mm's mat_b
         for per in ROWS:
-            pick = None
+            # Both splits first: the config is picked as the engine picks it, by the mean of its
+            # times on the balanced and the skewed split, and then kept for both.
+            splits = []
             for skew in (0.0, SKEW):
                 counts = make_split(G, per, skew, cpu_gen, multiple=16 if skew else 1)
                 total = sum(counts)
                 a = torch.randn(total, K, generator=gen, device=DEV, dtype=torch.bfloat16)
                 offs = torch.tensor(list(_cumsum(counts)), dtype=torch.int32, device=DEV)
                 d = torch.full((total, N), float("nan"), device=DEV, dtype=torch.bfloat16)
+                splits.append((skew, counts, total, a, offs, d))
+            t = timed([lambda c=c, s=s: grouped(s[3], w, s[4], s[5], c, False) for s in splits for c in CONFIGS],
+                      max(3, iters // 3))
+            per_split = [t[i * len(CONFIGS):(i + 1) * len(CONFIGS)] for i in range(len(splits))]
+            mean = [sum(ts[j] for ts in per_split) / len(splits) for j in range(len(CONFIGS))]
+            pick = CONFIGS[min(range(len(CONFIGS)), key=mean.__getitem__)]
+            tune_ms = {str(c): [ts[j] for ts in per_split] for j, c in enumerate(CONFIGS)}  # [balanced, skewed]
+            for skew, counts, total, a, offs, d in splits:
                 label = f"{name} G={G} n={N} k={K} rows/group={per} {'skewed' if skew else 'balanced'}"
                 if check_all:
                     for cfg in CONFIGS:
@@ -368,10 +378,6 @@ def bench(log, iters, check_all, eng=None):
                         checks.append({"case": label, "cfg": list(cfg), "ok": ok, "rel_err": rel, "reason": why})
                         if not ok:
                             log(f"FAIL {label} cfg={cfg}: {why}")
-                if pick is None:  # tuned once, on the balanced split
-                    t = timed([lambda c=c: grouped(a, w, offs, d, c, False) for c in CONFIGS], max(3, iters // 3))
-                    pick = CONFIGS[min(range(len(CONFIGS)), key=t.__getitem__)]
-                    tune_ms = dict(zip(map(str, CONFIGS), t))
                 tri = lambda: grouped(a, w, offs, d, pick, False)
                 tgm, err = try_fn(lambda: torch._grouped_mm(a, wt, offs=offs))
                 bounds = [0] + list(_cumsum(counts))
@@ -427,6 +433,7 @@ def bench(log, iters, check_all, eng=None):
                     + (f", engine {row['engine_ms']:.3f} ms (new kernels {row['engine_new_kernels']}, "
                        f"select {row['engine_select_s']:.1f} s), dense loop {row['engine_dense_loop_ms']}" if eng else ""))
                 del a, d
+            del splits
             torch.cuda.empty_cache()
         del w, wt
     return rows_out, checks

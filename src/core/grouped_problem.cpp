@@ -75,7 +75,7 @@ std::string GroupedGemmProblem::str() const {
   if (bias) o << " +bias";
   if (act != Activation::none) o << " " << to_string(act);
   if (alpha != 1.0f) o << " alpha=" << alpha;
-  if (skew != 0) o << " skew=" << skew;
+  if (skew != 1.0) o << " skew=" << skew;
   return o.str();
 }
 
@@ -154,7 +154,7 @@ GroupedGemmProblem grouped_problem_from_json(const std::string& text) {
     p.bias = j["bias"].get<bool>();
   }
   p.alpha = float(number("alpha", 1.0));
-  p.skew = number("skew", 0.0);
+  p.skew = number("skew", 1.0);
   p.validate();
   return p;
 }

@@ -27,9 +27,10 @@
 
 namespace gemmtune {
 
-// One instance per op (GemmOp, SoftmaxOp; explicit instantiations in gpu_bench.cpp). Inputs
-// come from OpTraits<Op>::Operands; ops whose inputs exceed 3x L2 (softmax's 1 GiB rows) use
-// one set.
+// One instance per op (GemmOp, SoftmaxOp, GroupedOp; explicit instantiations in gpu_bench.cpp).
+// Inputs come from OpTraits<Op>::timing_operands, per workload (timing_splits: grouped GEMMs are
+// timed on a balanced and a skewed split); ops whose inputs exceed 3x L2 (softmax's 1 GiB rows)
+// use one set a workload.
 template <class Op>
 class GpuBench {
  public:
@@ -43,22 +44,23 @@ class GpuBench {
   GpuBench(const Problem& p, std::vector<detail::CandidateFor<Op>*> cands, const TuneOptions& opt,
            const DeviceInfo& dev, const Stream& stream, const std::function<void(size_t)>& before_run = {});
 
-  // Microseconds of one launch of candidate i (median of launches_per_sample() isolated,
-  // cold-L2 launches). Throws Error if the candidate fails.
+  // Microseconds of one launch of candidate i: per workload the median of launches_per_sample()
+  // isolated, cold-L2 launches, and the mean of those medians over the workloads. Throws Error
+  // if the candidate fails.
   double sample(size_t i);
   int launches_per_sample() const { return reps_; }
 
  private:
-  void run_once(size_t i);
+  void run_once(size_t i, size_t w);
 
   Problem p_;
   std::vector<detail::CandidateFor<Op>*> cands_;
   const Stream& stream_;
-  std::vector<std::unique_ptr<Operands>> sets_;
+  std::vector<std::vector<std::unique_ptr<Operands>>> sets_;  // [workload][rotated copy]
+  std::vector<size_t> next_set_;                              // per workload
   DeviceBuffer flush_;
   std::vector<Event> start_, stop_;  // one pair per launch of a sample
-  size_t next_set_ = 0;
-  int reps_ = 1;
+  int reps_ = 1;                     // launches per workload and sample
   double spin_us_ = 0;
 };
 

@@ -79,10 +79,12 @@ std::vector<int64_t> grouped_ragged_split(int64_t groups, int64_t per_group, uin
   return counts;
 }
 
-GroupedOperands::GroupedOperands(const GroupedGemmProblem& p, uint64_t seed, cudaStream_t s, bool ragged) : p_(p) {
+GroupedOperands::GroupedOperands(const GroupedGemmProblem& p, uint64_t seed, cudaStream_t s, GroupedSplit split)
+    : p_(p) {
   p_.validate();
-  counts_ = ragged ? grouped_ragged_split(p_.groups, p_.rows_bucket(), seed)
-                   : grouped_split(p_.groups, p_.rows_bucket(), p_.skew, seed);
+  counts_ = split == GroupedSplit::ragged ? grouped_ragged_split(p_.groups, p_.rows_bucket(), seed)
+                                          : grouped_split(p_.groups, p_.rows_bucket(),
+                                                          split == GroupedSplit::skewed ? p_.skew : 0.0, seed);
   init(seed, s);
 }
 

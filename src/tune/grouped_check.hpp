@@ -21,13 +21,16 @@ std::vector<int64_t> grouped_split(int64_t groups, int64_t per_group, double ske
 // empty when there are at least 4), summing to about groups * per_group.
 std::vector<int64_t> grouped_ragged_split(int64_t groups, int64_t per_group, uint64_t seed);
 
+// The splits a tune uses: the two it times (balanced; Zipf(p.skew) sizes) and the one it verifies on
+// (grouped_ragged_split).
+enum class GroupedSplit : uint8_t { balanced, skewed, ragged };
+
 // One set of device operands for p at its rows bucket (p.rows_bucket() rows per group on
 // average), split as given. A's rows that no group owns hold NaN (masked padding) or random
 // values (contiguous tail); D is poisoned (NaN) everywhere. Inputs scaled as OperandSet's.
 class GroupedOperands {
  public:
-  // The timing split (grouped_split with p.skew), or with `ragged` the verification split.
-  GroupedOperands(const GroupedGemmProblem& p, uint64_t seed, cudaStream_t s, bool ragged = false);
+  GroupedOperands(const GroupedGemmProblem& p, uint64_t seed, cudaStream_t s, GroupedSplit split);
   GroupedOperands(const GroupedGemmProblem& p, std::vector<int64_t> counts, uint64_t seed, cudaStream_t s);
 
   GroupedGemmArgs args() const;

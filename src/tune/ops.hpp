@@ -3,6 +3,9 @@
 //
 //   Operands          random inputs + poisoned outputs on the device: (problem, seed, stream
 //                     [, specials]), args(), poison_outputs(s), input_bytes(), output_bytes()
+//   timing_splits(p)  how many workloads GpuBench times each candidate on (a candidate's time is
+//                     the mean of its medians on them): 1, or for grouped GEMMs 2 (two splits)
+//   timing_operands(p, w, seed, s)  one operand set of workload w < timing_splits(p)
 //   Checker           built from (problem, operands, stream): computes the GPU reference once;
 //                     check(stream) compares the operands' current output with it
 //   memo_suffix(p)    run-time arguments a loaded candidate bakes in (alpha/beta, scale): they
@@ -16,6 +19,7 @@
 #pragma once
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "core/cuda.hpp"
@@ -37,6 +41,10 @@ template <>
 struct OpTraits<GemmOp> {
   using Operands = OperandSet;
   static Operands verify_operands(const GemmProblem& p, uint64_t seed, cudaStream_t s) { return Operands(p, seed, s); }
+  static size_t timing_splits(const GemmProblem&) { return 1; }
+  static std::unique_ptr<Operands> timing_operands(const GemmProblem& p, size_t, uint64_t seed, cudaStream_t s) {
+    return std::make_unique<Operands>(p, seed, s);
+  }
 
   class Checker {
    public:
@@ -69,6 +77,10 @@ struct OpTraits<SoftmaxOp> {
   static Operands verify_operands(const SoftmaxProblem& p, uint64_t seed, cudaStream_t s) {
     return Operands(p, seed, s, /*specials=*/true);
   }
+  static size_t timing_splits(const SoftmaxProblem&) { return 1; }
+  static std::unique_ptr<Operands> timing_operands(const SoftmaxProblem& p, size_t, uint64_t seed, cudaStream_t s) {
+    return std::make_unique<Operands>(p, seed, s);
+  }
 
   class Checker {
    public:
@@ -97,11 +109,17 @@ struct OpTraits<SoftmaxOp> {
 
 template <>
 struct OpTraits<GroupedOp> {
-  // Timing (GpuBench) uses the problem's split (skew); verification a ragged split with an empty
-  // group, so that each candidate is checked where tiles end mid-group (tune/grouped_check.hpp).
+  // Timing (GpuBench) uses a balanced split and, when p.skew > 0, a Zipf(p.skew) split too (a
+  // candidate's time: the mean of the two); verification a ragged split with an empty group, so
+  // that each candidate is checked where tiles end mid-group (tune/grouped_check.hpp).
   using Operands = GroupedOperands;
   static Operands verify_operands(const GroupedGemmProblem& p, uint64_t seed, cudaStream_t s) {
-    return Operands(p, seed, s, /*ragged=*/true);
+    return Operands(p, seed, s, GroupedSplit::ragged);
+  }
+  static size_t timing_splits(const GroupedGemmProblem& p) { return p.skew > 0 ? 2 : 1; }
+  static std::unique_ptr<Operands> timing_operands(const GroupedGemmProblem& p, size_t w, uint64_t seed,
+                                                   cudaStream_t s) {
+    return std::make_unique<Operands>(p, seed, s, w == 0 ? GroupedSplit::balanced : GroupedSplit::skewed);
   }
   using Checker = GroupedChecker;
 

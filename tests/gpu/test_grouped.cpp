@@ -2,12 +2,13 @@
 // (contiguous and masked layouts, balanced, skewed and ragged splits with empty groups, bf16,
 // fp16, fp8 tensorwise and rowwise, bias and activations), rows no group owns left poisoned; the
 // engine's per-group GPU check catches wrong outputs; select -> cache -> reload -> run on other
-// splits without a re-tune.
+// splits without a re-tune; the tune's timing runs on a balanced and a skewed split.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <future>
+#include <numeric>
 #include <set>
 
 #include "backends/backend.hpp"
@@ -17,6 +18,8 @@
 #include "gpu/helpers.hpp"
 #include "support/gpu.hpp"
 #include "support/host_reference.hpp"
+#include "core/device.hpp"
+#include "tune/gpu_bench.hpp"
 #include "tune/grouped_check.hpp"
 
 using namespace gemmtune;
@@ -96,11 +99,11 @@ size_t every_candidate_matches(GroupedBackend& backend, const std::vector<Case>&
     std::vector<std::string> why(cands.size());
     for (size_t i = 0; i < cands.size(); ++i) why[i] = prepared[i].get();
     std::vector<std::unique_ptr<GroupedOperands>> sets;
-    sets.push_back(std::make_unique<GroupedOperands>(p, seed++, s.get()));  // balanced
+    sets.push_back(std::make_unique<GroupedOperands>(p, seed++, s.get(), GroupedSplit::balanced));
     auto skewed = p;
     skewed.skew = 1.5;
-    sets.push_back(std::make_unique<GroupedOperands>(skewed, seed++, s.get()));
-    sets.push_back(std::make_unique<GroupedOperands>(p, seed++, s.get(), /*ragged=*/true));
+    sets.push_back(std::make_unique<GroupedOperands>(skewed, seed++, s.get(), GroupedSplit::skewed));
+    sets.push_back(std::make_unique<GroupedOperands>(p, seed++, s.get(), GroupedSplit::ragged));
     for (const auto& split : c.splits) sets.push_back(std::make_unique<GroupedOperands>(p, split, seed++, s.get()));
     expected += cands.size() * sets.size();
     for (const auto& ops : sets) {
@@ -245,11 +248,64 @@ TEST(GroupedEngine, TunesOncePerBucketAndRunsAnySplit) {
     EXPECT_EQ(host_check(p, ops), "");
   }
   // Arguments are checked: no rows array, a capacity of 0.
-  GroupedOperands ops(p, 10, s.get());
+  GroupedOperands ops(p, 10, s.get(), GroupedSplit::balanced);
   GroupedGemmArgs bad = ops.args();
   bad.rows = nullptr;
   EXPECT_THROW(k.run(bad, s.get()), Error);
   bad = ops.args();
   bad.capacity = 0;
   EXPECT_THROW(k.run(bad, s.get()), Error);
+}
+
+namespace {
+
+// A candidate that computes nothing: each run reads back the split it was given (rows: the
+// cumulative ends of a contiguous problem) as group sizes.
+class SplitRecorder final : public detail::CandidateFor<GroupedOp> {
+ public:
+  explicit SplitRecorder(int64_t groups) : groups_(size_t(groups)) {}
+  std::string backend() const override { return "test"; }
+  std::string id() const override { return "split-recorder"; }
+  std::string name() const override { return id(); }
+  void run(const GroupedGemmArgs& args, cudaStream_t s) override {
+    std::vector<int32_t> ends(groups_);
+    GT_CUDA(cudaMemcpyAsync(ends.data(), args.rows, groups_ * sizeof(int32_t), cudaMemcpyDeviceToHost, s));
+    GT_CUDA(cudaStreamSynchronize(s));
+    std::vector<int64_t> sizes(groups_);
+    for (size_t g = 0; g < groups_; ++g) sizes[g] = ends[g] - (g ? ends[g - 1] : 0);
+    seen.push_back(sizes);
+  }
+  std::vector<std::vector<int64_t>> seen;
+
+ private:
+  size_t groups_;
+};
+
+}  // namespace
+
+// A tune times grouped candidates on a balanced split and on Zipf(skew) sizes (skew 0: balanced
+// only), every sample on both, so a kernel fast only on equal groups is not the pick.
+TEST(GroupedTiming, EverySampleRunsTheBalancedAndTheSkewedSplit) {
+  REQUIRE_GPU();
+  const DeviceInfo dev = query_device(0);
+  Stream stream;
+  TuneOptions opt;
+  opt.warmup_ms = 1, opt.input_sets = 2;
+  for (double skew : {1.0, 0.0}) {
+    SCOPED_TRACE("skew " + std::to_string(skew));
+    auto p = GroupedGemmProblem::make(8, 256, 256, 64);
+    p.skew = skew;
+    SplitRecorder rec(p.groups);
+    GpuBench<GroupedOp> bench(p, {&rec}, opt, dev, stream);
+    rec.seen.clear();
+    EXPECT_GT(bench.sample(0), 0.0);
+    size_t balanced = 0, skewed = 0;
+    for (const auto& sizes : rec.seen) {
+      EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), int64_t(0)), 8 * 64);
+      const bool equal = std::all_of(sizes.begin(), sizes.end(), [](int64_t m) { return m == 64; });
+      (equal ? balanced : skewed)++;
+    }
+    EXPECT_EQ(balanced, size_t(bench.launches_per_sample()));
+    EXPECT_EQ(skewed, skew > 0 ? size_t(bench.launches_per_sample()) : 0u);
+  }
 }

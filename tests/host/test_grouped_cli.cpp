@@ -20,6 +20,7 @@ TEST(GroupedCli, ProblemFromFlags) {
   cli::ProblemFlags f;
   f.rows_per_group = 300;
   GroupedGemmProblem p = cli::build_grouped_problem("8x14336x4096", f);
+  EXPECT_EQ(p.skew, 1.0);  // no --skew: balanced and Zipf(1) timing splits
   EXPECT_EQ(p.canonical(),
             "grouped1;g=8;n=14336;k=4096;rows=512;layout=contiguous;a=bf16;d=bf16;scale=none;act=none;bias=0");
   f.layout = "masked", f.skew = 1.5, f.dtype = "e4m3", f.act = "gelu", f.bias = true, f.alpha = 0.5;

@@ -8,6 +8,8 @@
 #include <numeric>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "backends/triton/triton_grouped.hpp"
 #include "core/problem_json.hpp"
 #include "gemmtune/error.hpp"
@@ -111,6 +113,8 @@ TEST(GroupedProblem, KeyHoldsTheRowsBucketOnly) {
 TEST(GroupedProblem, StrAndParse) {
   auto p = GroupedGemmProblem::make(8, 4096, 14336, 64);
   p.layout = GroupedLayout::masked;
+  EXPECT_EQ(p.skew, 1.0);  // the default skewed timing split, not shown
+  EXPECT_EQ(p.str(), "grouped 8x4096x14336 rows/group~64 masked bf16->bf16");
   p.skew = 1.5;
   EXPECT_EQ(p.str(), "grouped 8x4096x14336 rows/group~64 masked bf16->bf16 skew=1.5");
   int64_t g = 0, n = 0, k = 0;
@@ -138,6 +142,12 @@ TEST(GroupedProblem, JsonRoundTripAndNamedErrors) {
   EXPECT_EQ(q.canonical(), p.canonical());
   EXPECT_EQ(q.str(), p.str());
   EXPECT_EQ(q.rows_per_group, 300);
+  // No "skew": the default (balanced and Zipf(1) timing splits); 0: balanced only.
+  nlohmann::json j = nlohmann::json::parse(grouped_problem_to_json(p));
+  j.erase("skew");
+  EXPECT_EQ(grouped_problem_from_json(j.dump()).skew, 1.0);
+  j["skew"] = 0;
+  EXPECT_EQ(grouped_problem_from_json(j.dump()).skew, 0.0);
   auto err = [](const std::string& text) {
     try {
       grouped_problem_from_json(text);

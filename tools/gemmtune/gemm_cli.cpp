@@ -16,7 +16,7 @@ GemmProblem OpCli<GemmOp>::tune_problem(const TuneArgs& args) {
   if (!args.shape2.empty())
     GT_INVALID("shape: unexpected '" + args.shape2 + "' after " + args.shape + " (softmax ROWSxCOLS takes two)");
   if (args.problem.stride) GT_INVALID("stride: applies to softmax only (GEMMs: --lda, --ldb, --ldd)");
-  if (args.problem.rows_per_group || args.problem.skew) GT_INVALID("rows-per-group, skew: apply to grouped only");
+  if (args.problem.rows_per_group || args.problem.skew.has_value()) GT_INVALID("rows-per-group, skew: apply to grouped only");
   return build_problem(args.shape, args.problem);
 }
 

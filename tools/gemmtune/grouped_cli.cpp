@@ -37,7 +37,7 @@ GroupedGemmProblem build_grouped_problem(const std::string& g_n_k, const Problem
   p.act = parse_activation(act == "gelu" ? "gelu_tanh" : act, "act");
   p.bias = f.bias;
   p.alpha = float(f.alpha);
-  p.skew = f.skew;
+  if (f.skew) p.skew = *f.skew;
   p.validate();
   return p;
 }
@@ -79,7 +79,8 @@ void OpCli<GroupedOp>::roof_json(nlohmann::json&, const Roof&) {}
 void OpCli<GroupedOp>::print_summary(std::ostream& os, const Problem& p, const TuneReport&,
                                      const std::vector<CandidateResult>&, const Roof&) {
   os << "(* winner; timed at " << p.rows_bucket() << " rows per group (the key's bucket), "
-     << (p.skew == 0 ? std::string("balanced") : "Zipf(" + fixed(p.skew, 2) + ") split")
+     << (p.skew == 0 ? std::string("balanced split")
+                     : "the mean of a balanced and a Zipf(" + fixed(p.skew, 2) + ") split")
      << "; verified on a ragged split with an empty group; TFLOP/s = 2 * rows * n * k / median)\n";
 }
 

@@ -205,7 +205,8 @@ Cli::Cli() : app("gemmtune: finds the fastest correct GEMM kernel for a problem 
   tune_->add_option("--rows-per-group", tune.problem.rows_per_group,
                     "grouped: expected rows per group (the cache keys its power-of-two bucket)");
   tune_->add_option("--skew", tune.problem.skew,
-                    "grouped: the tune's split of the rows: 0 balanced (default), S > 0 Zipf(S) group sizes");
+                    "grouped: the tune times each candidate on a balanced split and on Zipf(S) group sizes\n"
+                    "(default 1), ranked by the mean of the two; 0: the balanced split alone");
   add_engine_flags(tune_, tune.engine);
   tune_->add_flag("--force", tune.force, "re-tune even when cached (and overwrite the cache entry)");
   tune_->add_flag("--measure-roof", tune.measure_roof,

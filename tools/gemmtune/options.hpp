@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,7 @@ struct ProblemFlags {
   bool tf32 = false;
   int64_t stride = 0;          // softmax: elements between rows (0 = packed)
   int64_t rows_per_group = 0;  // grouped: expected rows per group (required there)
-  double skew = 0;             // grouped: the tune's split (0 balanced, s > 0 Zipf(s))
+  std::optional<double> skew;  // grouped: the tune's skewed split Zipf(S) (0: balanced only; default 1)
 };
 
 // Flags that configure the Engine.

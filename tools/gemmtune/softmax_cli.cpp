@@ -46,7 +46,7 @@ SoftmaxProblem build_softmax_problem(int64_t rows, int64_t cols, const ProblemFl
   if (f.bias) refuse("--bias");
   if (lower(f.act) != "none") refuse("--act");
   if (f.tf32) refuse("--tf32");
-  if (f.rows_per_group || f.skew) GT_THROW("softmax: --rows-per-group and --skew do not apply (grouped flags)");
+  if (f.rows_per_group || f.skew.has_value()) GT_THROW("softmax: --rows-per-group and --skew do not apply (grouped flags)");
   if (f.stride < 0) GT_THROW("stride: must be >= 0 (got " + std::to_string(f.stride) + ")");
   SoftmaxProblem p = SoftmaxProblem::make(rows, cols, parse_dtype(lower(f.dtype), "dtype"));
   p.out = f.out_dtype.empty() ? p.in : parse_dtype(lower(f.out_dtype), "out-dtype");
