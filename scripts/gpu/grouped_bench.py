@@ -33,6 +33,7 @@ import time
 
 import torch
 import triton
+import triton.language as tl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location(
@@ -76,6 +77,35 @@ def _alloc(size, align, stream):
 
 triton.set_allocator(_alloc)  # global scratch for the in-kernel TMA descriptors
 NUM_SMS = torch.cuda.get_device_properties(0).multi_processor_count
+
+
+# ---- the memory's limit ------------------------------------------------------------------------
+@triton.jit
+def _stream_read(x, out, n, BLOCK: tl.constexpr, PROGRAMS: tl.constexpr):
+    """Reads x[0:n] (int32) once, grid-strided; one value per program so nothing is dropped."""
+    acc = tl.zeros((BLOCK,), dtype=tl.int32)
+    for start in tl.range(tl.program_id(0) * BLOCK, n, PROGRAMS * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc ^= tl.load(x + offs, mask=offs < n, other=0, eviction_policy="evict_first")
+    tl.store(out + tl.program_id(0), tl.xor_sum(acc, 0))
+
+
+_stream_buf = None
+STREAM_CONFIGS = [(4096, 8, 2), (4096, 8, 4), (8192, 16, 2), (2048, 4, 8)]  # (BLOCK, warps, programs per SM)
+
+
+def stream_ms(nbytes, iters):
+    """How long this GPU takes to read nbytes once from a cold L2 (ms): the best median over
+    STREAM_CONFIGS of a streaming-read kernel, launch included (as a GEMM's time is)."""
+    global _stream_buf
+    n = nbytes // 64 * 16  # int32 elements, a multiple of 16 (vector loads; <64 bytes short)
+    if _stream_buf is None or _stream_buf.numel() < n:
+        _stream_buf = torch.ones(n, dtype=torch.int32, device=DEV)
+    out = torch.empty(8 * NUM_SMS, dtype=torch.int32, device=DEV)
+    fns = [lambda b=b, w=w, p=p: _stream_read[(p * NUM_SMS,)](_stream_buf, out, n, BLOCK=b, PROGRAMS=p * NUM_SMS,
+                                                              num_warps=w)
+           for b, w, p in STREAM_CONFIGS]
+    return min(timed(fns, iters))
 
 
 # ---- splits ----------------------------------------------------------------------------------
@@ -427,6 +457,9 @@ def bench(log, iters, check_all, eng=None):
                     row["engine_vs_loop"] = t[1] / t[i]
                 row["vs_grouped_mm"] = row["grouped_mm_ms"] / t[0] if tgm else None
                 row["vs_loop"] = t[1] / t[0]
+                if per <= 64:  # memory-bound: the time to read the case's bytes once (B, A, D)
+                    row["bytes"] = (G * N * K + total * (K + N)) * a.element_size()
+                    row["stream_ms"] = stream_ms(row["bytes"], iters)
                 rows_out.append(row)
                 log(f"{label}: triton {t[0]:.3f} ms ({row['triton_tflops']:.0f} TFLOP/s, cfg {pick}), "
                     f"torch._grouped_mm {row['grouped_mm_ms'] if tgm else err}, loop {t[1]:.3f} ms"
@@ -538,15 +571,16 @@ def main():
                   f, indent=1)
     with open(os.path.join(args.out, "grouped.md"), "w") as f:
         f.write("| shape | rows/group | split | triton ms | TFLOP/s | torch._grouped_mm ms | loop ms | vs grouped_mm | vs loop | config "
-                "| engine ms | engine vs grouped_mm | engine vs loop | dense cuBLASLt-pick loop ms |\n")
-        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+                "| engine ms | engine vs grouped_mm | engine vs loop | dense cuBLASLt-pick loop ms | reading its bytes ms | engine / reading |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             gm = f"{r['grouped_mm_ms']:.3f}" if r["grouped_mm_ms"] else "n/a"
             vg = f"{r['vs_grouped_mm']:.2f}" if r["vs_grouped_mm"] else "n/a"
             f.write(f"| {r['shape']} | {r['rows_per_group']} | {'skewed' if r['skew'] else 'balanced'} | {r['triton_ms']:.3f} | "
                     f"{r['triton_tflops']:.0f} | {gm} | {r['loop_ms']:.3f} | {vg} | {r['vs_loop']:.2f} | {r['pick']} | "
                     f"{_f(r.get('engine_ms'))} | {_f(r.get('engine_vs_grouped_mm'), 2)} | {_f(r.get('engine_vs_loop'), 2)} | "
-                    f"{_f(r.get('engine_dense_loop_ms'))} |\n")
+                    f"{_f(r.get('engine_dense_loop_ms'))} | {_f(r.get('stream_ms'))} | "
+                    f"{_f(r['engine_ms'] / r['stream_ms'] if r.get('stream_ms') and r.get('engine_ms') else None, 2)} |\n")
         f.write(f"\ngeomean vs torch._grouped_mm: {summary['geomean_vs_grouped_mm']}, vs loop: {summary['geomean_vs_loop']}; "
                 f"engine: {summary['engine_geomean_vs_grouped_mm']}, {summary['engine_geomean_vs_loop']}\n\n")
         if fp8:
