@@ -50,8 +50,12 @@ struct GroupedGemmProblem {
   GroupedLayout layout = GroupedLayout::contiguous;
   DType a = DType::bf16;       // A's and B's dtype: bf16, fp16 or e4m3 (fp8: with scales)
   DType d = DType::bf16;       // bf16, fp16 or fp32
-  // fp8 only: tensorwise (sa [1], sb [G]: one scale per expert's weight) or rowwise (sa one per
-  // row of A, indexed like A's rows: [capacity] contiguous, [G, capacity] masked; sb [G, n]).
+  // fp8 only: tensorwise (sa [1], sb [G]: one scale per expert's weight), rowwise (sa one per
+  // row of A, indexed like A's rows: [capacity] contiguous, [G, capacity] masked; sb [G, n]) or
+  // block (DeepSeek-V3's; kb = ceil(k / 128), nb = ceil(n / 128): sa one per 1x128 slice of each
+  // row of A, [kb, rows of A] with A's rows inner (capacity contiguous, G * capacity masked), as
+  // the dense problem's M-major [kb, m]; sb one per 128x128 block of each expert's weight,
+  // [G, nb, round_up(kb, 4)], each group's as the dense problem's).
   ScaleMode scale = ScaleMode::none;
   Activation act = Activation::none;
   bool bias = false;           // bias [G, n] in D's dtype
@@ -93,8 +97,8 @@ struct GroupedGemmArgs {
   const int32_t* rows = nullptr;  // [G] on the GPU: ends (contiguous) or counts (masked)
   int64_t capacity = 0;
   const void* bias = nullptr;     // [G, n], when problem.bias
-  const float* scale_a = nullptr; // fp8: [1] tensorwise, one per row of A rowwise
-  const float* scale_b = nullptr; // fp8: [G] tensorwise, [G, n] rowwise
+  const float* scale_a = nullptr; // fp8: [1] tensorwise, one per row of A rowwise, [kb, rows of A] block
+  const float* scale_b = nullptr; // fp8: [G] tensorwise, [G, n] rowwise, [G, nb, round_up(kb, 4)] block
 };
 
 // The op tag of grouped GEMMs (see KernelFor in gemmtune/kernel.hpp).

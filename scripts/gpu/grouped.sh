@@ -7,8 +7,8 @@
 #      rowwise beside torch._scaled_grouped_mm and the dense torch._scaled_mm  -> $OUT/grouped.{md,json,log}
 #   2. the grouped GPU tests (GroupedCandidates.*, GroupedCheck.*, GroupedEngine.*)  -> $OUT/gpu_tests.log
 #   3. the CLI: `gemmtune tune grouped` on two shapes, twice (the second from the cache)  -> $OUT/cli-*.json
-#   4. the CLI: fp8 grouped (Mixtral up, 512 rows per group) and the dense fp8 pick of the same total
-#      rows (4096x14336x4096, cuBLASLt)  -> $OUT/cli-fp8-*.json
+#   4. the CLI: fp8 grouped (Mixtral up, 512 rows per group), rowwise and block scales, and the dense
+#      fp8 pick of the same total rows (4096x14336x4096, cuBLASLt)  -> $OUT/cli-fp8-*.json
 # Logs and the CLI's answers come back in $OUT/logs.tar.xz (at most 8 files come back).
 #
 #   run(command="bash scripts/gpu/grouped.sh",
@@ -48,7 +48,7 @@ tests_rc=0 cli_rc=0
 if [ "${GROUPED_BENCH_ONLY:-0}" != 1 ]; then
 # 2. GPU tests (a fresh cache; the artifact store is shared with the bench's engine)
 t=$(date +%s)
-timeout "${GPU_TESTS_TIMEOUT_S:-110}" build/tests/gemmtune_gpu_tests \
+timeout "${GPU_TESTS_TIMEOUT_S:-150}" build/tests/gemmtune_gpu_tests \
   --gtest_filter='GroupedCandidates.*:GroupedCheck.*:GroupedEngine.*:GroupedTiming.*' >"$OUT/gpu_tests.log" 2>&1
 tests_rc=$?
 echo "== gpu tests: rc=$tests_rc in $(($(date +%s) - t)) s"
@@ -68,7 +68,13 @@ timeout 60 build/gemmtune tune grouped 8x14336x4096 --rows-per-group 512 --dtype
   --json "$OUT/cli-fp8-grouped.json" >"$OUT/cli-fp8-grouped.txt" 2>&1 || cli_rc=1
 timeout 60 build/gemmtune tune 4096x14336x4096 --dtype e4m3 --scale rowwise --backends cublaslt \
   --json "$OUT/cli-fp8-dense.json" >"$OUT/cli-fp8-dense.txt" 2>&1 || cli_rc=1
+# the same with block scales (DeepSeek-V3's), grouped and dense
+timeout 60 build/gemmtune tune grouped 8x14336x4096 --rows-per-group 512 --dtype e4m3 --scale block \
+  --json "$OUT/cli-fp8-block-grouped.json" >"$OUT/cli-fp8-block-grouped.txt" 2>&1 || cli_rc=1
+timeout 60 build/gemmtune tune 4096x14336x4096 --dtype e4m3 --scale block --backends cublaslt \
+  --json "$OUT/cli-fp8-block-dense.json" >"$OUT/cli-fp8-block-dense.txt" 2>&1 || cli_rc=1
 head -8 "$OUT/cli-fp8-grouped.txt"; head -8 "$OUT/cli-fp8-dense.txt"
+head -12 "$OUT/cli-fp8-block-grouped.txt"; head -8 "$OUT/cli-fp8-block-dense.txt"
 fi
 # At most 8 files come back from $OUT: the bench's table and JSON stay, the rest goes in one tar.
 (cd "$OUT" && tar -cJf logs.tar.xz grouped.log gpu_tests.log cli-* 2>/dev/null && rm -f gpu_tests.log cli-*)

@@ -51,9 +51,8 @@ void GroupedGemmProblem::validate() const {
     GT_INVALID(std::string("grouped.dtype: ") + to_string(a) + " is not supported (bf16, fp16 or e4m3)");
   if (d != DType::bf16 && d != DType::fp16 && d != DType::fp32)
     GT_INVALID(std::string("grouped.out_dtype: ") + to_string(d) + " is not supported (bf16, fp16 or fp32)");
-  if (is_fp8(a) && scale != ScaleMode::tensorwise && scale != ScaleMode::rowwise)
-    GT_INVALID(std::string("grouped.scale: fp8 grouped GEMMs take tensorwise or rowwise scales (got ") +
-               to_string(scale) + ")");
+  if (is_fp8(a) && scale == ScaleMode::none)
+    GT_INVALID("grouped.scale: fp8 grouped GEMMs take tensorwise, rowwise or block scales (got none)");
   if (!is_fp8(a) && scale != ScaleMode::none)
     GT_INVALID(std::string("grouped.scale: ") + to_string(scale) + " scales apply to fp8 inputs only");
   if (!std::isfinite(alpha)) GT_INVALID("grouped.alpha: must be finite (got " + std::to_string(alpha) + ")");

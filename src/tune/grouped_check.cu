@@ -139,13 +139,27 @@ void GroupedOperands::init(uint64_t seed, cudaStream_t s) {
     bias_ = DeviceBuffer(size_t(G * n) * out);
     fill_random(bias_.get(), p_.d, G * n, seed * 8 + 3, 0.5f, s);
   }
+  std::vector<float> sa, sb, sa_groups;
   if (p_.scale != ScaleMode::none) {
     std::mt19937_64 rng(seed * 8 + 4);
-    const bool tw = p_.scale == ScaleMode::tensorwise;
-    std::vector<float> sa = host_uniform(tw ? 1 : total_rows_, rng, 0.5f, 2.0f);
-    std::vector<float> sb = host_uniform(tw ? G : G * n, rng, 0.5f, 2.0f);
+    // Block scales: kb per row of A ([kb, total_rows], rows inner) and nb x round_up(kb, 4) per
+    // group; each group's own [kb, m_g] copy of A's (what its dense problem takes) beside them.
+    const int64_t kb = (k + kScaleBlock - 1) / kScaleBlock, nb = (n + kScaleBlock - 1) / kScaleBlock;
+    const int64_t sa_n = p_.scale == ScaleMode::tensorwise ? 1 : p_.scale == ScaleMode::rowwise ? total_rows_ : kb * total_rows_;
+    const int64_t sb_n = p_.scale == ScaleMode::tensorwise ? G : p_.scale == ScaleMode::rowwise ? G * n : G * nb * ((kb + 3) / 4 * 4);
+    sa = host_uniform(sa_n, rng, 0.5f, 2.0f);
+    sb = host_uniform(sb_n, rng, 0.5f, 2.0f);
     sa_ = upload(sa.data(), sa.size() * sizeof(float), s);
     sb_ = upload(sb.data(), sb.size() * sizeof(float), s);
+    if (p_.scale == ScaleMode::block) {
+      sa_group_off_.resize(size_t(G));
+      for (size_t g = 0; g < size_t(G); ++g) {
+        sa_group_off_[g] = int64_t(sa_groups.size());
+        for (int64_t j = 0; j < kb; ++j)
+          for (int64_t r = 0; r < counts_[g]; ++r) sa_groups.push_back(sa[size_t(j * total_rows_ + first_[g] + r)]);
+      }
+      sa_groups_ = upload(sa_groups.data(), sa_groups.size() * sizeof(float), s);
+    }
   }
   GT_CUDA(cudaStreamSynchronize(s));  // the host vectors above go out of scope
 }
@@ -186,6 +200,11 @@ GemmArgs GroupedChecker::group_args(const GroupedGemmProblem& p, const GroupedOp
   if (p.bias) a.bias = static_cast<const char*>(all.bias) + size_t(int64_t(g) * n) * out;
   if (p.scale == ScaleMode::tensorwise) a.scale_a = all.scale_a, a.scale_b = all.scale_b + g;
   if (p.scale == ScaleMode::rowwise) a.scale_a = all.scale_a + r0, a.scale_b = all.scale_b + int64_t(g) * n;
+  if (p.scale == ScaleMode::block) {
+    const GemmProblem gp = group_problem(p, ops.counts()[g]);
+    a.scale_a = ops.group_scale_a(g);
+    a.scale_b = all.scale_b + int64_t(g) * gp.scale_n_blocks() * gp.scale_b_ld();
+  }
   return a;
 }
 

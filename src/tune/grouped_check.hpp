@@ -43,6 +43,8 @@ class GroupedOperands {
   int64_t capacity() const { return capacity_; }
   int64_t total_rows() const { return total_rows_; }        // rows A and D hold
   const unsigned char* owned_rows() const { return owned_.as<const unsigned char>(); }  // [total_rows] 0/1, device
+  // Block scales: group g's slice of A's scales as its dense problem takes them, [kb, m_g] (device).
+  const float* group_scale_a(size_t g) const { return sa_groups_.as<const float>() + sa_group_off_.at(g); }
 
  private:
   void init(uint64_t seed, cudaStream_t s);
@@ -50,7 +52,8 @@ class GroupedOperands {
   GroupedGemmProblem p_;
   std::vector<int64_t> counts_, first_;
   int64_t capacity_ = 0, total_rows_ = 0;
-  DeviceBuffer a_, b_, d_, rows_, bias_, sa_, sb_, owned_;
+  DeviceBuffer a_, b_, d_, rows_, bias_, sa_, sb_, owned_, sa_groups_;
+  std::vector<int64_t> sa_group_off_;  // block scales: group g's first element in sa_groups_
 };
 
 // The GPU reference of every group (reference_gemm of the group's dense problem), once; check()

@@ -1,6 +1,6 @@
 // Grouped GEMM: every Triton and CUTLASS grouped candidate against a float64 host reference per group
 // (contiguous and masked layouts, balanced, skewed and ragged splits with empty groups, bf16,
-// fp16, fp8 tensorwise and rowwise, bias and activations), rows no group owns left poisoned; the
+// fp16, fp8 tensorwise, rowwise and block, bias and activations), rows no group owns left poisoned; the
 // engine's per-group GPU check catches wrong outputs; select -> cache -> reload -> run on other
 // splits without a re-tune; the tune's timing runs on a balanced and a skewed split.
 #include <gtest/gtest.h>
@@ -74,6 +74,14 @@ std::vector<Case> cases() {
   auto tw = GroupedGemmProblem::make(6, 128, 256, 40, DType::e4m3);
   tw.scale = ScaleMode::tensorwise, tw.layout = GroupedLayout::masked, tw.act = Activation::gelu_tanh, tw.bias = true;
   add(tw);
+  // Block scales (DeepSeek-V3's): whole blocks; then partial last n and k blocks, masked.
+  auto blk = GroupedGemmProblem::make(4, 384, 640, 100, DType::e4m3);
+  blk.scale = ScaleMode::block;
+  add(blk, {{300, 0, 1, 99}});
+  auto blk_masked = GroupedGemmProblem::make(3, 200, 1008, 40, DType::e4m3);
+  blk_masked.scale = ScaleMode::block, blk_masked.layout = GroupedLayout::masked;
+  blk_masked.bias = true, blk_masked.act = Activation::silu;
+  add(blk_masked, {{0, 70, 13}});
   auto f32 = GroupedGemmProblem::make(3, 128, 64, 31);
   f32.d = DType::fp32, f32.act = Activation::relu;
   add(f32);

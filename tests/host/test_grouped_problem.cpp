@@ -53,7 +53,7 @@ TEST(GroupedProblem, EachBadFieldIsNamed) {
       {[](auto& p) { p.d = DType::e4m3; }, "grouped.out_dtype"},
       {[](auto& p) { p.scale = ScaleMode::tensorwise; }, "grouped.scale"},
       {[](auto& p) { p.a = DType::e4m3, p.scale = ScaleMode::none; }, "grouped.scale"},
-      {[](auto& p) { p.a = DType::e4m3, p.scale = ScaleMode::block; }, "grouped.scale"},
+      {[](auto& p) { p.scale = ScaleMode::block; }, "grouped.scale"},
       {[](auto& p) { p.alpha = NAN; }, "grouped.alpha"},
       {[](auto& p) { p.skew = -1; }, "grouped.skew"},
       {[](auto& p) { p.skew = INFINITY; }, "grouped.skew"},
@@ -67,6 +67,14 @@ TEST(GroupedProblem, EachBadFieldIsNamed) {
     EXPECT_EQ(msg.rfind(c.field + ":", 0), 0u) << "expected an error naming " << c.field << ", got '" << msg << "'";
   }
   EXPECT_EQ(why(GroupedGemmProblem::make(0, 1, 1, 1)), "grouped.groups: must be in [1, 1024] (got 0)");
+  // fp8 takes every scale mode; each keys apart.
+  std::set<std::string> keys;
+  for (ScaleMode m : {ScaleMode::tensorwise, ScaleMode::rowwise, ScaleMode::block}) {
+    auto p = GroupedGemmProblem::make(8, 256, 512, 64, DType::e4m3);
+    p.scale = m;
+    EXPECT_EQ(why(p), "") << to_string(m);
+    EXPECT_TRUE(keys.insert(p.key()).second) << to_string(m);
+  }
 }
 
 TEST(GroupedProblem, KeyHoldsTheRowsBucketOnly) {

@@ -21,8 +21,12 @@ bad device data can never make it read or write outside the buffers; such a spli
 (but bounded) results, and the host API checks splits it can see.
 
 Scales (SCALE): 0 none; 1 tensorwise: sa one float, sb[G] one per group (each expert's weight
-quantized alone); 2 rowwise: sa[r] one per row of A (indexed like A's rows), sb[G, N]. bias:
-[G, N] in D's dtype when HAS_BIAS. ACT: 0 none, 1 relu, 2 gelu_tanh, 3 silu.
+quantized alone); 2 rowwise: sa[r] one per row of A (indexed like A's rows), sb[G, N]; 3 block
+(DeepSeek-V3's, BLOCK_K = 128): sa one per 1x128 slice of each row of A, [KB, M_ROWS] (k block
+outer, A's rows as the kernel indexes them inner: sa[j * M_ROWS + r]), sb one per 128x128 block
+of each expert's weight, [G, NB, round_up(KB, 4)] (KB = cdiv(K, 128), NB = cdiv(N, 128)); each k
+tile's MMA sums are scaled by its row's and column block's scales before the fp32 accumulator
+takes them. bias: [G, N] in D's dtype when HAS_BIAS. ACT: 0 none, 1 relu, 2 gelu_tanh, 3 silu.
 
 The tile scheduler runs on the GPU: NUM_SMS programs each load the G row counts once, form the
 cumulative tile counts (cdiv(m_g, BLOCK_M) * cdiv(N, BLOCK_N) per group), and stride over the
@@ -50,7 +54,7 @@ RUNTIME_ARGS = (
 )
 
 ACT_CODES = {"none": 0, "relu": 1, "gelu_tanh": 2, "silu": 3}
-SCALE_CODES = {"none": 0, "tensorwise": 1, "rowwise": 2}
+SCALE_CODES = {"none": 0, "tensorwise": 1, "rowwise": 2, "block": 3}
 
 
 @triton.jit
@@ -100,6 +104,12 @@ def grouped_gemm(a, b, d, rows, bias, scale_a, scale_b,
                                            block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b, shape=[G * N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
     k_tiles = tl.cdiv(K, BLOCK_K)
+    if MASKED:
+        a_rows = G * MAX_M                          # rows of A as indexed (block scales' stride)
+    else:
+        a_rows = M_ROWS
+    ld_sb = (tl.cdiv(K, 128) + 3) // 4 * 4          # block scales: sb's leading dimension
+    nb = tl.cdiv(N, 128)
 
     for tile in tl.range(tl.program_id(0), total, NUM_SMS, flatten=True):
         # The group: how many groups' tiles end at or before this tile.
@@ -113,11 +123,21 @@ def grouped_gemm(a, b, d, rows, bias, scale_a, scale_b,
         off_n = tile_n * BLOCK_N
         off_bn = g * N + off_n
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if SCALE == 3:  # this tile's rows of A (past A's end: scale 0) and B's column blocks
+            ra = off_m + tl.arange(0, BLOCK_M)
+            sa_ptrs = scale_a + ra
+            sb_ptrs = scale_b + (g * nb + (off_n + tl.arange(0, BLOCK_N)) // 128).to(tl.int64) * ld_sb
         for kt in range(k_tiles):
             off_k = kt * BLOCK_K
             a_t = a_desc.load([off_m, off_k])
             b_t = b_desc.load([off_bn, off_k])
-            acc = tl.dot(a_t, b_t.T, acc, max_num_imprecise_acc=MAX_IMPRECISE, out_dtype=tl.float32)
+            if SCALE == 3:  # BLOCK_K == 128: k tile kt is scale block kt
+                part = tl.dot(a_t, b_t.T, max_num_imprecise_acc=MAX_IMPRECISE, out_dtype=tl.float32)
+                sa = tl.load(sa_ptrs + kt.to(tl.int64) * a_rows, mask=ra < a_rows, other=0.0)
+                sb = tl.load(sb_ptrs + kt, mask=off_n + tl.arange(0, BLOCK_N) < N, other=0.0)
+                acc += part * sa[:, None] * sb[None, :]
+            else:
+                acc = tl.dot(a_t, b_t.T, acc, max_num_imprecise_acc=MAX_IMPRECISE, out_dtype=tl.float32)
 
         # ---- epilogue: rows of this group, columns < N --------------------------------------
         lm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)   # row within the group
@@ -184,7 +204,9 @@ def normalize_params(params: Any, kernel: Optional[str] = None) -> dict:
     if out["scale"] not in SCALE_CODES:
         raise bad(f"params.scale: {out['scale']!r} is not one of {', '.join(SCALE_CODES)}")
     if (out["scale"] != "none") != (out["a_dtype"] == "e4m3"):
-        raise bad("params.scale: fp8 inputs take tensorwise or rowwise scales, other inputs none")
+        raise bad("params.scale: fp8 inputs take tensorwise, rowwise or block scales, other inputs none")
+    if out["scale"] == "block" and out["block_k"] != 128:
+        raise bad(f"params.block_k: block scales need block_k 128 (one k tile a scale block), got {out['block_k']}")
     for key, lo, hi in (("block_m", 16, 256), ("block_n", 16, 256), ("block_k", 16, 256), ("max_g", 16, 1024)):
         if not _pow2(out[key]) or not lo <= out[key] <= hi:
             raise bad(f"params.{key}: {out[key]} is not a power of two in [{lo}, {hi}]")

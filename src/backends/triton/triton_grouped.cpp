@@ -52,6 +52,7 @@ std::string GroupedConfig::cannot_run(const GroupedGemmProblem& p) const {
   if (num_stages < 1 || num_stages > 8) return "num_stages must be in [1, 8]";
   if (group_m < 1 || group_m > 64) return "group_m must be in [1, 64]";
   if (is_fp8(p.a) && block_k < 32) return "fp8 tiles need block_k >= 32";
+  if (p.scale == ScaleMode::block && block_k != 128) return "block scales need block_k 128 (one k tile a scale block)";
   // Shared memory: the pipeline's A and B tiles and the epilogue's layout change of the tile
   // (Triton 3.6, measured for 128x256x64 bf16 tiles: 3 / 4 stages need 278552 / 327712 bytes with
   // an fp32 D, 229408 with 4 stages and a bf16 D: tile bytes per stage, plus block_m * block_n
