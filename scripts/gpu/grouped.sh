@@ -37,11 +37,14 @@ if ldd build/libgemmtune_c.so 2>/dev/null | grep -q "not found"; then
 fi
 pack_trust
 
-# 1. the kernel and the engine against torch
-python3 scripts/gpu/grouped_bench.py --out "$OUT" --engine >"$OUT/grouped.log" 2>&1
-bench_rc=$?
-grep -E "summary|FAIL|engine:" "$OUT/grouped.log" | head -20
-echo "== bench: rc=$bench_rc after $(($(date +%s) - T0)) s"
+# 1. the kernel and the engine against torch (GROUPED_SKIP_BENCH=1: parts 2-4 alone)
+bench_rc=0
+if [ "${GROUPED_SKIP_BENCH:-0}" != 1 ]; then
+  python3 scripts/gpu/grouped_bench.py --out "$OUT" --engine >"$OUT/grouped.log" 2>&1
+  bench_rc=$?
+  grep -E "summary|FAIL|engine:" "$OUT/grouped.log" | head -20
+  echo "== bench: rc=$bench_rc after $(($(date +%s) - T0)) s"
+fi
 
 # GROUPED_BENCH_ONLY=1: the bench alone (parts 2-4 skipped).
 tests_rc=0 cli_rc=0
@@ -77,7 +80,7 @@ head -8 "$OUT/cli-fp8-grouped.txt"; head -8 "$OUT/cli-fp8-dense.txt"
 head -12 "$OUT/cli-fp8-block-grouped.txt"; head -8 "$OUT/cli-fp8-block-dense.txt"
 fi
 # At most 8 files come back from $OUT: the bench's table and JSON stay, the rest goes in one tar.
-(cd "$OUT" && tar -cJf logs.tar.xz grouped.log gpu_tests.log cli-* 2>/dev/null && rm -f gpu_tests.log cli-*)
+(cd "$OUT" && tar -cJf logs.tar.xz $(ls grouped.log gpu_tests.log cli-* 2>/dev/null) && rm -f gpu_tests.log cli-*)
 echo "== total $(($(date +%s) - T0)) s; bench rc=$bench_rc, tests rc=$tests_rc, cli rc=$cli_rc"
 [ "$tests_rc" != 0 ] && exit 3
 [ "$cli_rc" != 0 ] && exit 4
