@@ -233,6 +233,13 @@ TEST(TritonGrouped, ConfigsIdsAndParams) {
   auto f = GroupedGemmProblem::make(32, 4096, 7168, 64, DType::e4m3);
   for (const auto& c : triton::grouped_configs(f)) EXPECT_GE(c.block_k, 64) << c.id();
   EXPECT_EQ(triton::grouped_params(triton::grouped_configs(f)[0], f, 132, "x").at("scale"), "rowwise");
+  // Block scales: k tiles of 128 and at most 128 columns (one scale block each way).
+  f.scale = ScaleMode::block;
+  const auto block = triton::grouped_configs(f);
+  EXPECT_FALSE(block.empty());
+  for (const auto& c : block) EXPECT_TRUE(c.block_k == 128 && c.block_n <= 128) << c.id();
+  EXPECT_NE((triton::GroupedConfig{128, 256, 128, 8, 3, 8}.cannot_run(f)), "");
+  EXPECT_EQ(triton::grouped_params(block[0], f, 132, "x").at("scale"), "block");
   // TMA: rows of A and B in multiples of 16 bytes.
   EXPECT_TRUE(triton::grouped_verdict(p));
   auto odd_k = GroupedGemmProblem::make(8, 256, 100, 64);
