@@ -5,14 +5,16 @@
 #      loop on the shapes, and gemmtune.torch.grouped_mm (the engine's tuned pick, through
 #      build/libgemmtune_c.so) beside them, with the dense loop of the engine's cuBLASLt pick; fp8
 #      rowwise beside torch._scaled_grouped_mm and the dense torch._scaled_mm  -> $OUT/grouped.{md,json,log}
-#   2. the grouped GPU tests (GroupedCandidates.*, GroupedCheck.*, GroupedEngine.*)  -> $OUT/gpu_tests.log
+#   2. the grouped GPU tests (GroupedCandidates.*, GroupedCheck.*, GroupedEngine.*, GroupedTiming.*)  -> $OUT/gpu_tests.log
 #   3. the CLI: `gemmtune tune grouped` on two shapes, twice (the second from the cache)  -> $OUT/cli-*.json
 #   4. the CLI: fp8 grouped (Mixtral up, 512 rows per group), rowwise and block scales, and the dense
 #      fp8 pick of the same total rows (4096x14336x4096, cuBLASLt)  -> $OUT/cli-fp8-*.json
 # Logs and the CLI's answers come back in $OUT/logs.tar.xz (at most 8 files come back).
+# GROUPED_BENCH_ONLY=1: part 1 alone; GROUPED_SKIP_BENCH=1: parts 2-4 alone.
 #
 #   run(command="bash scripts/gpu/grouped.sh",
-#       carry=["build/libgemmtune_c.so", "build/gemmtune", "build/tests/gemmtune_gpu_tests", "artifacts-pack"])
+#       carry=["build/libgemmtune_c.so", "build/gemmtune", "build/tests/gemmtune_gpu_tests",
+#              "artifacts-pack/store.tar.xz"])   (move bench/results aside: tree + carry < 64 MiB)
 # (artifacts-pack/store.tar.xz optional: scripts/precompile.sh with PRECOMPILE_PARTS="gpu-tests grouped"
 # builds CUTLASS's grouped instances for the tests and the bench's shapes.)
 set -uo pipefail
