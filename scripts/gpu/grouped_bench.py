@@ -374,14 +374,14 @@ def engine_contenders(log):
     return gt, _grouped, dense
 
 
-def bench(log, iters, check_all, eng=None):
+def bench(log, iters, check_all, eng=None, rows_per_group=ROWS):
     gen = torch.Generator(device=DEV).manual_seed(2)
     cpu_gen = torch.Generator().manual_seed(3)
     rows_out, checks = [], []
     for name, G, N, K in SHAPES:
         w = torch.randn(G, N, K, generator=gen, device=DEV, dtype=torch.bfloat16)
         wt = w.transpose(-2, -1)  # [G, K, N], K contiguous: torch._grouped_mm's mat_b
-        for per in ROWS:
+        for per in rows_per_group:
             # Both splits first: the config is picked as the engine picks it, by the mean of its
             # times on the balanced and the skewed split, and then kept for both.
             splits = []
@@ -536,6 +536,7 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--no-check-all", action="store_true", help="check only the small cases")
     ap.add_argument("--skip-fp8", action="store_true")
+    ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="rows per group to bench (CSV)")
     ap.add_argument("--engine", action="store_true",
                     help="also time gemmtune.torch.grouped_mm (the engine's pick) and a dense cuBLASLt-pick loop")
     args = ap.parse_args()
@@ -552,7 +553,7 @@ def main():
     warm_cache(log)
     small = small_checks(log)
     eng = engine_contenders(log) if args.engine else None
-    rows, checks = bench(log, args.iters, not args.no_check_all, eng)
+    rows, checks = bench(log, args.iters, not args.no_check_all, eng, [int(x) for x in args.rows.split(",")])
     fp8 = [] if args.skip_fp8 else bench_fp8(log, args.iters)
     summary = {
         "small_checks_passed": sum(r["ok"] for r in small), "small_checks": len(small),
