@@ -142,13 +142,13 @@ void GroupedOperands::init(uint64_t seed, cudaStream_t s) {
   std::vector<float> sa, sb, sa_groups;
   if (p_.scale != ScaleMode::none) {
     std::mt19937_64 rng(seed * 8 + 4);
-    // Block scales: kb per row of A ([kb, total_rows], rows inner) and nb x round_up(kb, 4) per
-    // group; each group's own [kb, m_g] copy of A's (what its dense problem takes) beside them.
-    const int64_t kb = (k + kScaleBlock - 1) / kScaleBlock, nb = (n + kScaleBlock - 1) / kScaleBlock;
-    const int64_t sa_n = p_.scale == ScaleMode::tensorwise ? 1 : p_.scale == ScaleMode::rowwise ? total_rows_ : kb * total_rows_;
-    const int64_t sb_n = p_.scale == ScaleMode::tensorwise ? G : p_.scale == ScaleMode::rowwise ? G * n : G * nb * ((kb + 3) / 4 * 4);
-    sa = host_uniform(sa_n, rng, 0.5f, 2.0f);
-    sb = host_uniform(sb_n, rng, 0.5f, 2.0f);
+    // A's scales as a dense problem over all rows of A takes them, B's as each group's does, G
+    // times. Block scales also get each group's own [kb, m_g] copy of A's (what its dense
+    // problem takes).
+    const GemmProblem dense = GroupedChecker::group_problem(p_, total_rows_);
+    const int64_t kb = dense.scale_k_blocks();
+    sa = host_uniform(dense.scale_a_elems(), rng, 0.5f, 2.0f);
+    sb = host_uniform(G * dense.scale_b_elems(), rng, 0.5f, 2.0f);
     sa_ = upload(sa.data(), sa.size() * sizeof(float), s);
     sb_ = upload(sb.data(), sb.size() * sizeof(float), s);
     if (p_.scale == ScaleMode::block) {
