@@ -188,8 +188,7 @@ Verdict check(const Config& c, const GemmProblem& p) {
     if (acc > 64) return no("block scales: the overlapped promotion keeps 3 x the accumulators, at most 64 per thread");
   }
   if (c.cluster_m * c.cluster_n > 2) return no("cluster must be 1x1, 2x1 or 1x2");
-  if (c.swizzle != 1 && c.swizzle != 2 && c.swizzle != 4 && c.swizzle != 8) return no("swizzle must be 1, 2, 4 or 8");
-  if (c.raster == Raster::heuristic && c.swizzle != 1) return no("the heuristic tile order takes no swizzle");
+  if (Verdict v = tile_order_verdict(c); !v) return no(v.reason);
   if (int s = stages(c, p); s < kMinStages)
     return no("shared memory: " + std::to_string(s) + " mainloop stages fit (need " + std::to_string(kMinStages) + ")");
   return Verdict::yes();
@@ -254,6 +253,20 @@ std::vector<Config> configs_for(const GemmProblem& p, int sm_count, int max_conf
   return ranked;
 }
 
+Verdict tile_order_verdict(const Config& c) {
+  if (c.swizzle != 1 && c.swizzle != 2 && c.swizzle != 4 && c.swizzle != 8)
+    return Verdict::no("swizzle must be 1, 2, 4 or 8");
+  if (c.raster == Raster::heuristic && c.swizzle != 1) return Verdict::no("the heuristic tile order takes no swizzle");
+  return Verdict::yes();
+}
+
+std::array<Config, 2> banded_tile_orders(const Config& c) {
+  std::array<Config, 2> out{c, c};
+  out[0].raster = Raster::along_m, out[1].raster = Raster::along_n;
+  out[0].swizzle = out[1].swizzle = 8;
+  return out;
+}
+
 std::vector<Config> with_tile_orders(std::vector<Config> ranked, const GemmProblem& p) {
   const int64_t operands = (p.m + p.n) * p.k * int64_t(size_of(p.a.dtype));
   const size_t n = std::min<size_t>(ranked.size(), kOrderedConfigs);
@@ -261,11 +274,7 @@ std::vector<Config> with_tile_orders(std::vector<Config> ranked, const GemmProbl
     const Config c = ranked[i];
     if (operands < kLargeOperandBytes || ceil_div(kernel_m(c, p), c.tile_m) < 8 || ceil_div(kernel_n(c, p), c.tile_n) < 8)
       continue;
-    for (Raster r : {Raster::along_m, Raster::along_n}) {
-      Config v = c;
-      v.raster = r, v.swizzle = 8;
-      ranked.push_back(v);
-    }
+    for (const Config& v : banded_tile_orders(c)) ranked.push_back(v);
   }
   return ranked;
 }

@@ -16,6 +16,7 @@
 // 57344-wide weight at m = 8192), where the band keeps a wave's A rows and B columns resident.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -89,6 +90,11 @@ double cost_estimate(const Config& c, const GemmProblem& p, int sm_count);
 constexpr int64_t kLargeOperandBytes = int64_t(48) << 20;
 constexpr int kOrderedConfigs = 3;
 std::vector<Config> with_tile_orders(std::vector<Config> ranked, const GemmProblem& p);
+// The two tile-order variants the GEMM and grouped candidates add: `c` in bands of 8 along M,
+// then along N.
+std::array<Config, 2> banded_tile_orders(const Config& c);
+// Whether `c`'s tile order is one the kernels take (swizzle 1, 2, 4 or 8; 1 with the heuristic).
+Verdict tile_order_verdict(const Config& c);
 
 // The kernel template's parameters for (config, problem): everything an instance bakes in.
 // alpha, beta, sizes and leading dimensions stay run-time arguments, so one instance serves

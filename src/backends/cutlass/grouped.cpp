@@ -35,9 +35,7 @@ Verdict grouped_verdict(const GroupedGemmProblem& p) {
 Verdict grouped_check(const Config& c, const GroupedGemmProblem& p) {
   if (Verdict v = grouped_verdict(p); !v) return v;
   if (c.swap_ab) return Verdict::no("grouped instances have no swap-AB");
-  if (!(c.swizzle == 1 || c.swizzle == 2 || c.swizzle == 4 || c.swizzle == 8) ||
-      (c.raster == Raster::heuristic && c.swizzle != 1))
-    return Verdict::no("swizzle must be 1, 2, 4 or 8, and 1 with the default tile order");
+  if (Verdict v = tile_order_verdict(c); !v) return v;
   if (c.tile_k != 64) return Verdict::no("tile K must be 64");
   if (c.tile_m != 64 && c.tile_m != 128 && c.tile_m != 256) return Verdict::no("tile M must be 64, 128 or 256");
   if (c.tile_n != 64 && c.tile_n != 128 && c.tile_n != 256) return Verdict::no("tile N must be 64, 128 or 256");
@@ -79,11 +77,7 @@ std::vector<Config> with_grouped_tile_orders(std::vector<Config> ranked, const G
   if (p.rows_bucket() < kOrderedRowsPerGroup) return ranked;
   const size_t n = std::min<size_t>(ranked.size(), kOrderedConfigs);
   for (size_t i = 0; i < n; ++i)
-    for (Raster r : {Raster::along_m, Raster::along_n}) {
-      Config v = ranked[i];
-      v.raster = r, v.swizzle = 8;
-      ranked.push_back(v);
-    }
+    for (const Config& v : banded_tile_orders(ranked[i])) ranked.push_back(v);
   return ranked;
 }
 
