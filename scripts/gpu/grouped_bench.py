@@ -42,7 +42,7 @@ tg = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(tg)
 
 DEV = "cuda"
-# (block_m, block_n, block_k, num_warps, num_stages, group_m): the engine's configs
+# (block_m, block_n, block_k, num_warps, num_stages, group_m[, chunks]): the engine's configs
 # (src/backends/triton/triton_grouped.cpp). Also tried on the H200, none better than these by more
 # than run-to-run noise: 64x128x64 with 8 stages, 64x64x128 with 6, 64x256x64 with 5, 256x128x64
 # (bf16); 128x256x128 with 4 stages (fp8).
@@ -126,7 +126,7 @@ def make_split(G, per_group, skew, gen, multiple=1):
 def grouped(a, w, rows, d, cfg, masked, max_m=0, scale=None, bias=None, act="none", alpha=1.0, fast_accum=False):
     """D per group = act(alpha * scales * A_g @ W[g]^T + bias[g]). a [M_ROWS, K] (contiguous) or
     [G, max_m, K] (masked); w [G, N, K]; rows int32 [G] (ends, or counts); d like a with N."""
-    bm, bn, bk, nw, ns, gm = cfg
+    bm, bn, bk, nw, ns, gm, chunks = (tuple(cfg) + (1,))[:7]
     G, N, K = w.shape
     fp8 = a.dtype == torch.float8_e4m3fn
     sa, sb = scale if scale else (None, None)
@@ -136,7 +136,7 @@ def grouped(a, w, rows, d, cfg, masked, max_m=0, scale=None, bias=None, act="non
         a, w, d, rows, bias, sa, sb, G, m_rows, max_m, N, K, a.stride(-2), d.stride(-2), alpha,
         MASKED=masked, HAS_BIAS=bias is not None, ACT=tg.ACT_CODES[act], SCALE=mode,
         MAX_IMPRECISE=(bk if fp8 and not fast_accum else None), MAX_G=max(64, triton.next_power_of_2(G)),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=gm, NUM_SMS=NUM_SMS, num_warps=nw, num_stages=ns)
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, CHUNKS=chunks, GROUP_M=gm, NUM_SMS=NUM_SMS, num_warps=nw, num_stages=ns)
 
 
 # ---- reference and check ---------------------------------------------------------------------
@@ -537,10 +537,13 @@ def main():
     ap.add_argument("--no-check-all", action="store_true", help="check only the small cases")
     ap.add_argument("--skip-fp8", action="store_true")
     ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="rows per group to bench (CSV)")
+    ap.add_argument("--configs", help="bf16 configs to run instead of CONFIGS: bm,bn,bk,warps,stages,group_m[,chunks];...")
     ap.add_argument("--engine", action="store_true",
                     help="also time gemmtune.torch.grouped_mm (the engine's pick) and a dense cuBLASLt-pick loop")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.configs:
+        CONFIGS[:] = [tuple(int(v) for v in c.split(",")) for c in args.configs.split(";")]
     t0 = time.time()
     lines = []
 

@@ -209,8 +209,17 @@ TEST(TritonGrouped, ConfigsIdsAndParams) {
     EXPECT_EQ(triton::GroupedConfig::parse(c.id()), c);
   }
   EXPECT_EQ(configs[0].id(), "g128x256x64_w8_s4_gm8");
-  for (const char* bad : {"", "g128x256x64_w8_s4", "g128x256x64_w8_s4_gm8x", "g0128x256x64_w8_s4_gm8"})
+  for (const char* bad : {"", "g128x256x64_w8_s4", "g128x256x64_w8_s4_gm8x", "g0128x256x64_w8_s4_gm8",
+                          "g64x256x64_w8_s4_gm8_c1", "g64x256x64_w8_s4_gm8_c2x", "g64x256x64_w8_s4_gm8_c02"})
     EXPECT_THROW(triton::GroupedConfig::parse(bad), Error) << bad;
+  // Row slices sharing B's tiles: "_c<chunks>", their accumulators within 128 registers a thread.
+  const triton::GroupedConfig two{64, 256, 64, 8, 4, 8, 2};
+  EXPECT_EQ(two.id(), "g64x256x64_w8_s4_gm8_c2");
+  EXPECT_EQ(triton::GroupedConfig::parse(two.id()), two);
+  EXPECT_EQ(two.cannot_run(p), "");
+  EXPECT_EQ(triton::grouped_params(two, p, 132, "abc").at("chunks"), 2);
+  EXPECT_NE((triton::GroupedConfig{64, 256, 64, 4, 4, 8, 2}.cannot_run(p)), "");  // 256 registers
+  EXPECT_NE((triton::GroupedConfig{64, 128, 64, 8, 4, 8, 5}.cannot_run(p)), "");
   // An fp32 D needs shared memory for the epilogue: the 128x256 tiles do not fit.
   auto f32 = p;
   f32.d = DType::fp32;
@@ -239,6 +248,7 @@ TEST(TritonGrouped, ConfigsIdsAndParams) {
   EXPECT_FALSE(block.empty());
   for (const auto& c : block) EXPECT_TRUE(c.block_k == 128 && c.block_n <= 128) << c.id();
   EXPECT_NE((triton::GroupedConfig{128, 256, 128, 8, 3, 8}.cannot_run(f)), "");
+  EXPECT_NE((triton::GroupedConfig{64, 128, 128, 8, 3, 8, 2}.cannot_run(f)), "");  // one slice a tile
   EXPECT_EQ(triton::grouped_params(block[0], f, 132, "x").at("scale"), "block");
   // TMA: rows of A and B in multiples of 16 bytes.
   EXPECT_TRUE(triton::grouped_verdict(p));

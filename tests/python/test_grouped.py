@@ -18,13 +18,17 @@ def test_params_are_checked():
     assert p["act"] == "none" and p["scale"] == "none" and p["group_m"] == 8
     for bad, needle in (({"bogus": 1}, "unknown field"), ({"a_dtype": "fp32"}, "a_dtype"),
                         ({"scale": "rowwise"}, "params.scale"), ({"max_g": 24}, "max_g"),
-                        ({"block_n": 96}, "block_n"), ({"num_sms": 0}, "num_sms"), ({"masked": 1}, "masked")):
+                        ({"block_n": 96}, "block_n"), ({"num_sms": 0}, "num_sms"), ({"masked": 1}, "masked"),
+                        ({"chunks": 5}, "params.chunks"), ({"chunks": 0}, "params.chunks")):
         with pytest.raises(CompileFailure) as e:
             tg.normalize_params({**BASE, **bad}, "grouped_gemm")
         assert e.value.kind == "bad_request" and needle in e.value.message, e.value.message
     with pytest.raises(CompileFailure):
         tg.normalize_params({**BASE, "a_dtype": "e4m3"}, "grouped_gemm")  # fp8 needs a scale mode
     assert tg.normalize_params({**BASE, "a_dtype": "e4m3", "scale": "rowwise"}, "grouped_gemm")["scale"] == "rowwise"
+    with pytest.raises(CompileFailure) as e:  # block scales: one row slice a tile
+        tg.normalize_params({**BASE, "a_dtype": "e4m3", "scale": "block", "block_k": 128, "chunks": 2}, "grouped_gemm")
+    assert "params.chunks" in e.value.message
 
 
 def test_resource_precheck():
@@ -36,6 +40,9 @@ def test_resource_precheck():
 def test_compiles_for_sm90a(tmp_path):
     r = tg.compile_grouped({**BASE, "masked": True, "has_bias": True, "act": "silu"}, str(tmp_path), "grouped_gemm")
     assert os.path.exists(r["artifact"]) and r["name"] == "grouped_gemm"
+    # row slices sharing B's tiles: every slice count's k loop in one kernel, without spills
+    four = tg.compile_grouped({**BASE, "block_n": 128, "num_warps": 8, "chunks": 4}, str(tmp_path), "grouped_gemm")
+    assert four["meta"]["spill_stores"] == 0 and four["hash"] != r["hash"]
     assert r["meta"]["num_params"] == len(tg.RUNTIME_ARGS) + 2  # Triton's two hidden scratch pointers
     assert r["meta"]["global_scratch_size"] > 0                 # the in-kernel TMA descriptors
 

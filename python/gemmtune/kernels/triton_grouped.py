@@ -37,6 +37,12 @@ descriptors made in the kernel (needs global scratch, like gemm_persistent): one
 (a box crossing a group's end reads the next group's rows, whose products the store drops), one
 over B viewed as [G * N, K]. D is written with masked stores (each group's end is ragged).
 
+Row slices (CHUNKS, 1-4): a tile may span CHUNKS slices of BLOCK_M rows of one group; each k step
+loads B's tile once and multiplies it with every slice the group's rows reach (each slice its own
+fp32 accumulator; a variant of the k loop per slice count, picked at run time). Where groups are
+short and uneven (decode, skewed routing), a group of up to CHUNKS * BLOCK_M rows then reads each
+weight tile into the SM once instead of once per BLOCK_M rows. Block scales take CHUNKS = 1.
+
 MAX_G (constexpr) is a power of two >= G (the scheduler's vectors). K-major operands as wgmma
 needs them for fp8: A row-major, B [N, K]; lda, K and the base pointers 16-byte aligned (TMA).
 """
@@ -70,13 +76,96 @@ def _group_tile(local, m, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP
     return first_m + in_band % band_rows, in_band // band_rows
 
 
+@triton.jit
+def _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N, k_tiles, a_rows, ld_sb,
+          nb, ldd, alpha,
+          HAS_BIAS: tl.constexpr, ACT: tl.constexpr, SCALE: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, C: tl.constexpr):
+    """One tile: C slices of BLOCK_M rows (A rows off_m + c * BLOCK_M, group rows lm0 + c * BLOCK_M)
+    times BLOCK_N columns of B[g]; each k step loads B's tile once for all C slices."""
+    off_bn = g * N + off_n
+    acc0 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if C > 1:
+        acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if C > 2:
+        acc2 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if C > 3:
+        acc3 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if SCALE == 3:  # this tile's rows of A (past A's end: scale 0) and B's column blocks
+        ra = off_m + tl.arange(0, BLOCK_M)
+        sa_ptrs = scale_a + ra
+        sb_ptrs = scale_b + (g * nb + (off_n + tl.arange(0, BLOCK_N)) // 128).to(tl.int64) * ld_sb
+    for kt in range(k_tiles):
+        off_k = kt * BLOCK_K
+        a_t = a_desc.load([off_m, off_k])
+        b_t = b_desc.load([off_bn, off_k]).T
+        if SCALE == 3:  # BLOCK_K == 128 and C == 1: k tile kt is scale block kt
+            part = tl.dot(a_t, b_t, max_num_imprecise_acc=MAX_IMPRECISE, out_dtype=tl.float32)
+            sa = tl.load(sa_ptrs + kt.to(tl.int64) * a_rows, mask=ra < a_rows, other=0.0)
+            sb = tl.load(sb_ptrs + kt, mask=off_n + tl.arange(0, BLOCK_N) < N, other=0.0)
+            acc0 += part * sa[:, None] * sb[None, :]
+        else:
+            acc0 = tl.dot(a_t, b_t, acc0, max_num_imprecise_acc=MAX_IMPRECISE, out_dtype=tl.float32)
+        if C > 1:
+            acc1 = tl.dot(a_desc.load([off_m + BLOCK_M, off_k]), b_t, acc1, max_num_imprecise_acc=MAX_IMPRECISE,
+                          out_dtype=tl.float32)
+        if C > 2:
+            acc2 = tl.dot(a_desc.load([off_m + 2 * BLOCK_M, off_k]), b_t, acc2,
+                          max_num_imprecise_acc=MAX_IMPRECISE, out_dtype=tl.float32)
+        if C > 3:
+            acc3 = tl.dot(a_desc.load([off_m + 3 * BLOCK_M, off_k]), b_t, acc3,
+                          max_num_imprecise_acc=MAX_IMPRECISE, out_dtype=tl.float32)
+    _store(acc0, d, bias, scale_a, scale_b, g, lm0, m_g, row0, off_n, N, ldd, alpha,
+           HAS_BIAS, ACT, SCALE, BLOCK_M, BLOCK_N)
+    if C > 1:
+        _store(acc1, d, bias, scale_a, scale_b, g, lm0 + BLOCK_M, m_g, row0, off_n, N, ldd, alpha,
+               HAS_BIAS, ACT, SCALE, BLOCK_M, BLOCK_N)
+    if C > 2:
+        _store(acc2, d, bias, scale_a, scale_b, g, lm0 + 2 * BLOCK_M, m_g, row0, off_n, N, ldd, alpha,
+               HAS_BIAS, ACT, SCALE, BLOCK_M, BLOCK_N)
+    if C > 3:
+        _store(acc3, d, bias, scale_a, scale_b, g, lm0 + 3 * BLOCK_M, m_g, row0, off_n, N, ldd, alpha,
+               HAS_BIAS, ACT, SCALE, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _store(acc, d, bias, scale_a, scale_b, g, lm0, m_g, row0, off_n, N, ldd, alpha,
+           HAS_BIAS: tl.constexpr, ACT: tl.constexpr, SCALE: tl.constexpr,
+           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The epilogue of one BLOCK_M x BLOCK_N slice whose first row is the group's row lm0: rows of
+    the group, columns < N."""
+    lm = lm0 + tl.arange(0, BLOCK_M)   # row within the group
+    rn = off_n + tl.arange(0, BLOCK_N)
+    in_m = lm < m_g
+    in_n = rn < N
+    r = (row0 + lm).to(tl.int64)
+    v = acc * alpha
+    if SCALE == 1:
+        v = v * (tl.load(scale_a) * tl.load(scale_b + g))
+    elif SCALE == 2:
+        sa = tl.load(scale_a + r, mask=in_m, other=0.0)
+        sb = tl.load(scale_b + g.to(tl.int64) * N + rn, mask=in_n, other=0.0)
+        v = v * sa[:, None] * sb[None, :]
+    if HAS_BIAS:
+        v = v + tl.load(bias + g.to(tl.int64) * N + rn, mask=in_n, other=0.0).to(tl.float32)[None, :]
+    if ACT == 1:
+        v = tl.maximum(v, 0.0)
+    elif ACT == 2:
+        u = 0.7978845608028654 * (v + 0.044715 * v * v * v)
+        v = v / (1.0 + tl.exp(-2.0 * u))
+    elif ACT == 3:
+        v = v / (1.0 + tl.exp(-v))
+    d_ptrs = d + r[:, None] * ldd + rn[None, :]
+    tl.store(d_ptrs, v.to(d.dtype.element_ty), mask=in_m[:, None] & in_n[None, :])
+
+
 # G, M_ROWS and MAX_M change with the model and batch: never specialized (one compile serves all).
 @triton.jit(do_not_specialize=["G", "M_ROWS", "MAX_M"])
 def grouped_gemm(a, b, d, rows, bias, scale_a, scale_b,
                  G, M_ROWS, MAX_M, N, K, lda, ldd, alpha,
                  MASKED: tl.constexpr, HAS_BIAS: tl.constexpr, ACT: tl.constexpr, SCALE: tl.constexpr,
                  MAX_IMPRECISE: tl.constexpr, MAX_G: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, CHUNKS: tl.constexpr,
                  GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
     # ---- the split, once per program: first row and row count of each group ([MAX_G]) -------
     gi = tl.arange(0, MAX_G)
@@ -91,8 +180,9 @@ def grouped_gemm(a, b, d, rows, bias, scale_a, scale_b,
         start = tl.load(rows + gi - 1, mask=live & (gi > 0), other=0)
         start = tl.minimum(tl.maximum(start, 0), M_ROWS)
         count = tl.maximum(end - start, 0)
+    TILE_M: tl.constexpr = BLOCK_M * CHUNKS         # a tile's rows: CHUNKS slices sharing B's tiles
     tiles_n = tl.cdiv(N, BLOCK_N)
-    tiles = tl.cdiv(count, BLOCK_M) * tiles_n      # 0 for groups past G and empty groups
+    tiles = tl.cdiv(count, TILE_M) * tiles_n        # 0 for groups past G and empty groups
     cum = tl.cumsum(tiles, 0)                       # inclusive
     total = tl.sum(tiles, 0)
 
@@ -111,58 +201,52 @@ def grouped_gemm(a, b, d, rows, bias, scale_a, scale_b,
     ld_sb = (tl.cdiv(K, 128) + 3) // 4 * 4          # block scales: sb's leading dimension
     nb = tl.cdiv(N, 128)
 
-    for tile in tl.range(tl.program_id(0), total, NUM_SMS, flatten=True):
+    # One slice a tile: the k loop is flattened into the tile loop (the next tile's loads overlap
+    # this one's epilogue). Several: each tile runs the k loop of as many slices as its rows need.
+    for tile in tl.range(tl.program_id(0), total, NUM_SMS, flatten=CHUNKS == 1):
         # The group: how many groups' tiles end at or before this tile.
         g = tl.sum((cum <= tile).to(tl.int32), 0)
         here = gi == g
         first_tile = tl.sum(tl.where(here, cum - tiles, 0), 0)
         m_g = tl.sum(tl.where(here, count, 0), 0)
         row0 = tl.sum(tl.where(here, start, 0), 0)
-        tile_m, tile_n = _group_tile(tile - first_tile, m_g, N, BLOCK_M, BLOCK_N, GROUP_M)
-        off_m = row0 + tile_m * BLOCK_M
+        tile_m, tile_n = _group_tile(tile - first_tile, m_g, N, TILE_M, BLOCK_N, GROUP_M)
+        lm0 = tile_m * TILE_M
+        off_m = row0 + lm0
         off_n = tile_n * BLOCK_N
-        off_bn = g * N + off_n
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        if SCALE == 3:  # this tile's rows of A (past A's end: scale 0) and B's column blocks
-            ra = off_m + tl.arange(0, BLOCK_M)
-            sa_ptrs = scale_a + ra
-            sb_ptrs = scale_b + (g * nb + (off_n + tl.arange(0, BLOCK_N)) // 128).to(tl.int64) * ld_sb
-        for kt in range(k_tiles):
-            off_k = kt * BLOCK_K
-            a_t = a_desc.load([off_m, off_k])
-            b_t = b_desc.load([off_bn, off_k])
-            if SCALE == 3:  # BLOCK_K == 128: k tile kt is scale block kt
-                part = tl.dot(a_t, b_t.T, max_num_imprecise_acc=MAX_IMPRECISE, out_dtype=tl.float32)
-                sa = tl.load(sa_ptrs + kt.to(tl.int64) * a_rows, mask=ra < a_rows, other=0.0)
-                sb = tl.load(sb_ptrs + kt, mask=off_n + tl.arange(0, BLOCK_N) < N, other=0.0)
-                acc += part * sa[:, None] * sb[None, :]
+        if CHUNKS == 1:
+            _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
+                  k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
+                  BLOCK_M, BLOCK_N, BLOCK_K, 1)
+        else:
+            # The slices this tile's rows need (static ifs keep the variants past CHUNKS out).
+            slices = tl.cdiv(m_g - lm0, BLOCK_M)
+            if slices == 1:
+                _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
+                      k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
+                      BLOCK_M, BLOCK_N, BLOCK_K, 1)
+            elif CHUNKS == 2:
+                _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
+                      k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
+                      BLOCK_M, BLOCK_N, BLOCK_K, 2)
             else:
-                acc = tl.dot(a_t, b_t.T, acc, max_num_imprecise_acc=MAX_IMPRECISE, out_dtype=tl.float32)
-
-        # ---- epilogue: rows of this group, columns < N --------------------------------------
-        lm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)   # row within the group
-        rn = off_n + tl.arange(0, BLOCK_N)
-        in_m = lm < m_g
-        in_n = rn < N
-        r = (row0 + lm).to(tl.int64)
-        v = acc * alpha
-        if SCALE == 1:
-            v = v * (tl.load(scale_a) * tl.load(scale_b + g))
-        elif SCALE == 2:
-            sa = tl.load(scale_a + r, mask=in_m, other=0.0)
-            sb = tl.load(scale_b + g.to(tl.int64) * N + rn, mask=in_n, other=0.0)
-            v = v * sa[:, None] * sb[None, :]
-        if HAS_BIAS:
-            v = v + tl.load(bias + g.to(tl.int64) * N + rn, mask=in_n, other=0.0).to(tl.float32)[None, :]
-        if ACT == 1:
-            v = tl.maximum(v, 0.0)
-        elif ACT == 2:
-            u = 0.7978845608028654 * (v + 0.044715 * v * v * v)
-            v = v / (1.0 + tl.exp(-2.0 * u))
-        elif ACT == 3:
-            v = v / (1.0 + tl.exp(-v))
-        d_ptrs = d + r[:, None] * ldd + rn[None, :]
-        tl.store(d_ptrs, v.to(d.dtype.element_ty), mask=in_m[:, None] & in_n[None, :])
+                if slices == 2:
+                    _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
+                          k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
+                          BLOCK_M, BLOCK_N, BLOCK_K, 2)
+                elif CHUNKS == 3:
+                    _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
+                          k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
+                          BLOCK_M, BLOCK_N, BLOCK_K, 3)
+                else:
+                    if slices == 3:
+                        _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
+                              k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
+                              BLOCK_M, BLOCK_N, BLOCK_K, 3)
+                    else:
+                        _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
+                              k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
+                              BLOCK_M, BLOCK_N, BLOCK_K, 4)
 
 
 KERNELS = {"grouped_gemm": grouped_gemm}
@@ -176,7 +260,7 @@ _SCHEMA = {  # name: (type, default; None = required)
     "kernel": (str, None), "a_dtype": (str, None), "out_dtype": (str, None), "masked": (bool, None),
     "has_bias": (bool, False), "act": (str, "none"), "scale": (str, "none"), "fp8_fast_accum": (bool, False),
     "max_g": (int, None), "block_m": (int, None), "block_n": (int, None), "block_k": (int, None),
-    "group_m": (int, 8), "num_sms": (int, None), "num_warps": (int, 4), "num_stages": (int, 3),
+    "chunks": (int, 1), "group_m": (int, 8), "num_sms": (int, None), "num_warps": (int, 4), "num_stages": (int, 3),
     "n_div16": (bool, False), "k_div16": (bool, False), "template": (str, ""),
 }
 
@@ -210,6 +294,10 @@ def normalize_params(params: Any, kernel: Optional[str] = None) -> dict:
     for key, lo, hi in (("block_m", 16, 256), ("block_n", 16, 256), ("block_k", 16, 256), ("max_g", 16, 1024)):
         if not _pow2(out[key]) or not lo <= out[key] <= hi:
             raise bad(f"params.{key}: {out[key]} is not a power of two in [{lo}, {hi}]")
+    if not 1 <= out["chunks"] <= 4:
+        raise bad(f"params.chunks: {out['chunks']} not in [1, 4]")
+    if out["scale"] == "block" and out["chunks"] != 1:
+        raise bad(f"params.chunks: block scales take one row slice a tile, got {out['chunks']}")
     if not 1 <= out["group_m"] <= 64:
         raise bad(f"params.group_m: {out['group_m']} not in [1, 64]")
     if not 1 <= out["num_sms"] <= 1024:
@@ -233,7 +321,7 @@ def build_source_args(p: dict):
                   "SCALE": SCALE_CODES[p["scale"]],
                   "MAX_IMPRECISE": p["block_k"] if fp8 and not p["fp8_fast_accum"] else None,
                   "MAX_G": p["max_g"], "BLOCK_M": p["block_m"], "BLOCK_N": p["block_n"], "BLOCK_K": p["block_k"],
-                  "GROUP_M": p["group_m"], "NUM_SMS": p["num_sms"]}
+                  "CHUNKS": p["chunks"], "GROUP_M": p["group_m"], "NUM_SMS": p["num_sms"]}
     arg_names = list(fn.arg_names)
     assert arg_names[:len(RUNTIME_ARGS)] == list(RUNTIME_ARGS), arg_names
     assert sorted(arg_names[len(RUNTIME_ARGS):]) == sorted(constexprs), arg_names
@@ -255,9 +343,9 @@ def compile_grouped(params: Any, out_dir: str, kernel: Optional[str] = None) -> 
     if not isinstance(out_dir, str) or not out_dir:
         raise tc.CompileFailure("bad_request", "out_dir: expected a path")
     in_bytes = 1 if p["a_dtype"] == "e4m3" else 2
-    if p["block_m"] * p["block_n"] // (32 * p["num_warps"]) > tc.MAX_ACC_PER_THREAD:
-        raise tc.CompileFailure("resource", f"a {p['block_m']}x{p['block_n']} fp32 accumulator over "
-                                f"{p['num_warps']} warps spills")
+    if p["chunks"] * p["block_m"] * p["block_n"] // (32 * p["num_warps"]) > tc.MAX_ACC_PER_THREAD:
+        raise tc.CompileFailure("resource", f"{p['chunks']} {p['block_m']}x{p['block_n']} fp32 accumulators over "
+                                f"{p['num_warps']} warps spill")
     stage = (p["block_m"] + p["block_n"]) * p["block_k"] * in_bytes
     if stage * max(1, p["num_stages"] - 1) > tc.MAX_SHARED_BYTES:
         raise tc.CompileFailure("resource", f"{p['num_stages'] - 1} stages of {stage} bytes exceed "

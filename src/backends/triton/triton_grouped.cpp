@@ -30,18 +30,20 @@ bool pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 }  // namespace
 
 std::string GroupedConfig::id() const {
-  char buf[64];
+  char buf[80];
   std::snprintf(buf, sizeof buf, "g%dx%dx%d_w%d_s%d_gm%d", block_m, block_n, block_k, num_warps, num_stages, group_m);
-  return buf;
+  return chunks == 1 ? std::string(buf) : std::string(buf) + "_c" + std::to_string(chunks);
 }
 
 GroupedConfig GroupedConfig::parse(const std::string& id) {
   GroupedConfig c;
-  int used = 0;
-  if (std::sscanf(id.c_str(), "g%dx%dx%d_w%d_s%d_gm%d%n", &c.block_m, &c.block_n, &c.block_k, &c.num_warps,
-                  &c.num_stages, &c.group_m, &used) != 6 ||
-      used != int(id.size()) || c.id() != id)
-    GT_THROW("triton grouped config '" + id + "': expected g<BM>x<BN>x<BK>_w<W>_s<S>_gm<G>");
+  int used = 0, tail = 0;
+  const bool ok = std::sscanf(id.c_str(), "g%dx%dx%d_w%d_s%d_gm%d%n", &c.block_m, &c.block_n, &c.block_k,
+                              &c.num_warps, &c.num_stages, &c.group_m, &used) == 6 &&
+                  (used == int(id.size()) ||
+                   (std::sscanf(id.c_str() + used, "_c%d%n", &c.chunks, &tail) == 1 && used + tail == int(id.size())));
+  if (!ok || c.id() != id)
+    GT_THROW("triton grouped config '" + id + "': expected g<BM>x<BN>x<BK>_w<W>_s<S>_gm<G>[_c<C>]");
   return c;
 }
 
@@ -51,6 +53,11 @@ std::string GroupedConfig::cannot_run(const GroupedGemmProblem& p) const {
   if (!pow2(num_warps) || num_warps > 16) return "num_warps must be a power of two in [1, 16]";
   if (num_stages < 1 || num_stages > 8) return "num_stages must be in [1, 8]";
   if (group_m < 1 || group_m > 64) return "group_m must be in [1, 64]";
+  if (chunks < 1 || chunks > 4) return "chunks must be in [1, 4]";
+  if (chunks > 1 && p.scale == ScaleMode::block) return "block scales take one row slice a tile (chunks 1)";
+  // The kernel keeps chunks fp32 accumulators of block_m x block_n in registers.
+  if (int64_t(chunks) * block_m * block_n / (32 * num_warps) > 128)
+    return "chunks x block_m x block_n fp32 accumulators need more than 128 registers a thread";
   if (is_fp8(p.a) && block_k < 32) return "fp8 tiles need block_k >= 32";
   if (p.scale == ScaleMode::block && block_k != 128) return "block scales need block_k 128 (one k tile a scale block)";
   // Measured on the H200 (Mixtral up, 512 rows a group): 128x256 and 64x256 block-scaled tiles
@@ -60,7 +67,7 @@ std::string GroupedConfig::cannot_run(const GroupedGemmProblem& p) const {
   // (Triton 3.6, measured for 128x256x64 bf16 tiles: 3 / 4 stages need 278552 / 327712 bytes with
   // an fp32 D, 229408 with 4 stages and a bf16 D: tile bytes per stage, plus block_m * block_n
   // bytes (16-bit D) or 4 * block_m * block_n (fp32 D), plus 32).
-  const int64_t smem = int64_t(num_stages) * (block_m + block_n) * block_k * int64_t(size_of(p.a)) +
+  const int64_t smem = int64_t(num_stages) * (int64_t(chunks) * block_m + block_n) * block_k * int64_t(size_of(p.a)) +
                        int64_t(block_m) * block_n * (p.d == DType::fp32 ? 4 : 1) + 32;
   if (smem > kMaxSharedBytes)
     return "needs about " + std::to_string(smem) + " bytes of shared memory (sm_90: " +
@@ -110,6 +117,7 @@ nlohmann::json grouped_params(const GroupedConfig& c, const GroupedGemmProblem& 
           {"block_n", c.block_n},
           {"block_k", c.block_k},
           {"group_m", c.group_m},
+          {"chunks", c.chunks},
           {"num_sms", num_sms},
           {"num_warps", c.num_warps},
           {"num_stages", c.num_stages},

@@ -18,8 +18,12 @@ struct GroupedConfig {
   int block_m = 128, block_n = 128, block_k = 64;
   int num_warps = 4, num_stages = 3;
   int group_m = 8;  // row-tiles of a group swept together (L2 reuse of B[g])
+  // Slices of block_m rows a tile may take (1-4): each k step loads B's tile once for all of them,
+  // so a group of up to chunks * block_m rows reads each weight tile into the SM once (short,
+  // uneven groups: decode and skewed routing).
+  int chunks = 1;
 
-  // "g128x256x64_w8_s4_gm8".
+  // "g128x256x64_w8_s4_gm8", with "_c<chunks>" when chunks > 1.
   std::string id() const;
   static GroupedConfig parse(const std::string& id);  // throws Error naming the id
   // Empty when this config can run p, else why not.
