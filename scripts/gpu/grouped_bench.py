@@ -4,7 +4,8 @@ checked and timed against torch._grouped_mm and a loop of torch.mm, in one run (
 
     python3 scripts/gpu/grouped_bench.py --out "$OUT"      # from the repo root; torch + triton
 
-1. Checks: every config of CONFIGS (bf16) and FP8_CONFIGS (e4m3, tensorwise and rowwise) on small
+1. Checks: every config of CONFIGS and SHORT_CONFIGS (bf16) and FP8_CONFIGS and FP8_SHORT_CONFIGS
+   (e4m3, tensorwise and rowwise) on small
    odd cases (ragged and empty groups, n and k not multiples of the tile, contiguous and masked,
    bias and activations), then every bf16 config on every benchmark case (balanced and skewed):
    D poisoned with NaN, compared per group with a float64 reference of the same inputs (the
@@ -61,6 +62,10 @@ FP8_CONFIGS = [
     (64, 256, 128, 4, 4, 8),
     (64, 128, 128, 4, 5, 8),
 ]
+# Added where groups are short (<= 128 rows a group), as the engine adds them: tiles of 2-4 row
+# slices of 64 that load each weight tile once for all of them.
+SHORT_CONFIGS = [(64, 256, 64, 8, 4, 8, 2), (64, 128, 128, 8, 3, 8, 2), (64, 128, 64, 8, 4, 8, 4)]
+FP8_SHORT_CONFIGS = [(64, 256, 128, 8, 3, 8, 2), (64, 128, 128, 8, 4, 8, 3)]
 SHAPES = [  # (name, G, n, k)
     ("mixtral-up", 8, 14336, 4096),
     ("mixtral-down", 8, 4096, 14336),
@@ -246,7 +251,8 @@ BF16, FP8 = torch.bfloat16, torch.float8_e4m3fn
 def small_runs():
     """(dtype, case, scale mode, cfg) of every small check."""
     runs = []
-    for dtype, configs, modes in ((BF16, CONFIGS, ["none"]), (FP8, FP8_CONFIGS, ["tensorwise", "rowwise"])):
+    for dtype, configs, modes in ((BF16, CONFIGS + SHORT_CONFIGS, ["none"]),
+                                  (FP8, FP8_CONFIGS + FP8_SHORT_CONFIGS, ["tensorwise", "rowwise"])):
         for mode in modes:
             runs += [(dtype, case, mode, cfg) for case in PLAIN for cfg in configs]
             runs += [(dtype, case, mode, configs[0]) for case in EPILOGUE]
@@ -291,7 +297,7 @@ def warm_cache(log):
     time per process; the cache directory is shared), so the checks and timings below only load."""
     import multiprocessing as mp
     seen, jobs = set(), []
-    for dtype, case, mode, cfg in small_runs() + [(BF16, PLAIN[0], "none", c) for c in CONFIGS] + \
+    for dtype, case, mode, cfg in small_runs() + [(BF16, PLAIN[0], "none", c) for c in CONFIGS + SHORT_CONFIGS] + \
             [(FP8, PLAIN[0], "rowwise", c) for c in FP8_CONFIGS]:
         G, N, K, counts, masked, act, has_bias = case
         key = (str(dtype)[6:], N % 16 == 0, masked, act, has_bias, mode, cfg)
@@ -392,16 +398,17 @@ def bench(log, iters, check_all, eng=None, rows_per_group=ROWS):
                 offs = torch.tensor(list(_cumsum(counts)), dtype=torch.int32, device=DEV)
                 d = torch.full((total, N), float("nan"), device=DEV, dtype=torch.bfloat16)
                 splits.append((skew, counts, total, a, offs, d))
-            t = timed([lambda c=c, s=s: grouped(s[3], w, s[4], s[5], c, False) for s in splits for c in CONFIGS],
+            configs = CONFIGS + (SHORT_CONFIGS if per <= 128 else [])
+            t = timed([lambda c=c, s=s: grouped(s[3], w, s[4], s[5], c, False) for s in splits for c in configs],
                       max(3, iters // 3))
-            per_split = [t[i * len(CONFIGS):(i + 1) * len(CONFIGS)] for i in range(len(splits))]
-            mean = [sum(ts[j] for ts in per_split) / len(splits) for j in range(len(CONFIGS))]
-            pick = CONFIGS[min(range(len(CONFIGS)), key=mean.__getitem__)]
-            tune_ms = {str(c): [ts[j] for ts in per_split] for j, c in enumerate(CONFIGS)}  # [balanced, skewed]
+            per_split = [t[i * len(configs):(i + 1) * len(configs)] for i in range(len(splits))]
+            mean = [sum(ts[j] for ts in per_split) / len(splits) for j in range(len(configs))]
+            pick = configs[min(range(len(configs)), key=mean.__getitem__)]
+            tune_ms = {str(c): [ts[j] for ts in per_split] for j, c in enumerate(configs)}  # [balanced, skewed]
             for skew, counts, total, a, offs, d in splits:
                 label = f"{name} G={G} n={N} k={K} rows/group={per} {'skewed' if skew else 'balanced'}"
                 if check_all:
-                    for cfg in CONFIGS:
+                    for cfg in configs:
                         d.fill_(float("nan"))
                         grouped(a, w, offs, d, cfg, False)
                         ok, rel, why = check(a, w, counts, d, False)
@@ -537,13 +544,15 @@ def main():
     ap.add_argument("--no-check-all", action="store_true", help="check only the small cases")
     ap.add_argument("--skip-fp8", action="store_true")
     ap.add_argument("--rows", default=",".join(map(str, ROWS)), help="rows per group to bench (CSV)")
-    ap.add_argument("--configs", help="bf16 configs to run instead of CONFIGS: bm,bn,bk,warps,stages,group_m[,chunks];...")
+    ap.add_argument("--configs", help="bf16 configs to run instead of CONFIGS and SHORT_CONFIGS: "
+                    "bm,bn,bk,warps,stages,group_m[,chunks];...")
     ap.add_argument("--engine", action="store_true",
                     help="also time gemmtune.torch.grouped_mm (the engine's pick) and a dense cuBLASLt-pick loop")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     if args.configs:
         CONFIGS[:] = [tuple(int(v) for v in c.split(",")) for c in args.configs.split(";")]
+        SHORT_CONFIGS[:] = []
     t0 = time.time()
     lines = []
 
@@ -587,6 +596,12 @@ def main():
                     f"{_f(r['engine_ms'] / r['stream_ms'] if r.get('stream_ms') and r.get('engine_ms') else None, 2)} |\n")
         f.write(f"\ngeomean vs torch._grouped_mm: {summary['geomean_vs_grouped_mm']}, vs loop: {summary['geomean_vs_loop']}; "
                 f"engine: {summary['engine_geomean_vs_grouped_mm']}, {summary['engine_geomean_vs_loop']}\n\n")
+        f.write("Every config's tune times (ms, medians; balanced / skewed split), from which the pick above "
+                "was made:\n\n| shape | rows/group | config | balanced ms | skewed ms | mean ms |\n|---|---|---|---|---|---|\n")
+        for r in rows:
+            for cfg, (tb, ts) in sorted((r.get("tune_ms") or {}).items(), key=lambda kv: sum(kv[1])):
+                f.write(f"| {r['shape']} | {r['rows_per_group']} | {cfg} | {tb:.3f} | {ts:.3f} | {(tb + ts) / 2:.3f} |\n")
+        f.write("\n")
         if fp8:
             f.write("| fp8 shape | rows/group | triton ms | TFLOP/s | triton fast-accum ms | _scaled_grouped_mm ms | dense _scaled_mm ms | config |\n")
             f.write("|---|---|---|---|---|---|---|---|\n")
