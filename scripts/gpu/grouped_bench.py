@@ -62,8 +62,9 @@ FP8_CONFIGS = [
     (64, 256, 128, 4, 4, 8),
     (64, 128, 128, 4, 5, 8),
 ]
-# Added where groups are short (<= 128 rows a group), as the engine adds them: tiles of 2-4 row
-# slices of 64 that load each weight tile once for all of them.
+# Added where groups are short (<= 128 rows a group): tiles of 2-4 row slices of 64 that load each
+# weight tile once for all of them (the kernel's CHUNKS). Not in the engine's configs until this
+# run has measured them against CONFIGS (balanced and skewed splits).
 SHORT_CONFIGS = [(64, 256, 64, 8, 4, 8, 2), (64, 128, 128, 8, 3, 8, 2), (64, 128, 64, 8, 4, 8, 4)]
 FP8_SHORT_CONFIGS = [(64, 256, 128, 8, 3, 8, 2), (64, 128, 128, 8, 4, 8, 3)]
 SHAPES = [  # (name, G, n, k)

@@ -220,15 +220,6 @@ TEST(TritonGrouped, ConfigsIdsAndParams) {
   EXPECT_EQ(triton::grouped_params(two, p, 132, "abc").at("chunks"), 2);
   EXPECT_NE((triton::GroupedConfig{64, 256, 64, 4, 4, 8, 2}.cannot_run(p)), "");  // 256 registers
   EXPECT_NE((triton::GroupedConfig{64, 128, 64, 8, 4, 8, 5}.cannot_run(p)), "");
-  // Sliced tiles are offered where groups are short (a bucket of <= 128 rows), bf16 and fp8.
-  auto sliced = [](const GroupedGemmProblem& q) {
-    int n = 0;
-    for (const auto& c : triton::grouped_configs(q)) n += c.chunks > 1;
-    return n;
-  };
-  EXPECT_EQ(sliced(p), 0);
-  EXPECT_GT(sliced(GroupedGemmProblem::make(8, 14336, 4096, 64)), 0);
-  EXPECT_GT(sliced(GroupedGemmProblem::make(32, 4096, 7168, 100, DType::e4m3)), 0);
   // An fp32 D needs shared memory for the epilogue: the 128x256 tiles do not fit.
   auto f32 = p;
   f32.d = DType::fp32;

@@ -86,26 +86,14 @@ std::vector<GroupedConfig> grouped_configs(const GroupedGemmProblem& p) {
       {128, 256, 128, 8, 3, 8}, {128, 128, 128, 8, 4, 8}, {128, 128, 128, 4, 4, 8},
       {64, 256, 128, 4, 4, 8},  {64, 128, 128, 4, 5, 8},
   };
-  // Short groups (<= 128 rows a group expected): tiles of 2-4 slices of 64 rows that load each
-  // weight tile once for all of a group's rows (the largest groups of a skewed split hold 2-4x
-  // the mean).
-  static const GroupedConfig k16_short[] = {
-      {64, 256, 64, 8, 4, 8, 2}, {64, 128, 128, 8, 3, 8, 2}, {64, 128, 64, 8, 4, 8, 4}};
-  static const GroupedConfig k8_short[] = {{64, 256, 128, 8, 3, 8, 2}, {64, 128, 128, 8, 4, 8, 3}};
   std::vector<GroupedConfig> out;
   auto add = [&](const GroupedConfig& c) {
     if (c.cannot_run(p).empty()) out.push_back(c);
   };
-  const bool short_groups = p.rows_bucket() <= 128;
-  if (is_fp8(p.a)) {
+  if (is_fp8(p.a))
     for (const auto& c : k8) add(c);
-    if (short_groups)
-      for (const auto& c : k8_short) add(c);
-  } else {
+  else
     for (const auto& c : k16) add(c);
-    if (short_groups)
-      for (const auto& c : k16_short) add(c);
-  }
   return out;
 }
 
