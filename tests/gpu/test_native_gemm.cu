@@ -104,52 +104,6 @@ TEST(NativeGemm, KSplitsAreSummedInAFixedOrder) {
   }
 }
 
-namespace {
-
-// Waits `cycles`, then copies n16 16-byte words: the previous kernel of an overlapped launch,
-// writing the activations late.
-__global__ void late_copy(const uint4* src, uint4* dst, int64_t n16, long long cycles) {
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16; i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = src[i];
-}
-
-}  // namespace
-
-// RunOptions::overlap_previous: a programmatic dependent launch behind a kernel that writes A
-// (poisoned with NaN until then) after ~20 us: every config reads A only after the wait, so D
-// matches the reference; the weights it read early are the same.
-TEST(NativeGemm, OverlappedLaunchReadsTheActivationsAfterThePreviousKernel) {
-  const DeviceInfo dev = query_device(0);
-  Stream s;
-  for (DType dt : {DType::bf16, DType::e4m3}) {
-    const GemmProblem p = GemmProblem::linear(4, 4096, 4096, dt);
-    SCOPED_TRACE(p.str());
-    OperandSet ops(p, 99, s.get());
-    s.sync();
-    const auto ref = host::host_gemm(p, host::download(p, ops.args()));
-    const size_t a_bytes = size_t(p.elems_a()) * size_of(p.a.dtype);
-    DeviceBuffer saved(a_bytes);
-    GT_CUDA(cudaMemcpy(saved.get(), ops.args().a, a_bytes, cudaMemcpyDeviceToDevice));
-    void* a = const_cast<void*>(ops.args().a);
-    for (const auto& c : native::decode_configs(p, dev.sm_count, 64)) {
-      SCOPED_TRACE(c.name());
-      ASSERT_EQ(native::decode_device_check(c, p), "");
-      GT_CUDA(cudaMemsetAsync(a, 0xff, a_bytes, s.get()));  // NaN in bf16 and e4m3
-      ops.poison_d(s.get());
-      late_copy<<<dev.sm_count, 256, 0, s.get()>>>(saved.as<const uint4>(), static_cast<uint4*>(a), int64_t(a_bytes / 16),
-                                                   40000);
-      GT_CUDA(cudaGetLastError());
-      native::run_decode_gemm(c, p, ops.args(), s.get(), /*overlap=*/true);
-      s.sync();
-      CheckResult r = gpu_test::check_d(p, ops.args(), ref);
-      EXPECT_TRUE(r.ok) << r.reason;
-    }
-  }
-}
-
 // ---- the probe (bench/decode-native-probe.sh; never run by default) ---------------------------
 //
 // For each decode problem of the llm-layers suite (m in GEMMTUNE_PROBE_M, default 1,16,64; bf16

@@ -1,7 +1,7 @@
 // The GPU tests' problems as kernel-pack input: tests/gpu/packs/*.jsonl (one problem JSON per
 // line, what `gemmtune precompile FILE.jsonl` takes; scripts/precompile.sh's gpu-tests part) must
-// hold exactly the problems the CuTe DSL GPU tests run (and Fp8Block's, and the CUTLASS grouped
-// candidates'), so that a pack built from them serves
+// hold exactly the problems the CuTe DSL GPU tests run (and Fp8Block's, the overlapped launches',
+// and the CUTLASS grouped candidates'), so that a pack built from them serves
 // those tests on the GPU machine (which cannot compile CuTe DSL kernels). On a mismatch the test
 // prints the file's expected content.
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include "gpu/cutedsl_softmax_problems.hpp"
 #include "gpu/cutlass_grouped_problems.hpp"
 #include "gpu/fp8_block_problems.hpp"
+#include "gpu/overlap_problems.hpp"
 
 namespace gemmtune {
 namespace {
@@ -82,6 +83,12 @@ TEST(GpuTestPacks, Fp8BlockProblems) {
   std::string want;
   for (auto& [what, p] : fp8_block_test::problems()) want += problem_to_json(p) + "\n";
   expect_file("fp8_block.jsonl", want);
+}
+
+TEST(GpuTestPacks, OverlapProblems) {
+  std::string want;
+  for (const GemmProblem& p : overlap_test::problems()) want += problem_to_json(p) + "\n";
+  expect_file("overlap.jsonl", want);
 }
 
 TEST(GpuTestPacks, CutlassGroupedProblems) {

@@ -7,6 +7,7 @@ CuTe DSL (python/requirements-cutedsl.txt)."""
 import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -68,9 +69,13 @@ def _memfd_load(path):
     return ctypes.CDLL(f"/proc/self/fd/{fd}", mode=os.RTLD_LOCAL)
 
 
+with open(os.path.join(os.path.dirname(cc.__file__), "gt_cutedsl_abi.h")) as _f:
+    ABI_VERSION = int(re.search(r"#define GT_CUTEDSL_ABI_VERSION (\d+)", _f.read()).group(1))
+
+
 class Args(ctypes.Structure):  # gt_cutedsl_abi.h GtCutedslArgs
     _fields_ = ([("abi_version", ctypes.c_int32), ("device", ctypes.c_int32), ("sm_count", ctypes.c_int32),
-                 ("reserved", ctypes.c_int32), ("m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64)]
+                 ("flags", ctypes.c_int32), ("m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64)]
                 + [(x, ctypes.c_void_p) for x in ("a", "b", "c", "d", "bias", "scale_a", "scale_b")]
                 + [(x, ctypes.c_int64) for x in ("lda", "ldb", "ldc", "ldd")]
                 + [("alpha", ctypes.c_float), ("beta", ctypes.c_float)])
@@ -107,12 +112,12 @@ def test_variant_compiles_to_a_loadable_so(name, tmp_path):
     lib = _memfd_load(so)
     lib.gt_cutedsl_config.restype = ctypes.c_char_p
     lib.gt_cutedsl_status_text.restype = ctypes.c_char_p
-    assert lib.gt_cutedsl_abi_version() == 1
+    assert lib.gt_cutedsl_abi_version() == ABI_VERSION
     assert lib.gt_cutedsl_config().decode() == r["meta"]["config"]
     buf = ctypes.create_string_buffer(1 << 12)
     addr = (ctypes.addressof(buf) + 15) // 16 * 16
     fp8 = p["a_dtype"] in ("e4m3", "e5m2")
-    a = Args(abi_version=1, m=300, n=200, k=256, a=addr, b=addr, c=addr, d=addr, bias=addr, scale_a=addr,
+    a = Args(abi_version=ABI_VERSION, m=300, n=200, k=256, a=addr, b=addr, c=addr, d=addr, bias=addr, scale_a=addr,
              scale_b=addr, lda=256 if p["a_row"] else 304, ldb=208 if p["b_row"] else 256, ldc=208, ldd=208,
              alpha=1.0)
     if not p["d_row"]:
@@ -121,7 +126,7 @@ def test_variant_compiles_to_a_loadable_so(name, tmp_path):
     assert lib.gt_cutedsl_can_implement(ctypes.byref(a)) == 0, lib.gt_cutedsl_status_text(
         lib.gt_cutedsl_can_implement(ctypes.byref(a)))
     bad = Args.from_buffer_copy(a)
-    bad.abi_version = 2
+    bad.abi_version = ABI_VERSION + 1
     assert lib.gt_cutedsl_can_implement(ctypes.byref(bad)) == 1
     bad = Args.from_buffer_copy(a)
     bad.a = addr + (1 if fp8 else 2)
@@ -275,7 +280,7 @@ FAKE_KERNEL = r"""
 X unsigned char fake_seen[7][32];
 X int fake_sizes[7];
 X float fake_alpha, fake_beta;
-X int32_t fake_max_clusters;
+X int32_t fake_max_clusters, fake_pdl;
 X void* fake_stream;
 X int fake_calls;
 void fake_init(void** a) { *(int*)a[1] = 0; }
@@ -285,9 +290,10 @@ void fake_entry(void** args, int32_t n) {
   fake_alpha = *(float*)args[7];
   fake_beta = *(float*)args[8];
   fake_max_clusters = *(int32_t*)args[9];
-  fake_stream = *(void**)args[10];
-  *(int32_t*)args[11] = 0;
-  fake_calls += n == 12;
+  fake_pdl = *(int32_t*)args[10];
+  fake_stream = *(void**)args[11];
+  *(int32_t*)args[12] = 0;
+  fake_calls += n == 13;
 }
 int gt_cutedsl_rt_set_device(int d) { return 0; }
 int gt_cutedsl_rt_get_last_error(void) { return 0; }
@@ -353,7 +359,7 @@ def test_gemm_shim_fills_the_kernel_structs(name, tmp_path):
     sizes = (ctypes.c_int * 7).in_dll(lib, "fake_sizes")
     for i, e in enumerate(expect):
         sizes[i] = len(e)
-    a = Args(abi_version=1, sm_count=132, alpha=1.5, beta=0.25, **v)
+    a = Args(abi_version=ABI_VERSION, sm_count=132, alpha=1.5, beta=0.25, **v)
     assert lib.gt_cutedsl_can_implement(ctypes.byref(a)) == 0
     assert lib.gt_cutedsl_run(ctypes.byref(a), ctypes.c_void_p(0x1234)) == 0
     assert ctypes.c_int.in_dll(lib, "fake_calls").value == 1
@@ -364,6 +370,13 @@ def test_gemm_shim_fills_the_kernel_structs(name, tmp_path):
     assert ctypes.c_float.in_dll(lib, "fake_beta").value == 0.25
     assert ctypes.c_int32.in_dll(lib, "fake_max_clusters").value == 132 // (p["cluster_m"] * p["cluster_n"])
     assert ctypes.c_void_p.in_dll(lib, "fake_stream").value == 0x1234
+    assert ctypes.c_int32.in_dll(lib, "fake_pdl").value == 0
+    # flags GT_CUTEDSL_OVERLAP_PREVIOUS: a programmatic dependent launch.
+    pdl = Args.from_buffer_copy(a)
+    pdl.flags = 1
+    assert lib.gt_cutedsl_run(ctypes.byref(pdl), ctypes.c_void_p(0x1234)) == 0
+    assert ctypes.c_int.in_dll(lib, "fake_calls").value == 2
+    assert ctypes.c_int32.in_dll(lib, "fake_pdl").value == 1
     reads = ["a", "b", "d"] + (["c"] if p["has_c"] else []) + (["bias"] if p["bias"] else []) + \
         (["scale_a", "scale_b"] if p["scale"] != "none" else [])
     for x in ("a", "b", "c", "d", "bias", "scale_a", "scale_b"):

@@ -133,7 +133,8 @@ def kernel_config(p: dict):
         scale = "block_n" if p["swap_ab"] else "block_m"
     return KernelConfig(tile_m=p["tile_m"], tile_n=p["tile_n"], cluster_m=p["cluster_m"],
                         cluster_n=p["cluster_n"], stages=p["stages"],
-                        has_c=p["has_c"], bias=bias, act=p["act"], scale=scale)
+                        has_c=p["has_c"], bias=bias, act=p["act"], scale=scale,
+                        weights="a" if p["swap_ab"] else "b")
 
 
 def config_text(p: dict) -> str:
@@ -375,7 +376,7 @@ def _fake_args(p: dict):
     else:
         t["row_scale"], t["col_scale"] = _unused(), _unused()
     return (t["a"], t["b"], t["d"], t["c"], t["bias"], t["row_scale"], t["col_scale"],
-            cutlass.Float32(1.0), cutlass.Float32(0.0), cutlass.Int32(1), make_fake_stream())
+            cutlass.Float32(1.0), cutlass.Float32(0.0), cutlass.Int32(1), cutlass.Int32(0), make_fake_stream())
 
 
 # ---- the shim -------------------------------------------------------------------------------------
@@ -404,7 +405,7 @@ def _check_header(p: dict, prefix: str, header: str) -> str:
     """Checks that the exported header (export_to_c's <prefix>.h) declares what gemm_shim.cpp
     assumes: each tensor's C struct as _bindings lays it out (matrix {data, dynamic_shapes[2],
     dynamic_strides[2]}, a vector with a length {data, dynamic_shapes[1]}, else {data}) and a
-    wrapper that passes (a, b, d, c, bias, row_scale, col_scale, alpha, beta, max_clusters,
+    wrapper that passes (a, b, d, c, bias, row_scale, col_scale, alpha, beta, max_clusters, pdl,
     stream, ret) to the host entry. Returns the host entry's symbol
     (_mlir_<prefix>__mlir_ciface_<function>). Raises CompileFailure("compile") when the DSL's
     export no longer matches."""
@@ -425,13 +426,13 @@ def _check_header(p: dict, prefix: str, header: str) -> str:
     if not wm:
         raise CompileFailure("compile", "export header lacks the wrapper function")
     params = [x.strip() for x in wm.group(1).split(",")]
-    expect_tail = ["float alpha", "float beta", "int32_t max_clusters", "cudaStream_t stream"]
-    if params[-4:] != expect_tail or len(params) != 1 + len(_ARG_ORDER) + 4:
+    expect_tail = ["float alpha", "float beta", "int32_t max_clusters", "int32_t pdl", "cudaStream_t stream"]
+    if params[-5:] != expect_tail or len(params) != 1 + len(_ARG_ORDER) + 5:
         raise CompileFailure("compile", f"unexpected wrapper signature: {params}")
     body = " ".join(wm.group(2).split())
-    em = re.fullmatch(r"int32_t ret = 0; void \*args\[12\] = \{ a, b, d, c, bias, row_scale, col_scale, &alpha, "
-                      r"&beta, &max_clusters, &stream, &ret \}; (_mlir_" + re.escape(prefix) +
-                      r"__mlir_ciface_\w+)\(args, 12\); return ret;", body)
+    em = re.fullmatch(r"int32_t ret = 0; void \*args\[13\] = \{ a, b, d, c, bias, row_scale, col_scale, &alpha, "
+                      r"&beta, &max_clusters, &pdl, &stream, &ret \}; (_mlir_" + re.escape(prefix) +
+                      r"__mlir_ciface_\w+)\(args, 13\); return ret;", body)
     if not em:
         raise CompileFailure("compile", f"unexpected wrapper body: {body[:400]}")
     return em.group(1)

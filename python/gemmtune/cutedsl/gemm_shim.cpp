@@ -177,9 +177,10 @@ GT_EXPORT int gt_cutedsl_run(const GtCutedslArgs* args, cudaStream_t stream) {
     tcs = vector(cs, cols);
   }
   float alpha = args->alpha, beta = args->beta;
+  int32_t pdl = (args->flags & GT_CUTEDSL_OVERLAP_PREVIOUS) ? 1 : 0;
   int32_t ret = 0;
-  void* call[12] = {&ta, &tb, &td, &tc, &tbias, &trs, &tcs, &alpha, &beta, &max_clusters, &stream, &ret};
-  gt_inst_entry(call, 12);
+  void* call[13] = {&ta, &tb, &td, &tc, &tbias, &trs, &tcs, &alpha, &beta, &max_clusters, &pdl, &stream, &ret};
+  gt_inst_entry(call, 13);
   if (!gt_shim::launched(ret)) return GT_CUTEDSL_CUDA_ERROR;
   return GT_CUTEDSL_OK;
 }

@@ -36,6 +36,12 @@ CTA structure (warp specialization; 1 producer + W = tile_m / 64 consumer warpgr
   with clamped indices, out-of-range values are never stored), conversion, registers -> shared
   memory (stmatrix) -> global memory (TMA store, which clips at the matrix edge), through a ring
   of epilogue buffers so that stores overlap the next tile's mainloop.
+- Programmatic dependent launch (pdl != 0: launched with programmatic stream serialization, so
+  the kernel may start while the previous kernel on the stream still runs): the producer loads
+  the weights' first `stages` k-tiles of its first tile, then waits (griddepcontrol.wait) before
+  it loads anything else; the consumers wait before they read scales, C or bias or store D.
+  Once the producer has issued its last load it lets the next kernel launch
+  (griddepcontrol.launch_dependents). Without the launch attribute both instructions are no-ops.
 - Tile scheduler: static persistent. The grid is min(#clusters of tiles, clusters that fit on
   the GPU) clusters; cluster c handles work items c, c + P, c + 2P, ... (P = clusters launched).
   A work item maps to a cluster tile in groups of `raster_group` cluster rows (M) swept along N,
@@ -88,6 +94,9 @@ class KernelConfig:
     # row (1x128) and col_scale[(j / 128) * ld + kb] per 128x128 block (ld = round_up(kbs, 4));
     # "block_n" (the problem swapped): row_scale[(i / 128) * ld + kb], col_scale[kb * N + j].
     scale: str = "none"
+    # The kernel operand that holds the problem's weights (its B; the kernel's A with swap-AB):
+    # fetched before griddepcontrol.wait in a programmatic dependent launch.
+    weights: str = "b"
 
     def check(self) -> None:
         if self.tile_m not in (64, 128):
@@ -112,6 +121,8 @@ class KernelConfig:
             raise ValueError(f"act: {self.act!r} not in {ACTS}")
         if self.scale not in SCALES:
             raise ValueError(f"scale: {self.scale!r} not in {SCALES}")
+        if self.weights not in ("a", "b"):
+            raise ValueError(f"weights: {self.weights!r} not in a, b")
         # Block scales: a tile's extent along the 128x128 blocks must lie in one block, so that the
         # tile has one such scale per k block.
         if self.scale == "block_m" and SCALE_BLOCK % self.tile_n:
@@ -215,9 +226,10 @@ class HopperGemm:
 
     Call signature (cute.compile / export_to_c):
         (a (M,K,1), b (N,K,1), d (M,N,1), c (M,N,1), bias (M|N,), row_scale, col_scale,
-         alpha: Float32, beta: Float32, max_clusters: Int32, stream)
+         alpha: Float32, beta: Float32, max_clusters: Int32, pdl: Int32, stream)
     max_clusters caps the persistent grid: clusters that fit on the GPU at once (SMs / cluster
-    size: one CTA per SM, its shared memory is nearly all taken).
+    size: one CTA per SM, its shared memory is nearly all taken). pdl: 1 launches with
+    programmatic stream serialization (a programmatic dependent launch), 0 as usual.
     Tensors the config does not use are still passed (any 16-byte aligned pointer; static
     shape (1,)) and never touched. row_scale/col_scale: (1,) tensorwise (sa, sb), (M,)/(N,)
     rowwise, flat block scales (KernelConfig.scale says their layout).
@@ -262,7 +274,7 @@ class HopperGemm:
     def __call__(self, a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, c: cute.Tensor,
                  bias: cute.Tensor, row_scale: cute.Tensor, col_scale: cute.Tensor,
                  alpha: cutlass.Float32, beta: cutlass.Float32, max_clusters: cutlass.Int32,
-                 stream: cuda.CUstream):
+                 pdl: cutlass.Int32, stream: cuda.CUstream):
         self.a_dtype, self.b_dtype, self.d_dtype = a.element_type, b.element_type, d.element_type
         if cutlass.const_expr(self.a_dtype.width != self.b_dtype.width):
             raise TypeError(f"A {self.a_dtype} and B {self.b_dtype} differ in width")
@@ -309,7 +321,7 @@ class HopperGemm:
                     self.tiled_mma, self.sA_layout, self.sB_layout, self.sD_layout,
                     clusters_m, clusters_n).launch(
             grid=(launched * cm, cn, 1), block=[self.threads, 1, 1], cluster=(cm, cn, 1),
-            min_blocks_per_mp=1, stream=stream)
+            min_blocks_per_mp=1, use_pdl=pdl, stream=stream)
 
     # ---- device ----------------------------------------------------------------------------
     @cute.jit
@@ -399,9 +411,36 @@ class HopperGemm:
             if warp == 0:
                 wstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 work = cid
+                # The first tile's first `ahead` k-tiles: the weights' halves before the wait
+                # for the previous kernel (programmatic dependent launch), the other operand's
+                # after it, into the same slots; every later load after the wait.
+                ahead = cutlass.min(k_tiles, self.stages)
+                weights_a = cutlass.const_expr(cfg.weights == "a")
                 while work < total:
                     tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
-                    for kt in cutlass.range(k_tiles, unroll=1):
+                    astate = wstate.clone()
+                    for kt in cutlass.range(ahead, unroll=1):
+                        mainloop.producer_acquire(wstate)
+                        bar = mainloop.producer_get_barrier(wstate)
+                        if cutlass.const_expr(weights_a):
+                            cute.copy(tma_a, tAg[(None, tm, kt, 0)], tAs[(None, wstate.index)],
+                                      tma_bar_ptr=bar, mcast_mask=a_mask)
+                        else:
+                            cute.copy(tma_b, tBg[(None, tn, kt, 0)], tBs[(None, wstate.index)],
+                                      tma_bar_ptr=bar, mcast_mask=b_mask)
+                        mainloop.producer_commit(wstate)
+                        wstate.advance()
+                    cute.arch.griddepcontrol_wait()
+                    for kt in cutlass.range(ahead, unroll=1):
+                        bar = mainloop.producer_get_barrier(astate)
+                        if cutlass.const_expr(weights_a):
+                            cute.copy(tma_b, tBg[(None, tn, kt, 0)], tBs[(None, astate.index)],
+                                      tma_bar_ptr=bar, mcast_mask=b_mask)
+                        else:
+                            cute.copy(tma_a, tAg[(None, tm, kt, 0)], tAs[(None, astate.index)],
+                                      tma_bar_ptr=bar, mcast_mask=a_mask)
+                        astate.advance()
+                    for kt in cutlass.range(ahead, k_tiles, unroll=1):
                         mainloop.producer_acquire(wstate)
                         bar = mainloop.producer_get_barrier(wstate)
                         cute.copy(tma_a, tAg[(None, tm, kt, 0)], tAs[(None, wstate.index)],
@@ -411,6 +450,8 @@ class HopperGemm:
                         mainloop.producer_commit(wstate)
                         wstate.advance()
                     work += launched
+                    ahead = cutlass.Int32(0)
+                cute.arch.griddepcontrol_launch_dependents()
                 # Returns once every slot was released, also by the peer CTAs that read this
                 # CTA's multicasts: no CTA exits while data may still land in its smem.
                 mainloop.producer_tail(wstate)
@@ -418,6 +459,8 @@ class HopperGemm:
             # ------------------------------ consumers ------------------------------
             if cutlass.const_expr(self.consumer_regs > 0):
                 cute.arch.setmaxregister_increase(self.consumer_regs)
+            # Scales, C and bias may come from the previous kernel, and D may be its input.
+            cute.arch.griddepcontrol_wait()
             ctid = tidx - 128
             # wgmma operands are warpgroup-wide: A/B partitioned by the warpgroup's first thread.
             thr_mma = tiled_mma.get_slice((wg - 1) * 128)

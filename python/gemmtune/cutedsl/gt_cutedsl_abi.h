@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define GT_CUTEDSL_ABI_VERSION 1
+#define GT_CUTEDSL_ABI_VERSION 2
 
 enum {
   GT_CUTEDSL_OK = 0,
@@ -42,11 +42,15 @@ enum {
   GT_CUTEDSL_CUDA_ERROR = 5   /* a CUDA error in the launch; see gt_cutedsl_status_text */
 };
 
+/* GtCutedslArgs.flags: launch as a programmatic dependent launch (the kernel may start before the
+ * previous kernel on the stream has finished; it reads only the problem's B, the weights, before
+ * that kernel completes: the caller promises that kernel does not write B). */
+#define GT_CUTEDSL_OVERLAP_PREVIOUS 1
 typedef struct GtCutedslArgs {
   int32_t abi_version; /* GT_CUTEDSL_ABI_VERSION */
   int32_t device;      /* CUDA device ordinal the stream belongs to */
   int32_t sm_count;    /* SMs the persistent grid may use (0: query the device) */
-  int32_t reserved;
+  int32_t flags;       /* GT_CUTEDSL_OVERLAP_PREVIOUS or 0 */
   int64_t m, n, k;
   const void* a;        /* [m, k] */
   const void* b;        /* [k, n] */

@@ -17,6 +17,13 @@ dimension in elements. Three kernels share one runtime argument list (see RUNTIM
                     and fp32, K-major operands: see PERSISTENT_LAYOUTS.
   splitk_reduce     D = epilogue(sum over SPLIT_K of workspace).
 
+Programmatic dependent launch: each kernel waits for the previous kernel on the stream
+(gdc_wait: griddepcontrol.wait) before its first memory access, and lets the next kernel launch
+(gdc_launch_dependents) once its main loop is done. Launched without the programmatic-stream-
+serialization attribute both are no-ops; with it (RunOptions::overlap_previous) the kernel's
+launch and set-up overlap the previous kernel's tail. Nothing is read before the wait: Triton's
+pipeliner places the loads, so there is no weight prefetch ahead of it.
+
 These functions are compiled ahead of time by gemmtune.triton_compile (no GPU needed) and
 launched from C++; they are also ordinary @triton.jit kernels (tests/python/gpu_smoke_triton.py
 launches them directly with torch tensors).
@@ -35,6 +42,7 @@ accumulator after every BLOCK_K slice, as cuBLAS does without fast accumulation)
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 # The runtime arguments of gemm_tiled and gemm_persistent, in order (the constexprs follow).
 RUNTIME_ARGS = (
@@ -155,6 +163,7 @@ def gemm_tiled(a, b, c, d, bias, scale_a, scale_b, workspace,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr,
                EVEN_K: tl.constexpr, I32_OFFSETS: tl.constexpr):
+    gdc_wait()
     tile_m, tile_n = _tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     pid_k = tl.program_id(1)
     rm = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -216,6 +225,7 @@ def gemm_tiled(a, b, c, d, bias, scale_a, scale_b, workspace,
             acc = tl.dot(a_t, b_t, acc, input_precision=DOT_PRECISION, max_num_imprecise_acc=MAX_IMPRECISE,
                          out_dtype=tl.float32)
 
+    gdc_launch_dependents()
     if SPLIT_K == 1:
         _epilogue(acc, rm[:, None], rn[None, :], M, N, c, d, bias, scale_a, scale_b, ldc, ldd, alpha, beta,
                   C_ROW, D_ROW, HAS_C, HAS_BIAS, ACT, SCALE)
@@ -233,6 +243,7 @@ def gemm_persistent(a, b, c, d, bias, scale_a, scale_b, workspace,
                     DOT_PRECISION: tl.constexpr, MAX_IMPRECISE: tl.constexpr,
                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                     GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr):
+    gdc_wait()
     # Descriptors over the matrices as stored: a column-major A is A^T [K, M] row-major.
     # Out-of-bounds boxes are zero-filled by TMA: no masks in the main loop.
     if A_ROW:
@@ -273,18 +284,21 @@ def gemm_persistent(a, b, c, d, bias, scale_a, scale_b, workspace,
         rn = off_n + tl.arange(0, BLOCK_N)
         _epilogue(acc, rm[:, None], rn[None, :], M, N, c, d, bias, scale_a, scale_b, ldc, ldd, alpha, beta,
                   C_ROW, D_ROW, HAS_C, HAS_BIAS, ACT, SCALE)
+    gdc_launch_dependents()
 
 
 @triton.jit
 def splitk_reduce(workspace, c, d, bias, scale_a, scale_b, M, N, ldc, ldd, alpha, beta,
                   C_ROW: tl.constexpr, D_ROW: tl.constexpr, HAS_C: tl.constexpr, HAS_BIAS: tl.constexpr,
                   ACT: tl.constexpr, SCALE: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
+    gdc_wait()
     idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mn = M.to(tl.int64) * N
     live = idx < mn
     acc = tl.zeros((BLOCK, ), dtype=tl.float32)
     for s in tl.static_range(SPLIT_K):
         acc += tl.load(workspace + s * mn + idx, mask=live, other=0.0)
+    gdc_launch_dependents()
     om = idx // N
     on = idx % N
     # Lanes past M * N have om >= M: the epilogue masks them.

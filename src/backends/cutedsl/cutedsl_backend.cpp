@@ -111,15 +111,22 @@ class CutedslCandidate final : public detail::CandidateFor<GemmOp> {
     lib_ = std::move(lib);
   }
 
-  void run(const GemmArgs& g, cudaStream_t s) override {
-    GT_CHECK(lib_, "cutedsl: " + id() + ": run before prepare");
-    GtCutedslArgs a = args(g);
-    if (int st = lib_->run(&a, s); st != GT_CUTEDSL_OK) GT_THROW("cutedsl: " + id() + ": " + lib_->status_text(st));
-  }
+  void run(const GemmArgs& g, cudaStream_t s) override { launch(g, s, 0); }
+
+  // The kernel loads its weights' first k-tiles before griddepcontrol.wait (gemm_sm90.py).
+  bool can_overlap() const override { return true; }
+  void run_overlapped(const GemmArgs& g, cudaStream_t s) override { launch(g, s, GT_CUTEDSL_OVERLAP_PREVIOUS); }
 
  private:
   GtCutedslArgs args(const GemmArgs& g) const {
     return gemm_abi_args<GtCutedslArgs>(GT_CUTEDSL_ABI_VERSION, dev_, p_, g);
+  }
+
+  void launch(const GemmArgs& g, cudaStream_t s, int32_t flags) {
+    GT_CHECK(lib_, "cutedsl: " + id() + ": run before prepare");
+    GtCutedslArgs a = args(g);
+    a.flags = flags;
+    if (int st = lib_->run(&a, s); st != GT_CUTEDSL_OK) GT_THROW("cutedsl: " + id() + ": " + lib_->status_text(st));
   }
 
   DeviceInfo dev_;

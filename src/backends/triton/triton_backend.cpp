@@ -82,7 +82,15 @@ class TritonCandidate final : public detail::CandidateFor<GemmOp> {
     }
   }
 
-  void run(const GemmArgs& g, cudaStream_t s) override {
+  void run(const GemmArgs& g, cudaStream_t s) override { launch(g, s, false); }
+
+  // Every kernel of triton_gemm.py waits (griddepcontrol.wait) before its first memory access;
+  // with split-K the reduction, launched the same way, waits for the GEMM.
+  bool can_overlap() const override { return true; }
+  void run_overlapped(const GemmArgs& g, cudaStream_t s) override { launch(g, s, true); }
+
+ private:
+  void launch(const GemmArgs& g, cudaStream_t s, bool overlap) {
     GT_CHECK(gemm_.fn, "triton: " + id() + ": run before prepare");
     triton::ensure_context(device_);
     check_args(g);
@@ -94,12 +102,11 @@ class TritonCandidate final : public detail::CandidateFor<GemmOp> {
     int32_t lda = int32_t(p_.lda()), ldb = int32_t(p_.ldb()), ldd = int32_t(p_.ldd());
     int32_t ldc = p_.uses_c() ? int32_t(p_.ldc()) : ldd;
     float alpha = p_.alpha, beta = p_.beta;
-    gemm_.launch({&a, &b, &c, &d, &bias, &sa, &sb, &ws, &M, &N, &K, &lda, &ldb, &ldc, &ldd, &alpha, &beta}, s);
+    gemm_.launch({&a, &b, &c, &d, &bias, &sa, &sb, &ws, &M, &N, &K, &lda, &ldb, &ldc, &ldd, &alpha, &beta}, s, overlap);
     if (cfg_.split_k > 1)
-      reduce_.launch({&ws, &c, &d, &bias, &sa, &sb, &M, &N, &ldc, &ldd, &alpha, &beta}, s);
+      reduce_.launch({&ws, &c, &d, &bias, &sa, &sb, &M, &N, &ldc, &ldd, &alpha, &beta}, s, overlap);
   }
 
- private:
   void check_args(const GemmArgs& g) const {
     check_aligned(g.a, "args.a");
     check_aligned(g.b, "args.b");

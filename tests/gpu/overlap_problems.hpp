@@ -1,0 +1,19 @@
+// The problems of tests/gpu/test_overlap.cu's Triton / CuTe DSL test (overlapped launches behind a
+// kernel that writes A late): decode and prefill sizes in bf16, and fp8 with tensorwise scales and
+// a bias. Also the CuTe DSL's kernel-pack input (tests/gpu/packs/overlap.jsonl, kept equal by
+// GpuTestPacks.OverlapProblems), since the GPU machine cannot compile CuTe DSL kernels.
+#pragma once
+
+#include <vector>
+
+#include "gemmtune/problem.hpp"
+
+namespace gemmtune::overlap_test {
+
+inline std::vector<GemmProblem> problems() {
+  GemmProblem fp8 = GemmProblem::linear(64, 4096, 4096, DType::e4m3);
+  fp8.bias = true;
+  return {GemmProblem::linear(16, 4096, 4096), GemmProblem::linear(128, 4096, 4096), fp8};
+}
+
+}  // namespace gemmtune::overlap_test

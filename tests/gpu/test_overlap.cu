@@ -1,0 +1,135 @@
+// Programmatic dependent launch (RunOptions::overlap_previous): every candidate that says it can
+// overlap (Kernel::can_overlap: the native decode kernels, Triton and the CuTe DSL) launched
+// behind a kernel that writes A late. A is NaN until that kernel copies the real values in, after
+// ~20 us of spinning: a candidate that reads A (or anything but its weights) before
+// griddepcontrol.wait gives NaN or stale values, and fails the float64 host reference.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/native/decode_gemm.hpp"
+#include "core/device.hpp"
+#include "gpu/helpers.hpp"
+#include "gpu/overlap_problems.hpp"
+#include "support/host_reference.hpp"
+#include "tune/operands.hpp"
+
+using namespace gemmtune;
+
+namespace {
+
+// Waits `cycles`, then copies n16 16-byte words: the previous kernel of an overlapped launch,
+// writing the activations late.
+__global__ void late_copy(const uint4* src, uint4* dst, int64_t n16, long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
+// A's values kept aside, so that each run can start from NaN and get them back late.
+class LateA {
+ public:
+  LateA(const GemmProblem& p, const GemmArgs& args)
+      : a_(const_cast<void*>(args.a)), bytes_(size_t(p.elems_a()) * size_of(p.a.dtype)), saved_(bytes_) {
+    GT_CUDA(cudaMemcpy(saved_.get(), a_, bytes_, cudaMemcpyDeviceToDevice));
+  }
+  // Enqueues on `s`: A := NaN (0xff bytes: NaN in bf16, fp16 and e4m3), then the late copy.
+  void enqueue(int sms, cudaStream_t s) const {
+    GT_CUDA(cudaMemsetAsync(a_, 0xff, bytes_, s));
+    late_copy<<<sms, 256, 0, s>>>(saved_.as<const uint4>(), static_cast<uint4*>(a_), int64_t(bytes_ / 16), 40000);
+    GT_CUDA(cudaGetLastError());
+  }
+
+ private:
+  void* a_;
+  size_t bytes_;
+  DeviceBuffer saved_;
+};
+
+}  // namespace
+
+// The native decode kernels, every config decode_configs offers.
+TEST(Overlap, NativeReadsTheActivationsAfterThePreviousKernel) {
+  const DeviceInfo dev = query_device(0);
+  Stream s;
+  for (DType dt : {DType::bf16, DType::e4m3}) {
+    const GemmProblem p = GemmProblem::linear(4, 4096, 4096, dt);
+    SCOPED_TRACE(p.str());
+    OperandSet ops(p, 99, s.get());
+    s.sync();
+    const auto ref = host::host_gemm(p, host::download(p, ops.args()));
+    const LateA late(p, ops.args());
+    for (const auto& c : native::decode_configs(p, dev.sm_count, 64)) {
+      SCOPED_TRACE(c.name());
+      ASSERT_EQ(native::decode_device_check(c, p), "");
+      ops.poison_d(s.get());
+      late.enqueue(dev.sm_count, s.get());
+      native::run_decode_gemm(c, p, ops.args(), s.get(), /*overlap=*/true);
+      s.sync();
+      CheckResult r = gpu_test::check_d(p, ops.args(), ref);
+      EXPECT_TRUE(r.ok) << r.reason;
+    }
+  }
+}
+
+// Triton and the CuTe DSL: every candidate of overlap_test::problems() (decode and prefill sizes,
+// bf16 and fp8 with tensorwise scales and a bias; split-K among Triton's) through run_overlapped.
+// The CuTe DSL runs load-only from a kernel pack on the GPU machine (scripts/precompile.sh part
+// gpu-tests; test_cutedsl.cpp says how); a backend that is not available is reported and skipped.
+TEST(Overlap, TritonAndCutedslReadTheActivationsAfterThePreviousKernel) {
+  const DeviceInfo dev = query_device(0);
+  const BackendContext ctx = gpu_test::context(dev);
+  std::vector<std::pair<std::string, std::function<std::unique_ptr<Backend>()>>> backends = {
+      {"triton", [&] { return make_triton_backend(ctx); }},
+      {"cutedsl", [&] { return make_cutedsl_backend(ctx); }},
+  };
+  const std::vector<GemmProblem> problems = overlap_test::problems();
+  Stream s;
+  int available = 0;
+  for (auto& [name, make] : backends) {
+    auto b = make();
+    if (Verdict v = b->available(); !v) {
+      std::printf("%s: not available: %s\n", name.c_str(), v.reason.c_str());
+      continue;
+    }
+    ++available;
+    int checked = 0;
+    for (const GemmProblem& p : problems) {
+      SCOPED_TRACE(name + " " + p.str());
+      if (Verdict v = b->supports(p); !v) {
+        std::printf("%s: %s not supported: %s\n", name.c_str(), p.str().c_str(), v.reason.c_str());
+        continue;
+      }
+      auto cands = b->candidates(p);
+      OperandSet ops(p, 0x0e71 + uint64_t(p.m), s.get());
+      s.sync();
+      const auto ref = host::host_gemm(p, host::download(p, ops.args()));
+      const LateA late(p, ops.args());
+      std::vector<std::string> failed = gpu_test::prepare_all(cands, dev.index);
+      for (size_t i = 0; i < cands.size(); ++i) {
+        auto& c = cands[i];
+        SCOPED_TRACE(c->id());
+        EXPECT_EQ(failed[i], "");
+        EXPECT_TRUE(c->can_overlap()) << "every " << name << " candidate launches overlapped";
+        if (!failed[i].empty() || !c->can_overlap()) continue;
+        ops.poison_d(s.get());
+        late.enqueue(dev.sm_count, s.get());
+        ASSERT_NO_THROW(c->run_overlapped(ops.args(), s.get()));
+        s.sync();
+        CheckResult r = gpu_test::check_d(p, ops.args(), ref);
+        EXPECT_TRUE(r.ok) << r.reason;
+        ++checked;
+      }
+    }
+    std::printf("%s: %d overlapped candidate runs checked\n", name.c_str(), checked);
+    EXPECT_GT(checked, 0) << name;
+  }
+  if (available == 0) GTEST_SKIP() << "neither Triton nor the CuTe DSL is available";
+}
