@@ -123,7 +123,7 @@ for part in $PARTS; do
       pc gpu-cutedsl-gemm "$ROOT/tests/gpu/packs/cutedsl_gemm.jsonl" --backends cutedsl
       pc gpu-softmax "$ROOT/tests/gpu/packs/softmax.jsonl" --backends cutedsl
       pc gpu-fp8-block "$ROOT/tests/gpu/packs/fp8_block.jsonl" --backends cutedsl,cutlass
-      pc gpu-overlap "$ROOT/tests/gpu/packs/overlap.jsonl" --backends cutedsl
+      pc gpu-overlap "$ROOT/tests/gpu/packs/overlap.jsonl" --backends cutedsl,cutlass
       pc gpu-cutlass-grouped "$ROOT/tests/gpu/packs/grouped.jsonl" --backends cutlass
       ;;
     *) echo "precompile: unknown part '$part'" >&2; exit 2 ;;

@@ -67,6 +67,11 @@ void check_instance(const compile::Built& b, const GemmProblem& p, const Config&
   bad = a;
   bad.raster = 2, bad.swizzle = 8;
   expect(lib->can_implement(&bad) == GT_CUTLASS_OK, "tiles in bands of 8 along N: the same instance");
+  bad = a;
+  bad.flags = GT_CUTLASS_OVERLAP_PREVIOUS;
+  expect(lib->can_implement(&bad) == GT_CUTLASS_OK, "a programmatic dependent launch: the same instance");
+  bad.flags = 2;
+  expect(lib->can_implement(&bad) == GT_CUTLASS_BAD_ARGS, "an unknown flag is refused");
   if (p.scale == ScaleMode::block) {
     // A's block scales come by TMA from b * m: m must be a multiple of 4, scale_a 16-byte aligned.
     bad = a;
@@ -111,6 +116,9 @@ void check_grouped(const compile::Built& b, const GroupedGemmProblem& p, const C
   expect(lib->can_implement(&bad) == GT_CUTLASS_OK, "tiles in bands of 8 along N: the same instance");
   bad.raster = 0, bad.swizzle = 2;
   expect(lib->can_implement(&bad) == GT_CUTLASS_BAD_ARGS, "bands with the default order are refused");
+  bad = a;
+  bad.flags = GT_CUTLASS_OVERLAP_PREVIOUS;
+  expect(lib->can_implement(&bad) == GT_CUTLASS_BAD_ARGS, "grouped instances take no overlapped launch");
   expect(lib->run(&a, nullptr, nullptr) == GT_CUTLASS_BAD_ARGS, "run() without a workspace is refused");
 }
 

@@ -1,7 +1,7 @@
-// The problems of tests/gpu/test_overlap.cu's Triton / CuTe DSL test (overlapped launches behind a
+// The problems of tests/gpu/test_overlap.cu's Triton / CuTe DSL / CUTLASS test (overlapped launches behind a
 // kernel that writes A late): decode and prefill sizes in bf16, and fp8 with tensorwise scales and
-// a bias. Also the CuTe DSL's kernel-pack input (tests/gpu/packs/overlap.jsonl, kept equal by
-// GpuTestPacks.OverlapProblems), since the GPU machine cannot compile CuTe DSL kernels.
+// a bias. Also the CuTe DSL's and CUTLASS's kernel-pack input (tests/gpu/packs/overlap.jsonl,
+// kept equal by GpuTestPacks.OverlapProblems): the GPU machine compiles neither.
 #pragma once
 
 #include <vector>

@@ -1,5 +1,5 @@
 // Programmatic dependent launch (RunOptions::overlap_previous): every candidate that says it can
-// overlap (Kernel::can_overlap: the native decode kernels, Triton and the CuTe DSL) launched
+// overlap (Kernel::can_overlap: the native decode kernels, Triton, the CuTe DSL and CUTLASS) launched
 // behind a kernel that writes A late. A is NaN until that kernel copies the real values in, after
 // ~20 us of spinning: a candidate that reads A (or anything but its weights) before
 // griddepcontrol.wait gives NaN or stale values, and fails the float64 host reference.
@@ -79,16 +79,17 @@ TEST(Overlap, NativeReadsTheActivationsAfterThePreviousKernel) {
   }
 }
 
-// Triton and the CuTe DSL: every candidate of overlap_test::problems() (decode and prefill sizes,
+// Triton, the CuTe DSL and CUTLASS: every candidate of overlap_test::problems() (decode and prefill sizes,
 // bf16 and fp8 with tensorwise scales and a bias; split-K among Triton's) through run_overlapped.
-// The CuTe DSL runs load-only from a kernel pack on the GPU machine (scripts/precompile.sh part
-// gpu-tests; test_cutedsl.cpp says how); a backend that is not available is reported and skipped.
-TEST(Overlap, TritonAndCutedslReadTheActivationsAfterThePreviousKernel) {
+// The CuTe DSL and CUTLASS run load-only from a kernel pack on the GPU machine (scripts/precompile.sh
+// part gpu-tests; test_cutedsl.cpp says how); a backend that is not available is reported and skipped.
+TEST(Overlap, TritonCutedslCutlassReadTheActivationsAfterThePreviousKernel) {
   const DeviceInfo dev = query_device(0);
   const BackendContext ctx = gpu_test::context(dev);
   std::vector<std::pair<std::string, std::function<std::unique_ptr<Backend>()>>> backends = {
       {"triton", [&] { return make_triton_backend(ctx); }},
       {"cutedsl", [&] { return make_cutedsl_backend(ctx); }},
+      {"cutlass", [&] { return make_cutlass_backend(ctx); }},
   };
   const std::vector<GemmProblem> problems = overlap_test::problems();
   Stream s;
@@ -131,5 +132,5 @@ TEST(Overlap, TritonAndCutedslReadTheActivationsAfterThePreviousKernel) {
     std::printf("%s: %d overlapped candidate runs checked\n", name.c_str(), checked);
     EXPECT_GT(checked, 0) << name;
   }
-  if (available == 0) GTEST_SKIP() << "neither Triton nor the CuTe DSL is available";
+  if (available == 0) GTEST_SKIP() << "none of Triton, the CuTe DSL and CUTLASS is available";
 }

@@ -129,6 +129,11 @@ def test_variant_compiles_to_a_loadable_so(name, tmp_path):
     bad.abi_version = ABI_VERSION + 1
     assert lib.gt_cutedsl_can_implement(ctypes.byref(bad)) == 1
     bad = Args.from_buffer_copy(a)
+    bad.flags = 1  # GT_CUTEDSL_OVERLAP_PREVIOUS
+    assert lib.gt_cutedsl_can_implement(ctypes.byref(bad)) == 0
+    bad.flags = 2
+    assert lib.gt_cutedsl_can_implement(ctypes.byref(bad)) == 2
+    bad = Args.from_buffer_copy(a)
     bad.a = addr + (1 if fp8 else 2)
     assert lib.gt_cutedsl_can_implement(ctypes.byref(bad)) == 3
     bad = Args.from_buffer_copy(a)

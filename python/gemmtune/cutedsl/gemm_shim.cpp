@@ -124,6 +124,7 @@ GT_EXPORT int gt_cutedsl_can_implement(const GtCutedslArgs* args) {
   if (args->m < 1 || args->n < 1 || args->k < 1 || args->m > kMax32 || args->n > kMax32 || args->k > kMax32)
     return GT_CUTEDSL_BAD_ARGS;
   if (args->device < 0 || args->device >= kMaxDevices) return GT_CUTEDSL_BAD_ARGS;
+  if (args->flags & ~GT_CUTEDSL_OVERLAP_PREVIOUS) return GT_CUTEDSL_BAD_ARGS;
   const GtGemmDesc& g = gt_inst_desc;
   if (g.version != kDescVersion) return GT_CUTEDSL_BAD_ABI;
   const Kernel k = kernel_terms(g, args);

@@ -107,14 +107,22 @@ class CutlassCandidate final : public detail::CandidateFor<GemmOp> {
     lib_ = std::move(lib);
   }
 
-  void run(const GemmArgs& g, cudaStream_t s) override {
+  void run(const GemmArgs& g, cudaStream_t s) override { launch(g, s, 0); }
+
+  // CUTLASS's SM90 kernels wait (griddepcontrol.wait) before their first global access
+  // (CUTLASS_ENABLE_GDC_FOR_SM90, sm90_gemm.cuh).
+  bool can_overlap() const override { return true; }
+  void run_overlapped(const GemmArgs& g, cudaStream_t s) override { launch(g, s, GT_CUTLASS_OVERLAP_PREVIOUS); }
+
+ private:
+  void launch(const GemmArgs& g, cudaStream_t s, int32_t flags) {
     GT_CHECK(lib_, "cutlass: " + id() + ": run before prepare");
     GtCutlassArgs a = args(g);
+    a.flags = flags;
     if (int st = lib_->run(&a, ws_.get(), s); st != GT_CUTLASS_OK)
       GT_THROW("cutlass: " + id() + ": " + lib_->status_text(st));
   }
 
- private:
   GtCutlassArgs args(const GemmArgs& g) const {
     GtCutlassArgs a = gemm_abi_args<GtCutlassArgs>(GT_CUTLASS_ABI_VERSION, dev_, p_, g);
     a.raster = int32_t(config_.raster), a.swizzle = config_.swizzle;

@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define GT_CUTLASS_ABI_VERSION 3
+#define GT_CUTLASS_ABI_VERSION 4
 
 /* Status codes returned by gt_cutlass_can_implement and gt_cutlass_run. */
 enum {
@@ -44,6 +44,10 @@ enum {
   GT_CUTLASS_CUDA_ERROR = 6      /* a CUDA error in the launch; see gt_cutlass_status_text */
 };
 
+/* GtCutlassArgs.flags: launch as a programmatic dependent launch (the kernel may start before the
+ * previous kernel on the stream has finished; it waits for that kernel before it touches global
+ * memory). GEMM instances only; grouped instances refuse flags. */
+#define GT_CUTLASS_OVERLAP_PREVIOUS 1
 typedef struct GtCutlassArgs {
   int32_t abi_version; /* GT_CUTLASS_ABI_VERSION */
   int32_t device;      /* CUDA device ordinal the stream belongs to */
@@ -51,7 +55,7 @@ typedef struct GtCutlassArgs {
   int32_t raster;      /* the persistent scheduler's tile order, kernel terms: 0 CUTLASS's heuristic
                           (grouped instances: along M), 1 along M, 2 along N */
   int32_t swizzle;     /* tiles per band of that order: 1, 2, 4 or 8 (1 with the heuristic) */
-  int32_t reserved;
+  int32_t flags;       /* GT_CUTLASS_OVERLAP_PREVIOUS or 0 */
   int64_t m, n, k;
   const void* a;       /* [m, k] */
   const void* b;       /* [k, n] */

@@ -20,6 +20,11 @@
 // and leading dimensions (checked in can_implement).
 #pragma once
 
+// Programmatic dependent launch (GtCutlassArgs.flags GT_CUTLASS_OVERLAP_PREVIOUS): CUTLASS's SM90
+// kernels then wait (griddepcontrol.wait) before their first global access and let the next
+// kernel launch once their mainloop is done; in a plain launch both instructions are no-ops.
+#define CUTLASS_ENABLE_GDC_FOR_SM90
+
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -85,9 +90,11 @@ Stride stride_with_ld(int64_t ld) {
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Runs CUTLASS's device adapter `Gemm` with `args` on `stream` (can_implement, initialize with
-// `workspace`, run): a GT_CUTLASS status; a CUDA error also goes to *cuda_error.
+// `workspace`, run; `pdl`: a programmatic dependent launch): a GT_CUTLASS status; a CUDA error
+// also goes to *cuda_error.
 template <class Gemm>
-int launch(typename Gemm::Arguments const& args, void* workspace, cudaStream_t stream, cudaError_t* cuda_error) {
+int launch(typename Gemm::Arguments const& args, void* workspace, cudaStream_t stream, cudaError_t* cuda_error,
+           bool pdl = false) {
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return GT_CUTLASS_CANNOT_IMPLEMENT;
   if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) {
@@ -95,7 +102,7 @@ int launch(typename Gemm::Arguments const& args, void* workspace, cudaStream_t s
     if (e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
     return GT_CUTLASS_INIT_FAILED;
   }
-  cutlass::Status st = gemm.run(stream);
+  cutlass::Status st = gemm.run(stream, /*cuda_adapter=*/nullptr, pdl);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
   return st == cutlass::Status::kSuccess ? GT_CUTLASS_OK : GT_CUTLASS_CUDA_ERROR;
@@ -537,7 +544,7 @@ struct Sm90Gemm {
     if (g->m < 1 || g->n < 1 || g->k < 1 || g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)
       return GT_CUTLASS_BAD_ARGS;
     if (g->raster < 0 || g->raster > 2 || !(g->swizzle == 1 || g->swizzle == 2 || g->swizzle == 4 || g->swizzle == 8) ||
-        (g->raster == 0 && g->swizzle != 1))
+        (g->raster == 0 && g->swizzle != 1) || (g->flags & ~GT_CUTLASS_OVERLAP_PREVIOUS))
       return GT_CUTLASS_BAD_ARGS;
     if (for_run && (!g->a || !g->b || !g->d || (kHasC && !g->c) || (kBias && !g->bias) ||
                     (kScale != Scale::none && (!g->scale_a || !g->scale_b))))
@@ -616,7 +623,7 @@ struct Sm90Gemm {
     if (int st = arguments(g, args, true); st != GT_CUTLASS_OK) return st;
     // This .so has its own CUDA runtime: make the caller's device current in it.
     if (cudaError_t e = cudaSetDevice(g->device); e != cudaSuccess) return *cuda_error = e, GT_CUTLASS_CUDA_ERROR;
-    return launch<Gemm>(args, workspace, stream, cuda_error);
+    return launch<Gemm>(args, workspace, stream, cuda_error, (g->flags & GT_CUTLASS_OVERLAP_PREVIOUS) != 0);
   }
 };
 

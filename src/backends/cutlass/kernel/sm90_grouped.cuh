@@ -147,7 +147,7 @@ struct Sm90Grouped {
         g->k > INT32_MAX || g->m * (kMasked ? g->groups : 1) > INT32_MAX)
       return GT_CUTLASS_BAD_ARGS;
     if (g->raster < 0 || g->raster > 2 || !(g->swizzle == 1 || g->swizzle == 2 || g->swizzle == 4 || g->swizzle == 8) ||
-        (g->raster == 0 && g->swizzle != 1))
+        (g->raster == 0 && g->swizzle != 1) || g->flags != 0)
       return GT_CUTLASS_BAD_ARGS;
     if (for_run && (!g->a || !g->b || !g->d || !g->rows)) return GT_CUTLASS_BAD_ARGS;
     // Packed operands only: A's and D's rows k and n apart, B[g]'s rows k apart.
