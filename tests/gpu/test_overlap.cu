@@ -1,8 +1,9 @@
 // Programmatic dependent launch (RunOptions::overlap_previous): every candidate that says it can
 // overlap (Kernel::can_overlap: the native decode kernels, Triton, the CuTe DSL and CUTLASS) launched
 // behind a kernel that writes A late. A is NaN until that kernel copies the real values in, after
-// ~20 us of spinning: a candidate that reads A (or anything but its weights) before
-// griddepcontrol.wait gives NaN or stale values, and fails the float64 host reference.
+// ~20 us of spinning, and that kernel lets the candidate launch from its start: a candidate that
+// reads A (or anything but its weights) before griddepcontrol.wait gives NaN or stale values, and
+// fails the float64 host reference.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -24,8 +25,11 @@ using namespace gemmtune;
 namespace {
 
 // Waits `cycles`, then copies n16 16-byte words: the previous kernel of an overlapped launch,
-// writing the activations late.
+// writing the activations late. It lets the next kernel launch at once (launch_dependents
+// first), so that kernel runs beside the wait: whatever it reads before its own
+// griddepcontrol.wait is still NaN.
 __global__ void late_copy(const uint4* src, uint4* dst, int64_t n16, long long cycles) {
+  asm volatile("griddepcontrol.launch_dependents;");
   const long long t0 = clock64();
   while (clock64() - t0 < cycles) {
   }
