@@ -221,6 +221,15 @@ def promote(acc, part, sc, group_of, block):
         acc[i] = acc[i] + part[i] * s[group_of[i]]
 
 
+def tma_load(mainloop, op, tm, tn, kt, state):
+    """The producer's TMA load of one operand's k-tile kt into pipeline `state`'s slot, counted by
+    that slot's full barrier. op = (copy atom, partitioned global tiles, partitioned smem slots,
+    multicast mask, whether its tiles run along N): A's tile row is tm, B's tile column tn."""
+    atom, g, smem, mask, along_n = op
+    cute.copy(atom, g[(None, tn if along_n else tm, kt, 0)], smem[(None, state.index)],
+              tma_bar_ptr=mainloop.producer_get_barrier(state), mcast_mask=mask)
+
+
 class HopperGemm:
     """One instance per KernelConfig; dtypes and layouts come from the tensors at compile time.
 
@@ -411,42 +420,30 @@ class HopperGemm:
             if warp == 0:
                 wstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 work = cid
+                a_op = (tma_a, tAg, tAs, a_mask, False)
+                b_op = (tma_b, tBg, tBs, b_mask, True)
+                # The weights' operand and the other one (the activations).
+                w_op, x_op = (a_op, b_op) if cfg.weights == "a" else (b_op, a_op)
                 # The first tile's first `ahead` k-tiles: the weights' halves before the wait
                 # for the previous kernel (programmatic dependent launch), the other operand's
                 # after it, into the same slots; every later load after the wait.
                 ahead = cutlass.min(k_tiles, self.stages)
-                weights_a = cutlass.const_expr(cfg.weights == "a")
                 while work < total:
                     tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
                     astate = wstate.clone()
                     for kt in cutlass.range(ahead, unroll=1):
                         mainloop.producer_acquire(wstate)
-                        bar = mainloop.producer_get_barrier(wstate)
-                        if cutlass.const_expr(weights_a):
-                            cute.copy(tma_a, tAg[(None, tm, kt, 0)], tAs[(None, wstate.index)],
-                                      tma_bar_ptr=bar, mcast_mask=a_mask)
-                        else:
-                            cute.copy(tma_b, tBg[(None, tn, kt, 0)], tBs[(None, wstate.index)],
-                                      tma_bar_ptr=bar, mcast_mask=b_mask)
+                        tma_load(mainloop, w_op, tm, tn, kt, wstate)
                         mainloop.producer_commit(wstate)
                         wstate.advance()
                     cute.arch.griddepcontrol_wait()
                     for kt in cutlass.range(ahead, unroll=1):
-                        bar = mainloop.producer_get_barrier(astate)
-                        if cutlass.const_expr(weights_a):
-                            cute.copy(tma_b, tBg[(None, tn, kt, 0)], tBs[(None, astate.index)],
-                                      tma_bar_ptr=bar, mcast_mask=b_mask)
-                        else:
-                            cute.copy(tma_a, tAg[(None, tm, kt, 0)], tAs[(None, astate.index)],
-                                      tma_bar_ptr=bar, mcast_mask=a_mask)
+                        tma_load(mainloop, x_op, tm, tn, kt, astate)
                         astate.advance()
                     for kt in cutlass.range(ahead, k_tiles, unroll=1):
                         mainloop.producer_acquire(wstate)
-                        bar = mainloop.producer_get_barrier(wstate)
-                        cute.copy(tma_a, tAg[(None, tm, kt, 0)], tAs[(None, wstate.index)],
-                                  tma_bar_ptr=bar, mcast_mask=a_mask)
-                        cute.copy(tma_b, tBg[(None, tn, kt, 0)], tBs[(None, wstate.index)],
-                                  tma_bar_ptr=bar, mcast_mask=b_mask)
+                        tma_load(mainloop, a_op, tm, tn, kt, wstate)
+                        tma_load(mainloop, b_op, tm, tn, kt, wstate)
                         mainloop.producer_commit(wstate)
                         wstate.advance()
                     work += launched
