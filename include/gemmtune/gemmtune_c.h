@@ -118,8 +118,9 @@ GT_API int gt_kernel_run_ex(gt_kernel* kernel, const void* a, const void* b, con
 GT_API int gt_kernel_run_abd(gt_kernel* kernel, const void* a, const void* b, void* d, const void* bias, void* stream);
 /* NULL is fine. */
 GT_API int gt_kernel_destroy(gt_kernel* kernel);
-/* {"backend", "id", "name", "problem", "problem_json", "cache_key", "torch_baseline", "median_us",
- * "torch_baseline_us"}; torch_baseline: the kernel is the cuBLASLt baseline that reproduces torch's
+/* {"backend", "id", "name", "can_overlap", "problem", "problem_json", "cache_key", "torch_baseline",
+ * "median_us", "torch_baseline_us"}; can_overlap: GT_RUN_OVERLAP_PREVIOUS takes effect (the kernel
+ * supports a programmatic dependent launch; otherwise it launches as usual); torch_baseline: the kernel is the cuBLASLt baseline that reproduces torch's
  * own call (a report's is_default candidate where cuBLASLt answered torch's query;
  * docs/cublaslt.md); median_us, torch_baseline_us: the kernel's and that baseline's medians in the
  * last tune of the kernel's problem, from the tuning cache (raced in the same rounds), null where

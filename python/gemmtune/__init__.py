@@ -127,8 +127,9 @@ class Kernel(_Owned):
         self._run = _capi.lib().gt_kernel_run_ex
 
     def describe(self) -> dict:
-        """{"backend", "id", "name", "problem", "problem_json", "cache_key", "torch_baseline", "median_us",
-        "torch_baseline_us"}: torch_baseline, the cuBLASLt baseline that reproduces torch's own call
+        """{"backend", "id", "name", "can_overlap", "problem", "problem_json", "cache_key", "torch_baseline",
+        "median_us", "torch_baseline_us"}: can_overlap, run(overlap_previous=True) takes effect (a
+        programmatic dependent launch; else the kernel launches as usual); torch_baseline, the cuBLASLt baseline that reproduces torch's own call
         (docs/cublaslt.md); median_us and torch_baseline_us, the kernel's and that baseline's medians
         in the last tune of the problem, from the tuning cache (None where it has none)."""
         if self._info is None:

@@ -473,7 +473,7 @@ std::string report_to_json(const TuneReport& r) {
 }
 
 std::string kernel_to_json(const Kernel& k) {
-  json j{{"backend", k.backend()}, {"id", k.id()}, {"name", k.name()}};
+  json j{{"backend", k.backend()}, {"id", k.id()}, {"name", k.name()}, {"can_overlap", k.can_overlap()}};
   j["problem"] = k.problem().str();
   j["problem_json"] = problem_object(k.problem());
   return dump(j);

@@ -71,7 +71,8 @@ std::string engine_options_to_json(const EngineOptions& options);
 // "bytes" (read + written) and each result's "tbps" (bytes / median, TB/s; 0 when not timed).
 std::string report_to_json(const TuneReport& report);
 
-// {"backend", "id", "name", "problem": str(), "problem_json": {...}}.
+// {"backend", "id", "name", "can_overlap" (Kernel::can_overlap: RunOptions::overlap_previous takes
+// effect), "problem": str(), "problem_json": {...}}.
 std::string kernel_to_json(const Kernel& kernel);
 
 }  // namespace gemmtune

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "backends/backend.hpp"
 #include "core/cuda.hpp"
 #include "core/problem_json.hpp"
 #include "core/report_json.hpp"
@@ -284,6 +285,40 @@ TEST(ReportJson, SoftmaxAddsBytesAndTbps) {
   // Every field of the one encoding, as in a GEMM report.
   const json fields = gemmtune::to_json(w);
   for (const auto& [k, v] : fields.items()) EXPECT_TRUE(j["results"][0].contains(k)) << k;
+}
+
+// ---- kernel JSON -----------------------------------------------------------------------------
+
+namespace {
+// A candidate that only names itself (never run).
+class NamedCandidate final : public detail::CandidateFor<GemmOp> {
+ public:
+  explicit NamedCandidate(bool overlap) : overlap_(overlap) {}
+  std::string backend() const override { return "fake"; }
+  std::string id() const override { return overlap_ ? "pdl" : "plain"; }
+  std::string name() const override { return "fake " + id(); }
+  void run(const GemmArgs&, cudaStream_t) override {}
+  bool can_overlap() const override { return overlap_; }
+
+ private:
+  bool overlap_;
+};
+}  // namespace
+
+// gt_kernel_describe's kernel part: who the kernel is, its problem, and whether an overlapped
+// launch (GT_RUN_OVERLAP_PREVIOUS) takes effect.
+TEST(KernelJson, NamesTheKernelAndWhetherItOverlaps) {
+  const GemmProblem p = GemmProblem::linear(16, 4096, 4096);
+  for (bool overlap : {false, true}) {
+    const Kernel k(p, std::make_shared<NamedCandidate>(overlap));
+    const json j = json::parse(kernel_to_json(k));
+    EXPECT_EQ(j.at("backend"), "fake");
+    EXPECT_EQ(j.at("id"), overlap ? "pdl" : "plain");
+    EXPECT_EQ(j.at("name"), overlap ? "fake pdl" : "fake plain");
+    EXPECT_EQ(j.at("can_overlap"), overlap);
+    EXPECT_EQ(j.at("problem"), p.str());
+    EXPECT_EQ(problem_from_json(j.at("problem_json").dump()).canonical(), p.canonical());
+  }
 }
 
 // ---- the shared library ----------------------------------------------------------------------
