@@ -219,34 +219,17 @@ def grouped_gemm(a, b, d, rows, bias, scale_a, scale_b,
                   k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
                   BLOCK_M, BLOCK_N, BLOCK_K, 1)
         else:
-            # The slices this tile's rows need (static ifs keep the variants past CHUNKS out).
+            # The slices this tile's rows need (>= 1), at most CHUNKS: one variant a count, its
+            # count a constexpr (a k loop and accumulators per slice), exactly one of them taken.
             slices = tl.cdiv(m_g - lm0, BLOCK_M)
-            if slices == 1:
-                _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
-                      k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
-                      BLOCK_M, BLOCK_N, BLOCK_K, 1)
-            elif CHUNKS == 2:
-                _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
-                      k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
-                      BLOCK_M, BLOCK_N, BLOCK_K, 2)
-            else:
-                if slices == 2:
+            for c in tl.static_range(1, CHUNKS + 1):
+                take = slices == c
+                if c == CHUNKS:
+                    take = slices >= c
+                if take:
                     _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
                           k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
-                          BLOCK_M, BLOCK_N, BLOCK_K, 2)
-                elif CHUNKS == 3:
-                    _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
-                          k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
-                          BLOCK_M, BLOCK_N, BLOCK_K, 3)
-                else:
-                    if slices == 3:
-                        _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
-                              k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
-                              BLOCK_M, BLOCK_N, BLOCK_K, 3)
-                    else:
-                        _tile(a_desc, b_desc, d, bias, scale_a, scale_b, g, off_m, lm0, m_g, row0, off_n, N,
-                              k_tiles, a_rows, ld_sb, nb, ldd, alpha, HAS_BIAS, ACT, SCALE, MAX_IMPRECISE,
-                              BLOCK_M, BLOCK_N, BLOCK_K, 4)
+                          BLOCK_M, BLOCK_N, BLOCK_K, c)
 
 
 KERNELS = {"grouped_gemm": grouped_gemm}
