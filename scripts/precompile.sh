@@ -16,11 +16,11 @@
 #                  rowwise and block)
 #   softmax        every CuTe DSL and Triton softmax candidate of bench/suites/softmax.csv
 #                  (bf16, fp16, fp32)
-#   grouped        every CUTLASS grouped candidate of bench/suites/grouped_moe.jsonl (the MoE
-#                  experts scripts/gpu/grouped_bench.py times: Mixtral-8x7B, DeepSeek-V3, bf16)
+#   grouped        every CUTLASS and CuTe DSL grouped candidate of bench/suites/grouped_moe.jsonl
+#                  (the MoE experts scripts/gpu/grouped_bench.py times: Mixtral-8x7B, DeepSeek-V3, bf16)
 #   gpu-tests      the CuTe DSL GPU tests' problems (tests/gpu/packs/*.jsonl; a host test keeps
-#                  them equal to the tests' matrices), and CUTLASS's for the block-scaled and
-#                  grouped ones
+#                  them equal to the tests' matrices: GEMM, softmax, grouped), and CUTLASS's for
+#                  the block-scaled and grouped ones
 # Idempotent (artifacts already in the store are store hits). Extra flags for every call:
 # $PRECOMPILE_FLAGS (e.g. "--nvcc-jobs 1"; "--load-only cutlass,cutedsl" builds nothing and
 # reports a fixed-id part's (--configs) missing artifacts as failures). Each call's JSON lines go to STORE/precompile.jsonl.
@@ -117,7 +117,7 @@ for part in $PARTS; do
       for t in bf16 fp16 fp32; do pc "softmax-$t" "$ROOT/bench/suites/softmax.csv" --dtype "$t" --backends cutedsl,triton; done
       ;;
     grouped)
-      pc grouped-moe "$ROOT/bench/suites/grouped_moe.jsonl" --backends cutlass
+      pc grouped-moe "$ROOT/bench/suites/grouped_moe.jsonl" --backends cutlass,cutedsl
       ;;
     gpu-tests)
       pc gpu-cutedsl-gemm "$ROOT/tests/gpu/packs/cutedsl_gemm.jsonl" --backends cutedsl
@@ -125,6 +125,7 @@ for part in $PARTS; do
       pc gpu-fp8-block "$ROOT/tests/gpu/packs/fp8_block.jsonl" --backends cutedsl,cutlass
       pc gpu-overlap "$ROOT/tests/gpu/packs/overlap.jsonl" --backends cutedsl,cutlass
       pc gpu-cutlass-grouped "$ROOT/tests/gpu/packs/grouped.jsonl" --backends cutlass
+      pc gpu-cutedsl-grouped "$ROOT/tests/gpu/packs/cutedsl_grouped.jsonl" --backends cutedsl
       ;;
     *) echo "precompile: unknown part '$part'" >&2; exit 2 ;;
   esac

@@ -8,7 +8,7 @@ whatever a compiler prints, from Python or from C, lands on stderr. A bad reques
 end of input or on {"op": "exit"}.
 
 Ops: ping, compile (backend "triton" or "cutedsl"; cutedsl params with "op": "softmax" go to
-cutedsl/softmax_compile.py), exit; fork and reap (fork server).
+cutedsl/softmax_compile.py, with "op": "grouped" to cutedsl/compile.py's compile_grouped), exit; fork and reap (fork server).
 Backends probed at start (imported, versions in the ready line): $GEMMTUNE_WORKER_BACKENDS, a
 comma list, default "triton"; the CuTe DSL backend's pool sets "cutedsl".
 
@@ -436,10 +436,13 @@ class Worker:
         out_dir = req["out_dir"]
         if not isinstance(out_dir, str) or not os.path.isabs(out_dir):
             return _fail(rid, "bad_request", "compile: out_dir must be an absolute path")
-        from .cutedsl.compile import CompileFailure, compile_gemm
+        from .cutedsl.compile import CompileFailure, compile_gemm, compile_grouped
         compile_fn = compile_gemm
-        if isinstance(req["params"], dict) and req["params"].get("op") == "softmax":  # cutedsl/softmax_compile.py
+        op = req["params"].get("op") if isinstance(req["params"], dict) else None
+        if op == "softmax":  # cutedsl/softmax_compile.py
             from .cutedsl.softmax_compile import compile_softmax as compile_fn
+        elif op == "grouped":
+            compile_fn = compile_grouped
         try:
             result = compile_fn(req["params"], out_dir)
         except CompileFailure as exc:

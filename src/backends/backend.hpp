@@ -118,8 +118,8 @@ std::unique_ptr<SoftmaxBackend> make_triton_softmax_backend(const BackendContext
 std::unique_ptr<SoftmaxBackend> make_cutedsl_softmax_backend(const BackendContext& ctx);
 std::unique_ptr<GroupedBackend> make_triton_grouped_backend(const BackendContext& ctx);
 std::unique_ptr<GroupedBackend> make_cutlass_grouped_backend(const BackendContext& ctx);
-// Grouped GEMM in cuBLASLt and the CuTe DSL: backends that say why they do not support it
-// (src/backends/grouped_unsupported.cpp).
+// Grouped GEMM in cuBLASLt: a backend that says why it does not support it (src/backends/
+// grouped_unsupported.cpp); the CuTe DSL's grouped GEMM: src/backends/cutedsl/grouped.cpp.
 std::unique_ptr<GroupedBackend> make_cublaslt_grouped_backend(const BackendContext& ctx);
 std::unique_ptr<GroupedBackend> make_cutedsl_grouped_backend(const BackendContext& ctx);
 

@@ -1,11 +1,10 @@
-// Grouped GEMM in the backends that have no grouped candidate: each says why, so that a tune
+// Grouped GEMM in the backend that has no grouped candidate: it says why, so that a tune
 // report's notes list every backend (docs/grouped.md).
 //
 // cuBLASLt / cuBLAS (CUDA 13.0): cublasGemmGroupedBatchedEx takes every group's m in host arrays
 // (m_array[], group_size[]), and cuBLASLt's pointer-array batch mode one m for the whole batch. A
 // grouped problem's split lives on the GPU and changes every run: reading it back would
 // synchronize the stream (and break CUDA graph capture), so neither API fits.
-// The CuTe DSL: not written yet.
 #include "backends/backend.hpp"
 #include "gemmtune/error.hpp"
 
@@ -38,10 +37,6 @@ std::unique_ptr<GroupedBackend> make_cublaslt_grouped_backend(const BackendConte
       "cublaslt",
       "CUDA 13.0's grouped GEMM (cublasGemmGroupedBatchedEx) takes each group's rows in host arrays; the split of a "
       "grouped problem is on the GPU (reading it would synchronize the stream)");
-}
-
-std::unique_ptr<GroupedBackend> make_cutedsl_grouped_backend(const BackendContext&) {
-  return std::make_unique<UnsupportedGroupedBackend>("cutedsl", "no CuTe DSL grouped GEMM kernels yet");
 }
 
 }  // namespace gemmtune

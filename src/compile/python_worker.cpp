@@ -172,7 +172,8 @@ class CutedslToolchain final : public PythonWorkerToolchain {
   CutedslToolchain(const CompileOptions& o, Log log)
       : PythonWorkerToolchain(Spec{"cutedsl",
                                    {"gemmtune/cutedsl/gemm_sm90.py", "gemmtune/cutedsl/compile.py",
-                                    "gemmtune/cutedsl/gemm_shim.cpp", "gemmtune/cutedsl/runtime.cpp",
+                                    "gemmtune/cutedsl/gemm_shim.cpp", "gemmtune/cutedsl/grouped_shim.cpp",
+                                    "gemmtune/cutedsl/runtime.cpp",
                                     "gemmtune/cutedsl/gt_cutedsl_abi.h", "gemmtune/cutedsl/shim_common.h"},
                                    nullptr,
                                    "cutedsl_toolchain",

@@ -39,7 +39,7 @@ inline constexpr Registered<GroupedOp> kGroupedBackends[] = {
     {"cublaslt", &make_cublaslt_grouped_backend, false},
     {"triton", &make_triton_grouped_backend, true},
     {"cutlass", &make_cutlass_grouped_backend, true},
-    {"cutedsl", &make_cutedsl_grouped_backend, false},
+    {"cutedsl", &make_cutedsl_grouped_backend, true},
 };
 
 template <class Op>

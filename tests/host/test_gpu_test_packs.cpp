@@ -1,7 +1,7 @@
 // The GPU tests' problems as kernel-pack input: tests/gpu/packs/*.jsonl (one problem JSON per
 // line, what `gemmtune precompile FILE.jsonl` takes; scripts/precompile.sh's gpu-tests part) must
-// hold exactly the problems the CuTe DSL GPU tests run (and Fp8Block's, the overlapped launches',
-// and the CUTLASS grouped candidates'), so that a pack built from them serves
+// hold exactly the problems the CuTe DSL GPU tests run (GEMM, softmax, grouped; and Fp8Block's, the
+// overlapped launches' and the CUTLASS grouped candidates'), so that a pack built from them serves
 // those tests on the GPU machine (which cannot compile CuTe DSL kernels). On a mismatch the test
 // prints the file's expected content.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 
 #include "core/problem_json.hpp"
 #include "gemmtune/precompile.hpp"
+#include "gpu/cutedsl_grouped_problems.hpp"
 #include "gpu/cutedsl_problems.hpp"
 #include "gpu/cutedsl_softmax_problems.hpp"
 #include "gpu/cutlass_grouped_problems.hpp"
@@ -95,6 +96,12 @@ TEST(GpuTestPacks, CutlassGroupedProblems) {
   std::string want;
   for (const GroupedGemmProblem& p : cutlass_grouped_test::problems()) want += grouped_problem_to_json(p) + "\n";
   expect_file("grouped.jsonl", want);
+}
+
+TEST(GpuTestPacks, CutedslGroupedProblems) {
+  std::string want;
+  for (const GroupedGemmProblem& p : cutedsl_grouped_test::problems()) want += grouped_problem_to_json(p) + "\n";
+  expect_file("cutedsl_grouped.jsonl", want);
 }
 
 TEST(GpuTestPacks, SoftmaxMatrixAndEngineProblems) {

@@ -350,7 +350,7 @@ def test_gemm_shim_fills_the_kernel_structs(name, tmp_path):
     inst.write_text(cc.instance_asm(cc.config_text(p), cc._gemm_desc(p)))
     so = tmp_path / "fake.so"
     subprocess.run([tc["_cxx"], "-shared", "-fPIC", "-o", str(so), "-x", "c", str(fake_c), "-x", "none", str(inst),
-                    cc.gemm_shim_object(), "-Wl,--no-undefined", "-Wl,-Bsymbolic",
+                    cc.shim_object(), "-Wl,--no-undefined", "-Wl,-Bsymbolic",
                     "-Wl,--defsym=gt_inst_entry=fake_entry", "-Wl,--defsym=gt_inst_init=fake_init",
                     "-Wl,--defsym=gt_inst_load=fake_load"], check=True)
     lib = _memfd_load(str(so))
@@ -388,3 +388,176 @@ def test_gemm_shim_fills_the_kernel_structs(name, tmp_path):
         null = Args.from_buffer_copy(a)
         setattr(null, x, None)
         assert lib.gt_cutedsl_run(ctypes.byref(null), None) == (2 if x in reads else 0), x
+
+
+# ---- grouped instances (gemm_sm90.HopperGemm's grouped mode, compile.compile_grouped) ----------
+
+GROUPED_ENTRY_POINTS = {"gt_cutedsl_grouped_abi_version", "gt_cutedsl_grouped_config",
+                        "gt_cutedsl_grouped_can_implement", "gt_cutedsl_grouped_run", "gt_cutedsl_grouped_status_text"}
+with open(os.path.join(os.path.dirname(cc.__file__), "gt_cutedsl_abi.h")) as _f:
+    GROUPED_ABI_VERSION = int(re.search(r"#define GT_CUTEDSL_GROUPED_ABI_VERSION (\d+)", _f.read()).group(1))
+
+
+def grouped_params(**kw):
+    p = {"op": "grouped", "layout": "contiguous", "ab_dtype": "bf16", "d_dtype": "bf16", "bias": False,
+         "act": "none", "scale": "none", "tile_m": 128, "tile_n": 128, "cluster_n": 1, "stages": 0}
+    p.update(kw)
+    return p
+
+
+GROUPED_VARIANTS = {
+    "bf16_contiguous": grouped_params(),
+    "fp16_masked_64x64_bias_relu": grouped_params(layout="masked", ab_dtype="fp16", d_dtype="fp16", tile_m=64,
+                                                  tile_n=64, bias=True, act="relu"),
+    "e4m3_contiguous_tensorwise_c1x2": grouped_params(ab_dtype="e4m3", scale="tensorwise", tile_n=256, cluster_n=2),
+    "e4m3_masked_rowwise_bias_silu": grouped_params(layout="masked", ab_dtype="e4m3", scale="rowwise", bias=True,
+                                                    act="silu", tile_m=64),
+}
+
+
+class GroupedArgs(ctypes.Structure):  # gt_cutedsl_abi.h GtCutedslGroupedArgs
+    _fields_ = ([("abi_version", ctypes.c_int32), ("device", ctypes.c_int32), ("sm_count", ctypes.c_int32),
+                 ("flags", ctypes.c_int32)]
+                + [(x, ctypes.c_int64) for x in ("groups", "n", "k", "capacity")]
+                + [(x, ctypes.c_void_p) for x in ("a", "b", "d", "rows", "bias", "scale_a", "scale_b")]
+                + [("alpha", ctypes.c_float), ("reserved", ctypes.c_int32)])
+
+
+@pytest.mark.parametrize("name", sorted(GROUPED_VARIANTS))
+def test_grouped_variant_compiles_to_a_loadable_so(name, tmp_path):
+    p = GROUPED_VARIANTS[name]
+    t0 = time.perf_counter()
+    r = cc.compile_grouped(p, str(tmp_path))
+    TIMES["grouped_" + name] = time.perf_counter() - t0
+    so = r["artifact"]
+    assert r["meta"]["config"] == cc.config_text(cc.normalize_grouped(p))
+    assert _dynamic_symbols(so) == GROUPED_ENTRY_POINTS
+    rt = r["runtime"]
+    assert set(_needed(so)) <= {rt["soname"], "libc.so.6", "ld-linux-x86-64.so.2", "libm.so.6"}
+    _memfd_load(rt["path"])
+    lib = _memfd_load(so)
+    lib.gt_cutedsl_grouped_config.restype = ctypes.c_char_p
+    lib.gt_cutedsl_grouped_status_text.restype = ctypes.c_char_p
+    assert lib.gt_cutedsl_grouped_abi_version() == GROUPED_ABI_VERSION
+    assert lib.gt_cutedsl_grouped_config().decode() == r["meta"]["config"]
+    buf = ctypes.create_string_buffer(1 << 12)
+    addr = (ctypes.addressof(buf) + 15) // 16 * 16
+    a = GroupedArgs(abi_version=GROUPED_ABI_VERSION, groups=8, n=256, k=512, capacity=1000, a=addr, b=addr, d=addr,
+                    rows=addr, bias=addr, scale_a=addr, scale_b=addr, alpha=1.0)
+    assert lib.gt_cutedsl_grouped_can_implement(ctypes.byref(a)) == 0
+    for field, value, status in (("abi_version", GROUPED_ABI_VERSION + 1, 1), ("flags", 1, 2), ("reserved", 1, 2),
+                                 ("groups", 0, 2), ("capacity", 0, 2), ("k", 260, 3), ("a", addr + 8, 3),
+                                 ("rows", addr + 2, 3)):
+        bad = GroupedArgs.from_buffer_copy(a)
+        setattr(bad, field, value)
+        assert lib.gt_cutedsl_grouped_can_implement(ctypes.byref(bad)) == status, field
+    if not os.path.exists("/dev/nvidia0"):
+        st = lib.gt_cutedsl_grouped_run(ctypes.byref(a), None)
+        assert st != 0 and lib.gt_cutedsl_grouped_status_text(st)
+
+
+@pytest.mark.parametrize("bad,text", [
+    ({"op": "gemm"}, "op"), ({"layout": "ragged"}, "layout"), ({"ab_dtype": "fp32"}, "ab_dtype"),
+    ({"d_dtype": "fp32"}, "d_dtype"), ({"scale": "rowwise"}, "scale"), ({"ab_dtype": "e4m3"}, "scale"),
+    ({"ab_dtype": "e4m3", "scale": "block"}, "scale"), ({"tile_m": 256}, "tile_m"), ({"cluster_n": 3}, "cluster_n"),
+    ({"act": "tanh"}, "act"), ({"tile_n": "128"}, "tile_n"),
+])
+def test_bad_grouped_params_fail_with_the_field(bad, text, tmp_path):
+    with pytest.raises(cc.CompileFailure) as e:
+        cc.compile_grouped(grouped_params(**bad), str(tmp_path))
+    assert e.value.kind == "bad_request"
+    assert text in e.value.message
+    incomplete = grouped_params()
+    del incomplete["stages"]
+    with pytest.raises(cc.CompileFailure, match="stages"):
+        cc.compile_grouped(incomplete, str(tmp_path))
+
+
+GROUPED_FAKE_KERNEL = r"""
+#include <stdint.h>
+#include <string.h>
+#define X __attribute__((visibility("default")))
+X unsigned char fake_seen[7][40];
+X int fake_sizes[7];
+X float fake_alpha;
+X int32_t fake_max_clusters;
+X void* fake_stream;
+X int fake_calls;
+void fake_init(void** a) { *(int*)a[1] = 0; }
+void fake_load(void** a) { *(int*)a[2] = 0; }
+void fake_entry(void** args, int32_t n) {
+  for (int i = 0; i < 7; ++i) memcpy(fake_seen[i], args[i], (size_t)fake_sizes[i]);
+  fake_alpha = *(float*)args[7];
+  fake_max_clusters = *(int32_t*)args[8];
+  fake_stream = *(void**)args[9];
+  *(int32_t*)args[10] = 0;
+  fake_calls += n == 11;
+}
+int gt_cutedsl_rt_set_device(int d) { return 0; }
+int gt_cutedsl_rt_get_last_error(void) { return 0; }
+const char* gt_cutedsl_rt_error_name(int e) { return "none"; }
+const char* gt_cutedsl_rt_error_string(int e) { return "none"; }
+int gt_cutedsl_rt_sm_count(int d, int* out) { *out = 132; return 0; }
+"""
+
+
+@pytest.mark.parametrize("name", sorted(GROUPED_VARIANTS))
+def test_grouped_shim_fills_the_kernel_structs(name, tmp_path):
+    """grouped_shim.cpp passes grouped_call's tensor structs as _grouped_fake_args lays them out
+    (packed row-major: ld = columns, batch stride = rows x columns; masked A and D and every B
+    with the group count as a third extent; scales and bias with their lengths), alpha, the grid
+    cap and the stream; and run() refuses a null pointer the instance reads."""
+    import struct
+    p = cc.normalize_grouped(GROUPED_VARIANTS[name])
+    tc = cc.toolchain()
+    fake_c = tmp_path / "fake.c"
+    fake_c.write_text(GROUPED_FAKE_KERNEL)
+    inst = tmp_path / "inst.s"
+    inst.write_text(cc.instance_asm(cc.config_text(p), cc._grouped_desc(p)))
+    so = tmp_path / "fake.so"
+    subprocess.run([tc["_cxx"], "-shared", "-fPIC", "-o", str(so), "-x", "c", str(fake_c), "-x", "none", str(inst),
+                    cc.shim_object("grouped_shim.cpp"), "-Wl,--no-undefined", "-Wl,-Bsymbolic",
+                    "-Wl,--defsym=gt_inst_entry=fake_entry", "-Wl,--defsym=gt_inst_init=fake_init",
+                    "-Wl,--defsym=gt_inst_load=fake_load"], check=True)
+    lib = _memfd_load(str(so))
+    base = 1 << 20
+    G, n, k, cap = 8, 200, 1024, 300
+    v = dict(groups=G, n=n, k=k, capacity=cap, a=base, b=2 * base, d=3 * base, rows=4 * base, bias=5 * base,
+             scale_a=6 * base, scale_b=7 * base)
+    masked = p["layout"] == "masked"
+    m2 = lambda ptr, r, c: struct.pack("<QiiqQ", ptr, r, c, c, r * c)  # noqa: E731
+    m3 = lambda ptr, r, c: struct.pack("<QiiiiqQ", ptr, r, c, G, 0, c, r * c)  # noqa: E731 (padded to 8)
+    vec = lambda ptr, length: struct.pack("<Qi", ptr, length)  # noqa: E731
+    ptr = lambda x: struct.pack("<Q", x)  # noqa: E731
+    rows_a = G * cap if masked else cap
+    expect = [m3(v["a"], cap, k) if masked else m2(v["a"], cap, k), m3(v["b"], n, k),
+              m3(v["d"], cap, n) if masked else m2(v["d"], cap, n), vec(v["rows"], G),
+              vec(v["bias"], G * n) if p["bias"] else ptr(v["d"])]
+    if p["scale"] == "rowwise":
+        expect += [vec(v["scale_a"], rows_a), vec(v["scale_b"], G * n)]
+    elif p["scale"] == "tensorwise":
+        expect += [ptr(v["scale_a"]), vec(v["scale_b"], G)]
+    else:
+        expect += [ptr(v["d"]), ptr(v["d"])]
+    # m3's padding word is not part of the struct's fields: compare the fields only.
+    sizes = (ctypes.c_int * 7).in_dll(lib, "fake_sizes")
+    for i, e in enumerate(expect):
+        sizes[i] = len(e)
+    a = GroupedArgs(abi_version=GROUPED_ABI_VERSION, sm_count=132, alpha=1.5, **v)
+    assert lib.gt_cutedsl_grouped_run(ctypes.byref(a), ctypes.c_void_p(0x1234)) == 0
+    assert ctypes.c_int.in_dll(lib, "fake_calls").value == 1
+    seen = (ctypes.c_ubyte * (7 * 40)).in_dll(lib, "fake_seen")
+    for i, e in enumerate(expect):
+        got = bytes(seen[i * 40:i * 40 + len(e)])
+        if len(e) == 40:  # three extents: skip the padding after them
+            got, e = got[:20] + got[24:], e[:20] + e[24:]
+        assert got == e, cc._GROUPED_ARGS[i]
+    assert ctypes.c_float.in_dll(lib, "fake_alpha").value == 1.5
+    assert ctypes.c_int32.in_dll(lib, "fake_max_clusters").value == 132 // p["cluster_n"]
+    assert ctypes.c_void_p.in_dll(lib, "fake_stream").value == 0x1234
+    reads = ["a", "b", "d", "rows"] + (["bias"] if p["bias"] else []) + \
+        (["scale_a", "scale_b"] if p["scale"] != "none" else [])
+    for x in ("a", "b", "d", "rows", "bias", "scale_a", "scale_b"):
+        null = GroupedArgs.from_buffer_copy(a)
+        setattr(null, x, None)
+        assert lib.gt_cutedsl_grouped_run(ctypes.byref(null), None) == (2 if x in reads else 0), x

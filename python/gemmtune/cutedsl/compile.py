@@ -268,28 +268,29 @@ def runtime() -> dict:
     return _RUNTIME
 
 
-_GEMM_SHIM: str | None = None
+_SHIMS: dict[str, str] = {}
 
 
-def gemm_shim_object() -> str:
-    """gemm_shim.cpp compiled (-fPIC) into a private temporary directory of this process, once:
-    the shim every GEMM kernel .so links (deterministic bytes: same toolchain, same sources)."""
-    global _GEMM_SHIM
-    if _GEMM_SHIM is not None and os.path.isfile(_GEMM_SHIM):
-        return _GEMM_SHIM
+def shim_object(source: str = "gemm_shim.cpp") -> str:
+    """A shim source of this directory (gemm_shim.cpp: every GEMM kernel .so links it;
+    grouped_shim.cpp: every grouped one) compiled (-fPIC) into a private temporary directory of
+    this process, once (deterministic bytes: same toolchain, same sources)."""
+    path = _SHIMS.get(source)
+    if path is not None and os.path.isfile(path):
+        return path
     import atexit
     import tempfile
     tc = toolchain()
     d = tempfile.mkdtemp(prefix="gemmtune-cutedsl-shim-")
     atexit.register(shutil.rmtree, d, True)
-    path = os.path.join(d, "gemm_shim.o")
+    path = os.path.join(d, source.replace(".cpp", ".o"))
     cmd = [tc["_cxx"], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-c", "-o", path,
            "-I" + os.path.join(tc["_cuda_home"], "include"), "-I" + HERE,
-           "-fno-exceptions", "-fno-rtti", "-fno-asynchronous-unwind-tables", os.path.join(HERE, "gemm_shim.cpp")]
+           "-fno-exceptions", "-fno-rtti", "-fno-asynchronous-unwind-tables", os.path.join(HERE, source)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        raise CompileFailure("link", f"GEMM shim: {' '.join(cmd)}\n{r.stderr[-4000:]}")
-    _GEMM_SHIM = path
+        raise CompileFailure("link", f"shim {source}: {' '.join(cmd)}\n{r.stderr[-4000:]}")
+    _SHIMS[source] = path
     return path
 
 
@@ -485,7 +486,7 @@ class LinkedShim:
 
 def _gemm_shim(p: dict, prefix: str, header: str) -> LinkedShim:
     entry = _check_header(p, prefix, header)
-    return LinkedShim([gemm_shim_object()], instance_asm(config_text(p), _gemm_desc(p)),
+    return LinkedShim([shim_object()], instance_asm(config_text(p), _gemm_desc(p)),
                       {"gt_inst_entry": entry, "gt_inst_init": f"_mlir_{prefix}_cuda_init",
                        "gt_inst_load": f"_mlir_{prefix}_cuda_load_to_device"})
 
@@ -622,13 +623,164 @@ def compile_gemm(params: Any, out_dir: str) -> dict:
     return out
 
 
+# ---- grouped GEMM ----------------------------------------------------------------------------------
+# Params of a grouped instance (gemmtune/grouped.hpp; src/backends/cutedsl/grouped.cpp sends all):
+#   op "grouped", layout contiguous|masked, ab_dtype (A's and B's), d_dtype (16-bit), bias (bias
+#   [G, n]), act, scale none|tensorwise|rowwise (fp8 only, then required), tile_m, tile_n,
+#   cluster_n, stages (0 = auto). The kernel: gemm_sm90.HopperGemm's grouped mode.
+GROUPED_LAYOUTS = ("contiguous", "masked")
+_GROUPED_SPEC = {
+    "op": str, "layout": str, "ab_dtype": str, "d_dtype": str, "bias": bool, "act": str, "scale": str,
+    "tile_m": int, "tile_n": int, "cluster_n": int, "stages": int,
+}
+
+
+def normalize_grouped(params: Any) -> dict:
+    """Checked grouped params (every field required); raises CompileFailure("bad_request")."""
+    p = check_fields(params, _GROUPED_SPEC)
+    if p["op"] != "grouped":
+        raise CompileFailure("bad_request", f"params.op: {p['op']!r} is not 'grouped'")
+    if p["layout"] not in GROUPED_LAYOUTS:
+        raise CompileFailure("bad_request", f"params.layout: {p['layout']!r} not in {GROUPED_LAYOUTS}")
+    if p["ab_dtype"] not in DTYPES_IN:
+        raise CompileFailure("bad_request", f"params.ab_dtype: {p['ab_dtype']!r} not in {DTYPES_IN}")
+    if p["d_dtype"] not in DTYPES_OUT:
+        raise CompileFailure("bad_request", f"params.d_dtype: {p['d_dtype']!r} not in {DTYPES_OUT}")
+    if p["act"] not in ACTS:
+        raise CompileFailure("bad_request", f"params.act: {p['act']!r} not in {ACTS}")
+    fp8 = DTYPE_BYTES[p["ab_dtype"]] == 1
+    scales = ("tensorwise", "rowwise") if fp8 else ("none",)
+    if p["scale"] not in scales:
+        raise CompileFailure("bad_request", f"params.scale: {p['scale']!r} not in {scales} for {p['ab_dtype']}")
+    return p
+
+
+def grouped_kernel_config(p: dict):
+    from .gemm_sm90 import KernelConfig
+    return KernelConfig(tile_m=p["tile_m"], tile_n=p["tile_n"], cluster_m=1, cluster_n=p["cluster_n"],
+                        stages=p["stages"], bias="n" if p["bias"] else "none", act=p["act"], scale=p["scale"],
+                        grouped=p["layout"])
+
+
+def _grouped_fake_args(p: dict):
+    """The fake tensors of grouped_call (grouped_shim.cpp fills their structs): packed row-major
+    A (rows, K, 1 | G), B (N, K, G), D (rows, N, 1 | G), dynamic extents and leading dimensions."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_fake_tensor
+    masked = p["layout"] == "masked"
+    groups = cute.sym_int32()
+
+    def matrix(dtype: str, batched: bool):
+        div = 16 // DTYPE_BYTES[dtype]
+        rows, cols = cute.sym_int32(), cute.sym_int32()
+        ld, batch = cute.sym_int64(divisibility=div), cute.sym_int64(divisibility=div)
+        return make_fake_tensor(_dtype(dtype), (rows, cols, groups if batched else 1), stride=(ld, 1, batch),
+                                assumed_align=16)
+
+    a, b, d = matrix(p["ab_dtype"], masked), matrix(p["ab_dtype"], True), matrix(p["d_dtype"], masked)
+    rows = _vector(cutlass.Int32, True)
+    bias = _vector(_dtype(p["d_dtype"]), True) if p["bias"] else _unused()
+    if p["scale"] == "rowwise":
+        rs, cs = _vector(cutlass.Float32, True), _vector(cutlass.Float32, True)
+    elif p["scale"] == "tensorwise":
+        rs, cs = _vector(cutlass.Float32, False), _vector(cutlass.Float32, True)
+    else:
+        rs, cs = _unused(), _unused()
+    return (a, b, d, rows, bias, rs, cs, cutlass.Float32(1.0), cutlass.Int32(1), make_fake_stream())
+
+
+_GROUPED_ARGS = ("a", "b", "d", "rows", "bias", "row_scale", "col_scale")
+
+
+def _check_grouped_header(p: dict, prefix: str, header: str) -> str:
+    """As _check_header, for grouped_call: the tensor structs grouped_shim.cpp fills and a wrapper
+    that passes (a, b, d, rows, bias, row_scale, col_scale, alpha, max_clusters, stream, ret).
+    Returns the host entry's symbol."""
+    masked = p["layout"] == "masked"
+    m2 = {"data": 0, "dynamic_shapes": 2, "dynamic_strides": 2}
+    m3 = {"data": 0, "dynamic_shapes": 3, "dynamic_strides": 2}
+    vector = {"data": 0, "dynamic_shapes": 1}
+    scalar = {"data": 0}
+    expect = {"a": m3 if masked else m2, "b": m3, "d": m3 if masked else m2, "rows": vector,
+              "bias": vector if p["bias"] else scalar,
+              "row_scale": vector if p["scale"] == "rowwise" else scalar,
+              "col_scale": vector if p["scale"] != "none" else scalar}
+    for name in _GROUPED_ARGS:
+        f = _struct_fields(header, prefix, name)
+        if f != expect[name]:
+            raise CompileFailure("compile", f"struct of {name}: fields {f}, expected {expect[name]}")
+    wm = re.search(r"static inline int32_t cute_dsl_" + re.escape(prefix) + r"_wrapper\(([^)]*)\) \{(.*?)\n\}",
+                   header, re.S)
+    if not wm:
+        raise CompileFailure("compile", "export header lacks the wrapper function")
+    params = [x.strip() for x in wm.group(1).split(",")]
+    if params[-3:] != ["float alpha", "int32_t max_clusters", "cudaStream_t stream"] or len(params) != 1 + len(_GROUPED_ARGS) + 3:
+        raise CompileFailure("compile", f"unexpected wrapper signature: {params}")
+    body = " ".join(wm.group(2).split())
+    em = re.fullmatch(r"int32_t ret = 0; void \*args\[11\] = \{ a, b, d, rows, bias, row_scale, col_scale, &alpha, "
+                      r"&max_clusters, &stream, &ret \}; (_mlir_" + re.escape(prefix) +
+                      r"__mlir_ciface_\w+)\(args, 11\); return ret;", body)
+    if not em:
+        raise CompileFailure("compile", f"unexpected wrapper body: {body[:400]}")
+    return em.group(1)
+
+
+# grouped_shim.cpp's GtGroupedDesc, field by field (32-bit each).
+_GROUPED_DESC_FIELDS = ("version", "masked", "ab_bytes", "d_bytes", "bias", "scale", "cluster_size")
+_GROUPED_DESC_VERSION = 1
+
+
+def _grouped_desc(p: dict) -> list[int]:
+    v = {"version": _GROUPED_DESC_VERSION, "masked": p["layout"] == "masked", "ab_bytes": DTYPE_BYTES[p["ab_dtype"]],
+         "d_bytes": DTYPE_BYTES[p["d_dtype"]], "bias": p["bias"], "scale": _DESC_SCALES[p["scale"]],
+         "cluster_size": p["cluster_n"]}
+    return [int(v[k]) for k in _GROUPED_DESC_FIELDS]
+
+
+def compile_grouped(params: Any, out_dir: str) -> dict:
+    """compile_gemm for a grouped instance (params above); the same result and failures."""
+    p = normalize_grouped(params)
+    if not os.path.isabs(out_dir):
+        raise CompileFailure("bad_request", "out_dir must be an absolute path")
+    os.makedirs(out_dir, exist_ok=True)
+    toolchain()
+    try:
+        cfg = grouped_kernel_config(p)
+        cfg.check()
+    except ValueError as exc:
+        raise CompileFailure("bad_request", f"params: {exc}")
+    from .gemm_sm90 import HopperGemm, plan_smem
+    try:
+        stages = plan_smem(cfg, DTYPE_BYTES[p["ab_dtype"]], DTYPE_BYTES[p["d_dtype"]])[1]
+    except ValueError as exc:
+        raise CompileFailure("resource", str(exc))
+    name = instance_name(p)
+    text = config_text(p)
+
+    def shim(header: str) -> LinkedShim:
+        entry = _check_grouped_header(p, name, header)
+        return LinkedShim([shim_object("grouped_shim.cpp")], instance_asm(text, _grouped_desc(p)),
+                          {"gt_inst_entry": entry, "gt_inst_init": f"_mlir_{name}_cuda_init",
+                           "gt_inst_load": f"_mlir_{name}_cuda_load_to_device"})
+
+    out = build_instance(HopperGemm(cfg).grouped_call, _grouped_fake_args(p), out_dir, name, shim,
+                         ["gt_cutedsl_grouped_abi_version", "gt_cutedsl_grouped_config",
+                          "gt_cutedsl_grouped_can_implement", "gt_cutedsl_grouped_run",
+                          "gt_cutedsl_grouped_status_text"])
+    out["meta"] = {"config": text, "toolchain": toolchain_text(), "stages": stages}
+    return out
+
+
 def main(argv: list[str]) -> int:
     """python -m gemmtune.cutedsl.compile '<params json>' OUT_DIR: one compile, result on stdout."""
     if len(argv) != 3:
         print(main.__doc__, file=sys.stderr)
         return 2
     try:
-        print(json.dumps(compile_gemm(json.loads(argv[1]), os.path.abspath(argv[2]))))
+        params = json.loads(argv[1])
+        build = compile_grouped if isinstance(params, dict) and params.get("op") == "grouped" else compile_gemm
+        print(json.dumps(build(params, os.path.abspath(argv[2]))))
     except CompileFailure as exc:
         print(f"{exc.kind}: {exc.message}", file=sys.stderr)
         return 1

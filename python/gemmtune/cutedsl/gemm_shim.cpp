@@ -1,5 +1,5 @@
 // The C ABI shim of every CuTe DSL GEMM instance (gt_cutedsl_abi.h), one object for all of them:
-// compile.py compiles it once per worker (gemm_shim_object()) and links it into each kernel .so
+// compile.py compiles it once per worker (shim_object()) and links it into each kernel .so
 // with the instance's exported object and a few lines of generated assembly, so that no C++ is
 // compiled per artifact (docs/cutedsl.md "Artifacts"). The instance supplies, by symbol:
 //   gt_inst_config  the config text (compile.config_text), NUL-terminated

@@ -50,6 +50,21 @@ CTA structure (warp specialization; 1 producer + W = tile_m / 64 consumer warpgr
 TMA zero-fills out-of-bounds loads and clips stores: any M, N, K >= 1 works as long as every
 stride other than the unit one is a multiple of 16 bytes and the base pointers are 16-byte
 aligned (the C++ side checks that).
+
+Grouped mode (KernelConfig.grouped "contiguous" or "masked"; gemmtune/grouped.hpp; compiled
+through `grouped_call`): G groups share N and K; group g multiplies its rows of A by B[g]
+(B is (N, K, G)). contiguous: A (capacity, K, 1) and D (capacity, N, 1), group g owns rows
+rows[g-1] .. rows[g] - 1 (rows[-1] = 0); masked: A (capacity, K, G) and D (capacity, N, G), group
+g's first rows[g] rows of batch g. `rows` (int32 [G], on the GPU) is read by the kernel (ends and
+counts clamped to [0, capacity], a start to its end), so the grid is the GPU's worth of CTAs and
+the work is counted on the device: work item w is the w-th tile of the groups' tiles in group
+order (within a group, the raster order above). A tile's A rows start at its group's first row
+(a TMA coordinate offset, any row); rows past the group's end are loaded (the next group's, or
+TMA's zeros) but never stored: a tile wholly inside its group is stored through TMA, the tile
+that holds the group's end row by row from registers (predicated stores). No swap-AB, clusters
+along N only (1 x cluster_n: the CTAs of a cluster share the group and A tile), no C; bias
+[G, N], tensorwise sb[g], rowwise row_scale per row of A and col_scale [G, N]. The split may come
+from the previous kernel, so a programmatic dependent launch is not offered (pdl = 0).
 """
 
 from __future__ import annotations
@@ -97,6 +112,8 @@ class KernelConfig:
     # The kernel operand that holds the problem's weights (its B; the kernel's A with swap-AB):
     # fetched before griddepcontrol.wait in a programmatic dependent launch.
     weights: str = "b"
+    # "none" (a GEMM), or a grouped GEMM's row layout: "contiguous" or "masked" (module doc).
+    grouped: str = "none"
 
     def check(self) -> None:
         if self.tile_m not in (64, 128):
@@ -123,6 +140,13 @@ class KernelConfig:
             raise ValueError(f"scale: {self.scale!r} not in {SCALES}")
         if self.weights not in ("a", "b"):
             raise ValueError(f"weights: {self.weights!r} not in a, b")
+        if self.grouped not in ("none", "contiguous", "masked"):
+            raise ValueError(f"grouped: {self.grouped!r} not in none, contiguous, masked")
+        if self.grouped != "none":
+            if self.cluster_m != 1:
+                raise ValueError(f"cluster_m: {self.cluster_m} (grouped: clusters along N only)")
+            if self.has_c or self.weights != "b" or self.bias == "m" or self.scale not in ("none", "tensorwise", "rowwise"):
+                raise ValueError("grouped: no C, no swap-AB, bias along N, scales none / tensorwise / rowwise")
         # Block scales: a tile's extent along the 128x128 blocks must lie in one block, so that the
         # tile has one such scale per k block.
         if self.scale == "block_m" and SCALE_BLOCK % self.tile_n:
@@ -224,9 +248,9 @@ def promote(acc, part, sc, group_of, block):
 def tma_load(mainloop, op, tm, tn, kt, state):
     """The producer's TMA load of one operand's k-tile kt into pipeline `state`'s slot, counted by
     that slot's full barrier. op = (copy atom, partitioned global tiles, partitioned smem slots,
-    multicast mask, whether its tiles run along N): A's tile row is tm, B's tile column tn."""
-    atom, g, smem, mask, along_n = op
-    cute.copy(atom, g[(None, tn if along_n else tm, kt, 0)], smem[(None, state.index)],
+    multicast mask, whether its tiles run along N, batch): A's tile row is tm, B's tile column tn."""
+    atom, g, smem, mask, along_n, batch = op
+    cute.copy(atom, g[(None, tn if along_n else tm, kt, batch)], smem[(None, state.index)],
               tma_bar_ptr=mainloop.producer_get_barrier(state), mcast_mask=mask)
 
 
@@ -284,6 +308,28 @@ class HopperGemm:
                  bias: cute.Tensor, row_scale: cute.Tensor, col_scale: cute.Tensor,
                  alpha: cutlass.Float32, beta: cutlass.Float32, max_clusters: cutlass.Int32,
                  pdl: cutlass.Int32, stream: cuda.CUstream):
+        if cutlass.const_expr(self.cfg.grouped != "none"):
+            raise TypeError("a grouped config: compile grouped_call")
+        self._launch(a, b, d, c, c, bias, row_scale, col_scale, alpha, beta, max_clusters, pdl, stream)
+
+    @cute.jit
+    def grouped_call(self, a: cute.Tensor, b: cute.Tensor, d: cute.Tensor, rows: cute.Tensor,
+                     bias: cute.Tensor, row_scale: cute.Tensor, col_scale: cute.Tensor,
+                     alpha: cutlass.Float32, max_clusters: cutlass.Int32, stream: cuda.CUstream):
+        """Grouped mode's entry (module doc): a (capacity, K, 1) contiguous or (capacity, K, G)
+        masked, b (N, K, G), d like a with N, rows (G,) int32; bias (G * N,); row_scale (1,)
+        tensorwise or one per row of A (rowwise, flat), col_scale (G,) tensorwise or (G * N,)
+        rowwise. max_clusters: the persistent grid (the work is counted on the GPU)."""
+        if cutlass.const_expr(self.cfg.grouped == "none"):
+            raise TypeError("not a grouped config: compile __call__")
+        self._launch(a, b, d, d, rows, bias, row_scale, col_scale, alpha, cutlass.Float32(0.0),
+                     max_clusters, cutlass.Int32(0), stream)
+
+    @cute.jit
+    def _launch(self, a, b, d, c, rows, bias, row_scale, col_scale, alpha, beta, max_clusters, pdl,
+                stream):
+        """Traced inside __call__ / grouped_call: plans the kernel and launches it. c: C (GEMM)
+        or D itself (grouped: the tile that holds a group's end is stored element by element)."""
         self.a_dtype, self.b_dtype, self.d_dtype = a.element_type, b.element_type, d.element_type
         if cutlass.const_expr(self.a_dtype.width != self.b_dtype.width):
             raise TypeError(f"A {self.a_dtype} and B {self.b_dtype} differ in width")
@@ -310,12 +356,15 @@ class HopperGemm:
             cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), d,
             cute.slice_(self.sD_layout, (None, None, 0)), self.epi_tile)
 
-        # Persistent grid: clusters of tiles, at most what fits on the GPU at once.
+        # Persistent grid: clusters of tiles, at most what fits on the GPU at once (grouped: the
+        # tiles are counted on the GPU, so what fits).
         tiles_m = (d.shape[0] + self.tile[0] - 1) // self.tile[0]
         tiles_n = (d.shape[1] + self.tile[1] - 1) // self.tile[1]
         clusters_m = (tiles_m + cm - 1) // cm
         clusters_n = (tiles_n + cn - 1) // cn
         total = clusters_m * clusters_n
+        if cutlass.const_expr(self.cfg.grouped != "none"):
+            total = max_clusters
         launched = cutlass.max(cutlass.min(total, max_clusters), 1)
 
         @cute.struct
@@ -326,7 +375,7 @@ class HopperGemm:
             sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(self.sD_layout)], 1024]
 
         self.smem_struct = Smem
-        self.kernel(tma_a, tA, tma_b, tB, tma_d, tD, c, bias, row_scale, col_scale, alpha, beta,
+        self.kernel(tma_a, tA, tma_b, tB, tma_d, tD, c, rows, bias, row_scale, col_scale, alpha, beta,
                     self.tiled_mma, self.sA_layout, self.sB_layout, self.sD_layout,
                     clusters_m, clusters_n).launch(
             grid=(launched * cm, cn, 1), block=[self.threads, 1, 1], cluster=(cm, cn, 1),
@@ -346,6 +395,74 @@ class HopperGemm:
         return (first + r % rows) * self.cluster_mn[0] + my_m, (r // rows) * self.cluster_mn[1] + my_n
 
     @cute.jit
+    def _group_rows(self, mRows: cute.Tensor, g: cutlass.Int32, capacity: cutlass.Int32):
+        """(first, end) of group g's rows in A's row space (contiguous: rows of A; masked: rows
+        of batch g), clamped as the module doc says."""
+        end = cutlass.min(cutlass.max(mRows[g], 0), capacity)
+        first = cutlass.Int32(0)
+        if cutlass.const_expr(self.cfg.grouped == "contiguous"):
+            if g > 0:
+                first = cutlass.min(cutlass.max(mRows[g - 1], 0), capacity)
+            first = cutlass.min(first, end)
+        return first, end
+
+    @cute.jit
+    def _seek(self, mRows: cute.Tensor, capacity: cutlass.Int32, clusters_n: cutlass.Int32,
+              work: cutlass.Int32, g: cutlass.Int32, before: cutlass.Int32, first: cutlass.Int32,
+              end: cutlass.Int32):
+        """Moves the group cursor (g; before: the work items of groups < g; first, end: g's rows)
+        forward to the group that holds work item `work` (before <= work < the items of all
+        groups; a cursor only moves forward, as a CTA's work items grow)."""
+        tiles = (end - first + self.tile[0] - 1) // self.tile[0] * clusters_n
+        while work >= before + tiles:
+            before += tiles
+            g += 1
+            first, end = self._group_rows(mRows, g, capacity)
+            tiles = (end - first + self.tile[0] - 1) // self.tile[0] * clusters_n
+        return g, before, first, end
+
+    @cute.jit
+    def _grouped_total(self, mRows: cute.Tensor, capacity: cutlass.Int32, clusters_n: cutlass.Int32):
+        """Work items (cluster tiles) of all groups. Every thread walks the groups (a few global
+        loads each, L2 hits after the first CTA's); unrolled so that several are in flight."""
+        total = cutlass.Int32(0)
+        for g in cutlass.range(mRows.shape[0], unroll=4):
+            first, end = self._group_rows(mRows, g, capacity)
+            total += (end - first + self.tile[0] - 1) // self.tile[0] * clusters_n
+        return total
+
+    @cute.jit
+    def _store_tile(self, epi, gD_tile: cute.Tensor, epi_count: cutlass.Int32) -> cutlass.Int32:
+        """The consumers store a tile of D (gD_tile: its TMA coordinates) from their accumulators
+        (the fused epilogue applied), epi_tile sub-tiles N fastest: registers -> smem buffer
+        (stmatrix) -> global (one thread's TMA store), through the ring of cfg.epi_stages
+        buffers. Returns epi_count (sub-tiles stored so far) advanced."""
+        tma_d, sD, r2s, tRS_sD, tRS_acc, frag, frag_out, epi_bar, store_pipe, warp = epi
+        gD_epi = cute.zipped_divide(gD_tile, self.epi_tile)
+        bsD, bgD = cute.nvgpu.cpasync.tma_partition(
+            tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
+        epi_grid = gD_epi.shape[1]
+        epi_num = cute.size(gD_epi, mode=[1])
+        epi_order = cute.make_layout(epi_grid, stride=(epi_grid[1], 1))
+        frag_n = cute.size(frag)
+        for e in cutlass.range_constexpr(epi_num):
+            for v in cutlass.range_constexpr(frag_n):
+                frag[v] = tRS_acc[e * frag_n + v]
+            frag_out.store(frag.load().to(self.d_dtype))
+            buf = (epi_count + e) % self.cfg.epi_stages
+            cute.copy(r2s, frag_out, tRS_sD[(None, None, None, buf)])
+            # Make the smem writes visible to TMA, then one thread stores the sub-tile.
+            cute.arch.fence_proxy("async.shared", space="cta")
+            epi_bar.arrive_and_wait()
+            if warp == 4:
+                cute.copy(tma_d, bsD[(None, buf)], bgD[(None, epi_order.get_hier_coord(e))])
+                store_pipe.producer_commit()
+                # Wait until the buffer the next sub-tile writes is no longer being read.
+                store_pipe.producer_acquire()
+            epi_bar.arrive_and_wait()
+        return epi_count + epi_num
+
+    @cute.jit
     def _activate(self, v: cutlass.Float32) -> cutlass.Float32:
         out = v
         if cutlass.const_expr(self.cfg.act == "relu"):
@@ -359,7 +476,8 @@ class HopperGemm:
 
     @cute.kernel
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
-               tma_d: cute.CopyAtom, mD: cute.Tensor, mC: cute.Tensor, mBias: cute.Tensor,
+               tma_d: cute.CopyAtom, mD: cute.Tensor, mC: cute.Tensor, mRows: cute.Tensor,
+               mBias: cute.Tensor,
                mRowScale: cute.Tensor, mColScale: cute.Tensor, alpha: cutlass.Float32,
                beta: cutlass.Float32, tiled_mma: cute.TiledMma, sA_layout: cute.ComposedLayout,
                sB_layout: cute.ComposedLayout, sD_layout: cute.ComposedLayout,
@@ -413,6 +531,11 @@ class HopperGemm:
         cid = cute.arch.cluster_idx()[0]
         launched = cute.arch.cluster_dim()[0]
         total = clusters_m * clusters_n
+        # Grouped: the work items of all groups, and each role's group cursor (_seek).
+        grouped = cfg.grouped != "none"
+        capacity = mD.shape[0]
+        if cutlass.const_expr(grouped):
+            total = self._grouped_total(mRows, capacity, clusters_n)
 
         if wg == 0:
             # ------------------------------ producer ------------------------------
@@ -420,16 +543,34 @@ class HopperGemm:
             if warp == 0:
                 wstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 work = cid
-                a_op = (tma_a, tAg, tAs, a_mask, False)
-                b_op = (tma_b, tBg, tBs, b_mask, True)
-                # The weights' operand and the other one (the activations).
-                w_op, x_op = (a_op, b_op) if cfg.weights == "a" else (b_op, a_op)
+                a_op = (tma_a, tAg, tAs, a_mask, False, 0)
+                b_op = (tma_b, tBg, tBs, b_mask, True, 0)
                 # The first tile's first `ahead` k-tiles: the weights' halves before the wait
                 # for the previous kernel (programmatic dependent launch), the other operand's
-                # after it, into the same slots; every later load after the wait.
+                # after it, into the same slots; every later load after the wait. (Grouped: no
+                # programmatic launch, the split is read first.)
                 ahead = cutlass.min(k_tiles, self.stages)
+                if cutlass.const_expr(grouped):
+                    ahead = cutlass.Int32(0)
+                g, before = cutlass.Int32(0), cutlass.Int32(0)
+                first, end = self._group_rows(mRows, g, capacity)
                 while work < total:
-                    tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
+                    if cutlass.const_expr(grouped):
+                        g, before, first, end = self._seek(mRows, capacity, clusters_n, work, g, before, first, end)
+                        tm, tn = self._work_tile(work - before, (end - first + self.tile[0] - 1) // self.tile[0],
+                                                 clusters_n, 0, my[1])
+                        # A's tiles from the group's first row; masked groups are A's batches.
+                        gA_g = cute.local_tile(cute.domain_offset((first, 0, 0), mA),
+                                               cute.slice_(self.tile, (None, 0, None)), (None, None, None))
+                        _, tAg_g = cute.nvgpu.cpasync.tma_partition(
+                            tma_a, my[1], cute.make_layout(cn), cute.group_modes(sA, 0, 2), cute.group_modes(gA_g, 0, 2))
+                        a_cur = (tma_a, tAg_g, tAs, a_mask, False, g if cfg.grouped == "masked" else 0)
+                        b_cur = (tma_b, tBg, tBs, b_mask, True, g)
+                    else:
+                        tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
+                        a_cur, b_cur = a_op, b_op
+                    # The weights' operand and the other one (the activations).
+                    w_op, x_op = (a_cur, b_cur) if cfg.weights == "a" else (b_cur, a_cur)
                     astate = wstate.clone()
                     for kt in cutlass.range(ahead, unroll=1):
                         mainloop.producer_acquire(wstate)
@@ -442,8 +583,8 @@ class HopperGemm:
                         astate.advance()
                     for kt in cutlass.range(ahead, k_tiles, unroll=1):
                         mainloop.producer_acquire(wstate)
-                        tma_load(mainloop, a_op, tm, tn, kt, wstate)
-                        tma_load(mainloop, b_op, tm, tn, kt, wstate)
+                        tma_load(mainloop, a_cur, tm, tn, kt, wstate)
+                        tma_load(mainloop, b_cur, tm, tn, kt, wstate)
                         mainloop.producer_commit(wstate)
                         wstate.advance()
                     work += launched
@@ -482,18 +623,18 @@ class HopperGemm:
             frag_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
             frag = cute.make_rmem_tensor(frag_shape, self.acc_dtype)
             frag_out = cute.make_rmem_tensor(frag_shape, self.d_dtype)
-            frag_n = cute.size(frag)
             epi_bar = pipeline.NamedBarrier(barrier_id=1, num_threads=self.consumer_threads)
             store_pipe = pipeline.PipelineTmaStore.create(
                 num_stages=cfg.epi_stages,
                 producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.consumer_threads))
 
             # Epilogue operands that do not change per tile.
-            need_coords = cfg.has_c or cfg.bias != "none" or cfg.scale == "rowwise"
+            # Grouped: the coordinates also say which rows of the tile are the group's.
+            need_coords = cfg.has_c or cfg.bias != "none" or cfg.scale == "rowwise" or grouped
             m_size = mD.shape[0]
             n_size = mD.shape[1]
             alpha_eff = alpha
-            if cutlass.const_expr(cfg.scale == "tensorwise"):
+            if cutlass.const_expr(cfg.scale == "tensorwise" and not grouped):
                 alpha_eff = alpha * mRowScale[0] * mColScale[0]
             cD = cute.make_identity_tensor((m_size, n_size))
             # Block scales (fp8): k-tile kt is the scales' k block kt; the scale of each register
@@ -516,8 +657,22 @@ class HopperGemm:
             fstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
             epi_count = cutlass.Int32(0)
             work = cid
+            g, before = cutlass.Int32(0), cutlass.Int32(0)
+            first, end = self._group_rows(mRows, g, capacity)
             while work < total:
-                tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
+                # (tm, tn): the tile; grouped, of group g, whose rows start at `first` (D's tiles
+                # and coordinates offset by it) in batch `batch` (masked) and end before `end`.
+                batch = 0
+                if cutlass.const_expr(grouped):
+                    g, before, first, end = self._seek(mRows, capacity, clusters_n, work, g, before, first, end)
+                    tm, tn = self._work_tile(work - before, (end - first + self.tile[0] - 1) // self.tile[0],
+                                             clusters_n, 0, my[1])
+                    if cutlass.const_expr(cfg.grouped == "masked"):
+                        batch = g
+                    if cutlass.const_expr(cfg.scale == "tensorwise"):
+                        alpha_eff = alpha * mRowScale[0] * mColScale[g]
+                else:
+                    tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
 
                 # ---- mainloop ----
                 vary, fixed_off = [0], 0
@@ -626,19 +781,25 @@ class HopperGemm:
                         fstate.advance()
 
                 # ---- fused epilogue math, fp32, on the accumulators ----
+                # Grouped: row scales are one per row of A (masked: batch-major), column scales
+                # and bias one per group and column.
+                row_base = batch * m_size
+                col_base = g * n_size if grouped else 0
+                tCcD = None
                 if cutlass.const_expr(need_coords):
-                    tCcD = acc_coords(tiled_mma, ctid, cute.local_tile(cD, (self.tile[0], self.tile[1]), (tm, tn)))
+                    tCcD = acc_coords(tiled_mma, ctid, cute.local_tile(
+                        cute.domain_offset((first, 0), cD) if grouped else cD, (self.tile[0], self.tile[1]), (tm, tn)))
                     # unroll_full: unrolled by the compiler, not traced element by element.
                     for i in cutlass.range(cute.size(acc), unroll_full=True):
                         mi = cutlass.min(tCcD[i][0], m_size - 1)
                         ni = cutlass.min(tCcD[i][1], n_size - 1)
                         v = acc[i] * alpha_eff
                         if cutlass.const_expr(cfg.scale == "rowwise"):
-                            v = v * mRowScale[mi] * mColScale[ni]
+                            v = v * mRowScale[row_base + mi] * mColScale[col_base + ni]
                         if cutlass.const_expr(cfg.has_c):
                             v = v + beta * mC[mi, ni, 0].to(cutlass.Float32)
                         if cutlass.const_expr(cfg.bias == "n"):
-                            v = v + mBias[ni].to(cutlass.Float32)
+                            v = v + mBias[col_base + ni].to(cutlass.Float32)
                         if cutlass.const_expr(cfg.bias == "m"):
                             v = v + mBias[mi].to(cutlass.Float32)
                         acc[i] = self._activate(v)
@@ -647,28 +808,20 @@ class HopperGemm:
                         acc[i] = self._activate(acc[i] * alpha_eff)
 
                 # ---- store: epi_tile sub-tiles (N fastest) through the buffer ring ----
-                gD_epi = cute.zipped_divide(gD[(None, None, tm, tn, 0)], self.epi_tile)
-                bsD, bgD = cute.nvgpu.cpasync.tma_partition(
-                    tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_epi)
-                epi_grid = gD_epi.shape[1]
-                epi_num = cute.size(gD_epi, mode=[1])
-                epi_order = cute.make_layout(epi_grid, stride=(epi_grid[1], 1))
-                for e in cutlass.range_constexpr(epi_num):
-                    for v in cutlass.range_constexpr(frag_n):
-                        frag[v] = tRS_acc[e * frag_n + v]
-                    frag_out.store(frag.load().to(self.d_dtype))
-                    buf = (epi_count + e) % cfg.epi_stages
-                    cute.copy(r2s, frag_out, tRS_sD[(None, None, None, buf)])
-                    # Make the smem writes visible to TMA, then one thread stores the sub-tile.
-                    cute.arch.fence_proxy("async.shared", space="cta")
-                    epi_bar.arrive_and_wait()
-                    if warp == 4:
-                        cute.copy(tma_d, bsD[(None, buf)], bgD[(None, epi_order.get_hier_coord(e))])
-                        store_pipe.producer_commit()
-                        # Wait until the buffer the next sub-tile writes is no longer being read.
-                        store_pipe.producer_acquire()
-                    epi_bar.arrive_and_wait()
-                epi_count += epi_num
+                # Grouped: the tile that holds its group's end row (or ends past D) is stored
+                # element by element, only the group's rows (TMA would write the next group's).
+                epi = (tma_d, sD, r2s, tRS_sD, tRS_acc, frag, frag_out, epi_bar, store_pipe, warp)
+                if cutlass.const_expr(grouped):
+                    if (tm + 1) * self.tile[0] <= end - first:
+                        gD_g = cute.local_tile(cute.domain_offset((first, 0, 0), mD),
+                                               cute.slice_(self.tile, (None, None, 0)), (None, None, None))
+                        epi_count = self._store_tile(epi, gD_g[(None, None, tm, tn, batch)], epi_count)
+                    else:
+                        for i in cutlass.range(cute.size(acc), unroll_full=True):
+                            if tCcD[i][0] < end and tCcD[i][1] < n_size:
+                                mC[tCcD[i][0], tCcD[i][1], batch] = acc[i].to(self.d_dtype)
+                else:
+                    epi_count = self._store_tile(epi, gD[(None, None, tm, tn, 0)], epi_count)
                 work += launched
             if warp == 4:
                 store_pipe.producer_tail()

@@ -63,6 +63,49 @@ typedef struct GtCutedslArgs {
   float alpha, beta;
 } GtCutedslArgs;
 
+/* Grouped GEMM instances (gemmtune/grouped.hpp; compile params {"op": "grouped", ...}) export,
+ * with C linkage, instead of the gt_cutedsl_* functions above:
+ *
+ *   int         gt_cutedsl_grouped_abi_version(void);                          GT_CUTEDSL_GROUPED_ABI_VERSION
+ *   const char* gt_cutedsl_grouped_config(void);                               the instance's config text
+ *   int         gt_cutedsl_grouped_can_implement(const GtCutedslGroupedArgs*); GT_CUTEDSL_OK or a status
+ *   int         gt_cutedsl_grouped_run(const GtCutedslGroupedArgs*, cudaStream_t);
+ *   const char* gt_cutedsl_grouped_status_text(int status);                    (statuses as above)
+ *
+ * Group g multiplies its rows of A by its weight B[g] (each [n, k], k contiguous):
+ *   D[r, :] = act(alpha * sa * sb * (A[r, :] @ B[g]^T) + bias[g, :])   for each row r of group g
+ * The layout (contiguous or masked) is the instance's. A, B and D are packed (row strides k, k
+ * and n elements; k and n multiples of 16 bytes' elements), 16-byte aligned. rows: int32 on the
+ * GPU, read by the kernel: contiguous, group g owns rows rows[g-1] .. rows[g] - 1 of A and D
+ * (rows[-1] = 0; ends clamped to [0, capacity], a group's start to its end); masked, group g's
+ * first rows[g] (clamped to [0, capacity]) rows of its capacity. Rows of no group are not
+ * written. flags: 0 (no overlapped launch: the split itself may come from the previous kernel).
+ */
+#define GT_CUTEDSL_GROUPED_ABI_VERSION 1
+typedef struct GtCutedslGroupedArgs {
+  int32_t abi_version; /* GT_CUTEDSL_GROUPED_ABI_VERSION */
+  int32_t device;      /* CUDA device ordinal the stream belongs to */
+  int32_t sm_count;    /* SMs the persistent grid may use (0: query the device) */
+  int32_t flags;       /* 0 */
+  int64_t groups, n, k;
+  int64_t capacity;     /* rows of A and D (contiguous) or rows per group (masked), >= 1 */
+  const void* a;        /* contiguous [capacity, k]; masked [groups, capacity, k] */
+  const void* b;        /* [groups, n, k] */
+  void* d;              /* contiguous [capacity, n]; masked [groups, capacity, n] */
+  const int32_t* rows;  /* [groups]: ends (contiguous) or counts (masked) */
+  const void* bias;     /* [groups, n], D's dtype; instances built with bias */
+  const float* scale_a; /* fp8: [1] tensorwise; rowwise one per row of A ([capacity] or [groups, capacity]) */
+  const float* scale_b; /* fp8: [groups] tensorwise, [groups, n] rowwise */
+  float alpha;
+  int32_t reserved;     /* 0 */
+} GtCutedslGroupedArgs;
+
+typedef int (*gt_cutedsl_grouped_abi_version_fn)(void);
+typedef const char* (*gt_cutedsl_grouped_config_fn)(void);
+typedef int (*gt_cutedsl_grouped_can_implement_fn)(const GtCutedslGroupedArgs*);
+typedef int (*gt_cutedsl_grouped_run_fn)(const GtCutedslGroupedArgs*, cudaStream_t);
+typedef const char* (*gt_cutedsl_grouped_status_text_fn)(int);
+
 typedef int (*gt_cutedsl_abi_version_fn)(void);
 typedef const char* (*gt_cutedsl_config_fn)(void);
 typedef int (*gt_cutedsl_can_implement_fn)(const GtCutedslArgs*);

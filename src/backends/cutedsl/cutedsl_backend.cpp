@@ -21,7 +21,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <set>
 
@@ -36,9 +35,6 @@ using nlohmann::json;
 // ---- Library ------------------------------------------------------------------------------------
 
 namespace {
-
-std::mutex g_libs_mu;
-std::map<std::string, std::shared_ptr<const Library>> g_libs;  // by artifact key
 
 constexpr const char* kWho = "cutedsl";  // names the backend in loader errors
 
@@ -57,25 +53,15 @@ void load_runtime(const compile::Built& built) {
 }
 
 std::shared_ptr<const Library> Library::open(const compile::Built& built, const std::string& expect_config) {
-  const Artifact& artifact = built.artifact;
-  std::lock_guard<std::mutex> lock(g_libs_mu);
-  load_runtime(built);
-  if (auto it = g_libs.find(artifact.key); it != g_libs.end()) {
-    check_config("cutedsl: artifact", artifact.key, it->second->config(), expect_config);
-    return it->second;
-  }
-  void* h = dlopen_bytes(kWho, artifact.key, *artifact.bytes);
-  auto lib = std::make_shared<Library>();
-  lib->key = artifact.key;
-  auto abi = dlsym_as<gt_cutedsl_abi_version_fn>(h, "gt_cutedsl_abi_version", kWho, artifact.key);
-  lib->config = dlsym_as<gt_cutedsl_config_fn>(h, "gt_cutedsl_config", kWho, artifact.key);
-  lib->can_implement = dlsym_as<gt_cutedsl_can_implement_fn>(h, "gt_cutedsl_can_implement", kWho, artifact.key);
-  lib->run = dlsym_as<gt_cutedsl_run_fn>(h, "gt_cutedsl_run", kWho, artifact.key);
-  lib->status_text = dlsym_as<gt_cutedsl_status_text_fn>(h, "gt_cutedsl_status_text", kWho, artifact.key);
-  check_abi_version("cutedsl: artifact", artifact.key, abi(), GT_CUTEDSL_ABI_VERSION);
-  check_config("cutedsl: artifact", artifact.key, lib->config(), expect_config);
-  g_libs[artifact.key] = lib;
-  return lib;
+  return open_instance<Library>(built, expect_config, GT_CUTEDSL_ABI_VERSION, "cutedsl: artifact",
+                                [](void* h, Library& lib) {
+    const std::string& key = lib.key;
+    lib.config = dlsym_as<gt_cutedsl_config_fn>(h, "gt_cutedsl_config", kWho, key);
+    lib.can_implement = dlsym_as<gt_cutedsl_can_implement_fn>(h, "gt_cutedsl_can_implement", kWho, key);
+    lib.run = dlsym_as<gt_cutedsl_run_fn>(h, "gt_cutedsl_run", kWho, key);
+    lib.status_text = dlsym_as<gt_cutedsl_status_text_fn>(h, "gt_cutedsl_status_text", kWho, key);
+    return dlsym_as<gt_cutedsl_abi_version_fn>(h, "gt_cutedsl_abi_version", kWho, key)();
+  });
 }
 
 compile::Job job(const Config& c, const GemmProblem& p) {

@@ -14,8 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -392,32 +390,17 @@ GtCutedslSoftmaxArgs softmax_args(const SoftmaxProblem& p, int device, const voi
 // ---- SoftmaxLibrary -----------------------------------------------------------------------------
 
 std::shared_ptr<const SoftmaxLibrary> SoftmaxLibrary::open(const compile::Built& built, const std::string& expect_config) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const SoftmaxLibrary>> libs;  // by artifact key
-  constexpr const char* kWho = "cutedsl";
-  const Artifact& artifact = built.artifact;
-  std::lock_guard<std::mutex> lock(mu);
-  load_runtime(built);
-  if (auto it = libs.find(artifact.key); it != libs.end()) {
-    check_config("cutedsl: artifact", artifact.key, it->second->config(), expect_config);
-    return it->second;
-  }
-  GT_CHECK(artifact.bytes, "cutedsl: artifact " + artifact.key.substr(0, 16) + " has no bytes");
-  void* h = dlopen_bytes(kWho, artifact.key, *artifact.bytes);
-  auto lib = std::make_shared<SoftmaxLibrary>();
-  lib->key = artifact.key;
-  auto abi = dlsym_as<gt_cutedsl_softmax_abi_version_fn>(h, "gt_cutedsl_softmax_abi_version", kWho, artifact.key);
-  lib->config = dlsym_as<gt_cutedsl_softmax_config_fn>(h, "gt_cutedsl_softmax_config", kWho, artifact.key);
-  lib->max_cols = dlsym_as<gt_cutedsl_softmax_max_cols_fn>(h, "gt_cutedsl_softmax_max_cols", kWho, artifact.key);
-  lib->can_implement =
-      dlsym_as<gt_cutedsl_softmax_can_implement_fn>(h, "gt_cutedsl_softmax_can_implement", kWho, artifact.key);
-  lib->run = dlsym_as<gt_cutedsl_softmax_run_fn>(h, "gt_cutedsl_softmax_run", kWho, artifact.key);
-  lib->status_text =
-      dlsym_as<gt_cutedsl_softmax_status_text_fn>(h, "gt_cutedsl_softmax_status_text", kWho, artifact.key);
-  check_abi_version("cutedsl: softmax artifact", artifact.key, abi(), GT_CUTEDSL_SOFTMAX_ABI_VERSION);
-  check_config("cutedsl: artifact", artifact.key, lib->config(), expect_config);
-  libs[artifact.key] = lib;
-  return lib;
+  return open_instance<SoftmaxLibrary>(built, expect_config, GT_CUTEDSL_SOFTMAX_ABI_VERSION, "cutedsl: softmax artifact",
+                                       [](void* h, SoftmaxLibrary& lib) {
+    constexpr const char* kWho = "cutedsl";
+    const std::string& key = lib.key;
+    lib.config = dlsym_as<gt_cutedsl_softmax_config_fn>(h, "gt_cutedsl_softmax_config", kWho, key);
+    lib.max_cols = dlsym_as<gt_cutedsl_softmax_max_cols_fn>(h, "gt_cutedsl_softmax_max_cols", kWho, key);
+    lib.can_implement = dlsym_as<gt_cutedsl_softmax_can_implement_fn>(h, "gt_cutedsl_softmax_can_implement", kWho, key);
+    lib.run = dlsym_as<gt_cutedsl_softmax_run_fn>(h, "gt_cutedsl_softmax_run", kWho, key);
+    lib.status_text = dlsym_as<gt_cutedsl_softmax_status_text_fn>(h, "gt_cutedsl_softmax_status_text", kWho, key);
+    return dlsym_as<gt_cutedsl_softmax_abi_version_fn>(h, "gt_cutedsl_softmax_abi_version", kWho, key)();
+  });
 }
 
 compile::Job softmax_job(const SoftmaxConfig& c, const SoftmaxProblem& p, const std::string& digest) {
