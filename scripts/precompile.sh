@@ -17,7 +17,7 @@
 #   softmax        every CuTe DSL and Triton softmax candidate of bench/suites/softmax.csv
 #                  (bf16, fp16, fp32)
 #   grouped        every CUTLASS and CuTe DSL grouped candidate of bench/suites/grouped_moe.jsonl
-#                  (the MoE experts scripts/gpu/grouped_bench.py times: Mixtral-8x7B, DeepSeek-V3, bf16)
+#                  (the MoE experts scripts/gpu/grouped_bench.py times: Mixtral-8x7B, DeepSeek-V3, bf16 and e4m3)
 #   gpu-tests      the CuTe DSL GPU tests' problems (tests/gpu/packs/*.jsonl; a host test keeps
 #                  them equal to the tests' matrices: GEMM, softmax, grouped), and CUTLASS's for
 #                  the block-scaled and grouped ones

@@ -434,6 +434,14 @@ def bench(log, iters, check_all, eng=None, rows_per_group=ROWS):
                     torch.cuda.synchronize()
                     extra["engine_select_s"] = time.time() - t_sel
                     extra["engine_new_kernels"] = len(grouped_mod._kernels) - before
+                    # The kernel the engine picked: the newest of this shape (the skewed split has
+                    # the balanced one's bucket, so its kernel).
+                    picked = [k for key, k in grouped_mod._kernels.items()
+                              if (dict(key[1]).get("groups"), dict(key[1]).get("n"), dict(key[1]).get("k")) == (G, N, K)]
+                    extra["engine_pick"] = None
+                    if picked:
+                        desc = picked[-1].describe()
+                        extra["engine_pick"] = f"{desc['backend']}:{desc['id']}"
                     ok, rel, why = check(a, w, counts, d2, False)
                     extra["engine_check"] = why or "ok"
                     if not ok:
@@ -471,7 +479,7 @@ def bench(log, iters, check_all, eng=None, rows_per_group=ROWS):
                 rows_out.append(row)
                 log(f"{label}: triton {t[0]:.3f} ms ({row['triton_tflops']:.0f} TFLOP/s, cfg {pick}), "
                     f"torch._grouped_mm {row['grouped_mm_ms'] if tgm else err}, loop {t[1]:.3f} ms"
-                    + (f", engine {row['engine_ms']:.3f} ms (new kernels {row['engine_new_kernels']}, "
+                    + (f", engine {row['engine_ms']:.3f} ms ({row['engine_pick']}; new kernels {row['engine_new_kernels']}, "
                        f"select {row['engine_select_s']:.1f} s), dense loop {row['engine_dense_loop_ms']}" if eng else ""))
                 del a, d
             del splits
@@ -480,9 +488,11 @@ def bench(log, iters, check_all, eng=None, rows_per_group=ROWS):
     return rows_out, checks
 
 
-def bench_fp8(log, iters):
+def bench_fp8(log, iters, eng=None):
     """e4m3 rowwise, balanced splits of 512 and 4096 rows: the Triton kernel (configs timed here
-    too), torch._scaled_grouped_mm, the dense torch._scaled_mm of the same total size."""
+    too), torch._scaled_grouped_mm, the dense torch._scaled_mm of the same total size, and with
+    `eng` the engine's grouped pick (its tune: every backend with fp8 grouped candidates; checked
+    like the Triton configs)."""
     gen = torch.Generator(device=DEV).manual_seed(4)
     out = []
     for name, G, N, K in SHAPES:
@@ -515,6 +525,28 @@ def bench_fp8(log, iters):
                    # every k block): how much of the time the promotion costs
                    lambda: grouped(a, w, offs, d, FP8_CONFIGS[best], False, scale=(sa, sb), fast_accum=True)]
             fns += [f for f in (sgm, dense) if f]
+            kernel, pick = None, None
+            if eng is not None:
+                gt = eng[0]
+                problem = {"groups": G, "n": N, "k": K, "rows_per_group": per, "layout": "contiguous",
+                           "dtype": "e4m3", "out_dtype": "bf16", "scale": "rowwise"}
+                stream = torch.cuda.current_stream().cuda_stream
+                try:
+                    from gemmtune.torch._ops import engine as torch_engine
+                    kernel, _ = torch_engine(torch.cuda.current_device()).select_grouped(problem)
+                    desc = kernel.describe()
+                    pick = f"{desc['backend']}:{desc['id']}"
+                    run_engine = lambda: kernel.run(a.data_ptr(), w.data_ptr(), d.data_ptr(), offs.data_ptr(), total,  # noqa: E731
+                                                    0, sa.data_ptr(), sb.data_ptr(), stream_ptr=stream)
+                    d.fill_(float("nan"))
+                    run_engine()
+                    ok, rel, why = check(a, w, [per] * G, d, False, scale=(sa, sb))
+                    if not ok:
+                        fails.append(f"engine {pick}: {why}")
+                        log(f"FAIL {label} engine {pick}: {why}")
+                    fns.append(run_engine)
+                except Exception as exc:  # noqa: BLE001 - reported in the row
+                    kernel, pick = None, f"error: {type(exc).__name__}: {exc}"
             t2 = timed(fns, iters)
             i = 2
             row = {"shape": name, "G": G, "n": N, "k": K, "rows_per_group": per, "pick": list(FP8_CONFIGS[best]),
@@ -525,9 +557,14 @@ def bench_fp8(log, iters):
                 i += 1
             if dense:
                 row["dense_scaled_mm_ms"] = t2[i]
+                i += 1
+            row["engine_pick"] = pick
+            if kernel is not None:
+                row["engine_ms"] = t2[i]
             out.append(row)
             log(f"{label}: triton {t2[0]:.3f} ms ({row['triton_tflops']:.0f} TFLOP/s; fast accumulation {t2[1]:.3f}), "
-                f"_scaled_grouped_mm {row.get('scaled_grouped_mm_ms', err)}, dense _scaled_mm {row.get('dense_scaled_mm_ms', derr)}")
+                f"_scaled_grouped_mm {row.get('scaled_grouped_mm_ms', err)}, dense _scaled_mm {row.get('dense_scaled_mm_ms', derr)}, "
+                f"engine {row.get('engine_ms')} ({pick})")
             del a, d
         del w
         torch.cuda.empty_cache()
@@ -567,7 +604,7 @@ def main():
     small = small_checks(log)
     eng = engine_contenders(log) if args.engine else None
     rows, checks = bench(log, args.iters, not args.no_check_all, eng, [int(x) for x in args.rows.split(",")])
-    fp8 = [] if args.skip_fp8 else bench_fp8(log, args.iters)
+    fp8 = [] if args.skip_fp8 else bench_fp8(log, args.iters, eng)
     summary = {
         "small_checks_passed": sum(r["ok"] for r in small), "small_checks": len(small),
         "bench_checks_passed": sum(c["ok"] for c in checks), "bench_checks": len(checks),
@@ -585,14 +622,14 @@ def main():
                   f, indent=1)
     with open(os.path.join(args.out, "grouped.md"), "w") as f:
         f.write("| shape | rows/group | split | triton ms | TFLOP/s | torch._grouped_mm ms | loop ms | vs grouped_mm | vs loop | config "
-                "| engine ms | engine vs grouped_mm | engine vs loop | dense cuBLASLt-pick loop ms | reading its bytes ms | engine / reading |\n")
-        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+                "| engine ms | engine pick | engine vs grouped_mm | engine vs loop | dense cuBLASLt-pick loop ms | reading its bytes ms | engine / reading |\n")
+        f.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         for r in rows:
             gm = f"{r['grouped_mm_ms']:.3f}" if r["grouped_mm_ms"] else "n/a"
             vg = f"{r['vs_grouped_mm']:.2f}" if r["vs_grouped_mm"] else "n/a"
             f.write(f"| {r['shape']} | {r['rows_per_group']} | {'skewed' if r['skew'] else 'balanced'} | {r['triton_ms']:.3f} | "
                     f"{r['triton_tflops']:.0f} | {gm} | {r['loop_ms']:.3f} | {vg} | {r['vs_loop']:.2f} | {r['pick']} | "
-                    f"{_f(r.get('engine_ms'))} | {_f(r.get('engine_vs_grouped_mm'), 2)} | {_f(r.get('engine_vs_loop'), 2)} | "
+                    f"{_f(r.get('engine_ms'))} | {r.get('engine_pick') or 'n/a'} | {_f(r.get('engine_vs_grouped_mm'), 2)} | {_f(r.get('engine_vs_loop'), 2)} | "
                     f"{_f(r.get('engine_dense_loop_ms'))} | {_f(r.get('stream_ms'))} | "
                     f"{_f(r['engine_ms'] / r['stream_ms'] if r.get('stream_ms') and r.get('engine_ms') else None, 2)} |\n")
         f.write(f"\ngeomean vs torch._grouped_mm: {summary['geomean_vs_grouped_mm']}, vs loop: {summary['geomean_vs_loop']}; "
@@ -604,12 +641,14 @@ def main():
                 f.write(f"| {r['shape']} | {r['rows_per_group']} | {cfg} | {tb:.3f} | {ts:.3f} | {(tb + ts) / 2:.3f} |\n")
         f.write("\n")
         if fp8:
-            f.write("| fp8 shape | rows/group | triton ms | TFLOP/s | triton fast-accum ms | _scaled_grouped_mm ms | dense _scaled_mm ms | config |\n")
-            f.write("|---|---|---|---|---|---|---|---|\n")
+            f.write("| fp8 shape | rows/group | triton ms | TFLOP/s | triton fast-accum ms | _scaled_grouped_mm ms | dense _scaled_mm ms | config "
+                    "| engine ms | engine pick | engine vs _scaled_grouped_mm |\n")
+            f.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
             for r in fp8:
+                sg, em = r.get("scaled_grouped_mm_ms"), r.get("engine_ms")
                 f.write(f"| {r['shape']} | {r['rows_per_group']} | {r['triton_ms']:.3f} | {r['triton_tflops']:.0f} | "
-                        f"{r['triton_fast_accum_ms']:.3f} | "
-                        f"{r.get('scaled_grouped_mm_ms', 'n/a')} | {r.get('dense_scaled_mm_ms', 'n/a')} | {r['pick']} |\n")
+                        f"{r['triton_fast_accum_ms']:.3f} | {_f(sg)} | {_f(r.get('dense_scaled_mm_ms'))} | {r['pick']} | "
+                        f"{_f(em)} | {r.get('engine_pick') or 'n/a'} | {_f(sg / em if sg and em else None, 2)} |\n")
     ok = summary["small_checks_passed"] == summary["small_checks"] and summary["bench_checks_passed"] == summary["bench_checks"]
     return 0 if ok else 1
 
