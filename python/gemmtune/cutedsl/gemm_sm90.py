@@ -423,13 +423,17 @@ class HopperGemm:
 
     @cute.jit
     def _grouped_total(self, mRows: cute.Tensor, capacity: cutlass.Int32, clusters_n: cutlass.Int32):
-        """Work items (cluster tiles) of all groups. Every thread walks the groups (a few global
-        loads each, L2 hits after the first CTA's); unrolled so that several are in flight."""
+        """Work items (cluster tiles) of all groups, in every thread of the calling warp (all 32
+        lanes active): lane l counts groups l, l + 32, ..., then a butterfly sum, so that one
+        round of loads covers 32 groups."""
+        lane = cute.arch.lane_idx()
         total = cutlass.Int32(0)
-        for g in cutlass.range(mRows.shape[0], unroll=4):
-            first, end = self._group_rows(mRows, g, capacity)
-            total += (end - first + self.tile[0] - 1) // self.tile[0] * clusters_n
-        return total
+        for g0 in cutlass.range(0, mRows.shape[0], 32, unroll=1):
+            g = g0 + lane
+            if g < mRows.shape[0]:
+                first, end = self._group_rows(mRows, g, capacity)
+                total += (end - first + self.tile[0] - 1) // self.tile[0] * clusters_n
+        return cute.arch.warp_reduction_sum(total)
 
     @cute.jit
     def _store_tile(self, epi, gD_tile: cute.Tensor, epi_count: cutlass.Int32) -> cutlass.Int32:
