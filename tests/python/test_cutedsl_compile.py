@@ -276,6 +276,15 @@ def test_block_scale_groups_hold_for_every_thread(tile_m, tile_n, mode):
     assert sorted(set(group_of)) == list(range(len(reps)))
 
 
+# The shared runtime library's entry points, as the fake kernels below stand in for it.
+RUNTIME_STUBS = r"""
+int gt_cutedsl_rt_set_device(int d) { return 0; }
+int gt_cutedsl_rt_get_last_error(void) { return 0; }
+const char* gt_cutedsl_rt_error_name(int e) { return "none"; }
+const char* gt_cutedsl_rt_error_string(int e) { return "none"; }
+int gt_cutedsl_rt_sm_count(int d, int* out) { *out = 132; return 0; }
+"""
+
 # A stand-in for one instance's exported object and for the runtime library: records what the
 # shim passes to the host entry (no GPU, no DSL trace).
 FAKE_KERNEL = r"""
@@ -300,12 +309,8 @@ void fake_entry(void** args, int32_t n) {
   *(int32_t*)args[12] = 0;
   fake_calls += n == 13;
 }
-int gt_cutedsl_rt_set_device(int d) { return 0; }
-int gt_cutedsl_rt_get_last_error(void) { return 0; }
-const char* gt_cutedsl_rt_error_name(int e) { return "none"; }
-const char* gt_cutedsl_rt_error_string(int e) { return "none"; }
-int gt_cutedsl_rt_sm_count(int d, int* out) { *out = 132; return 0; }
 """
+
 
 
 def _expected_structs(p, v):
@@ -345,7 +350,7 @@ def test_gemm_shim_fills_the_kernel_structs(name, tmp_path):
     p = cc.normalize(VARIANTS[name])
     tc = cc.toolchain()
     fake_c = tmp_path / "fake.c"
-    fake_c.write_text(FAKE_KERNEL)
+    fake_c.write_text(FAKE_KERNEL + RUNTIME_STUBS)
     inst = tmp_path / "inst.s"
     inst.write_text(cc.instance_asm(cc.config_text(p), cc._gemm_desc(p)))
     so = tmp_path / "fake.so"
@@ -493,12 +498,8 @@ void fake_entry(void** args, int32_t n) {
   *(int32_t*)args[10] = 0;
   fake_calls += n == 11;
 }
-int gt_cutedsl_rt_set_device(int d) { return 0; }
-int gt_cutedsl_rt_get_last_error(void) { return 0; }
-const char* gt_cutedsl_rt_error_name(int e) { return "none"; }
-const char* gt_cutedsl_rt_error_string(int e) { return "none"; }
-int gt_cutedsl_rt_sm_count(int d, int* out) { *out = 132; return 0; }
 """
+
 
 
 @pytest.mark.parametrize("name", sorted(GROUPED_VARIANTS))
@@ -511,7 +512,7 @@ def test_grouped_shim_fills_the_kernel_structs(name, tmp_path):
     p = cc.normalize_grouped(GROUPED_VARIANTS[name])
     tc = cc.toolchain()
     fake_c = tmp_path / "fake.c"
-    fake_c.write_text(GROUPED_FAKE_KERNEL)
+    fake_c.write_text(GROUPED_FAKE_KERNEL + RUNTIME_STUBS)
     inst = tmp_path / "inst.s"
     inst.write_text(cc.instance_asm(cc.config_text(p), cc._grouped_desc(p)))
     so = tmp_path / "fake.so"

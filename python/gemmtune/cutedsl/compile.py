@@ -402,41 +402,53 @@ def _struct_fields(header: str, prefix: str, tensor: str) -> dict:
     return fields
 
 
-def _check_header(p: dict, prefix: str, header: str) -> str:
-    """Checks that the exported header (export_to_c's <prefix>.h) declares what gemm_shim.cpp
-    assumes: each tensor's C struct as _bindings lays it out (matrix {data, dynamic_shapes[2],
-    dynamic_strides[2]}, a vector with a length {data, dynamic_shapes[1]}, else {data}) and a
-    wrapper that passes (a, b, d, c, bias, row_scale, col_scale, alpha, beta, max_clusters, pdl,
-    stream, ret) to the host entry. Returns the host entry's symbol
+_MATRIX = {"data": 0, "dynamic_shapes": 2, "dynamic_strides": 2}
+_MATRIX3 = {"data": 0, "dynamic_shapes": 3, "dynamic_strides": 2}  # a third (batch) extent
+_VECTOR = {"data": 0, "dynamic_shapes": 1}
+_SCALAR = {"data": 0}
+
+
+def _check_export(prefix: str, header: str, structs: dict, scalars: list[str]) -> str:
+    """Checks that the exported header (export_to_c's <prefix>.h) declares what a shim assumes:
+    each tensor argument's C struct (structs: {name: {field: array length}}, in argument order)
+    and a wrapper that passes (the tensors, &each of `scalars` (C declarations, e.g. "float
+    alpha"), &ret) to the host entry. Returns the host entry's symbol
     (_mlir_<prefix>__mlir_ciface_<function>). Raises CompileFailure("compile") when the DSL's
     export no longer matches."""
-    bd = _bindings(p)
-    matrix = {"data": 0, "dynamic_shapes": 2, "dynamic_strides": 2}
-    vector = {"data": 0, "dynamic_shapes": 1}
-    scalar = {"data": 0}
-    dyn_scales = p["scale"] in ("rowwise", "block")
-    expect = {"a": matrix, "b": matrix, "d": matrix, "c": matrix if bd["c"] else scalar,
-              "bias": vector if p["bias"] else scalar, "row_scale": vector if dyn_scales else scalar,
-              "col_scale": vector if dyn_scales else scalar}
-    for name in _ARG_ORDER:
+    for name, expect in structs.items():
         f = _struct_fields(header, prefix, name)
-        if f != expect[name]:
-            raise CompileFailure("compile", f"struct of {name}: fields {f}, expected {expect[name]}")
+        if f != expect:
+            raise CompileFailure("compile", f"struct of {name}: fields {f}, expected {expect}")
     wm = re.search(r"static inline int32_t cute_dsl_" + re.escape(prefix) + r"_wrapper\(([^)]*)\) \{(.*?)\n\}",
                    header, re.S)
     if not wm:
         raise CompileFailure("compile", "export header lacks the wrapper function")
     params = [x.strip() for x in wm.group(1).split(",")]
-    expect_tail = ["float alpha", "float beta", "int32_t max_clusters", "int32_t pdl", "cudaStream_t stream"]
-    if params[-5:] != expect_tail or len(params) != 1 + len(_ARG_ORDER) + 5:
+    if params[-len(scalars):] != scalars or len(params) != 1 + len(structs) + len(scalars):
         raise CompileFailure("compile", f"unexpected wrapper signature: {params}")
     body = " ".join(wm.group(2).split())
-    em = re.fullmatch(r"int32_t ret = 0; void \*args\[13\] = \{ a, b, d, c, bias, row_scale, col_scale, &alpha, "
-                      r"&beta, &max_clusters, &pdl, &stream, &ret \}; (_mlir_" + re.escape(prefix) +
-                      r"__mlir_ciface_\w+)\(args, 13\); return ret;", body)
+    n = len(structs) + len(scalars) + 1
+    passed = ", ".join(list(structs) + ["&" + x.split()[-1] for x in scalars] + ["&ret"])
+    em = re.fullmatch(re.escape(f"int32_t ret = 0; void *args[{n}] = {{ {passed} }}; ") + r"(_mlir_" +
+                      re.escape(prefix) + r"__mlir_ciface_\w+)" + re.escape(f"(args, {n}); return ret;"), body)
     if not em:
         raise CompileFailure("compile", f"unexpected wrapper body: {body[:400]}")
     return em.group(1)
+
+
+def _check_header(p: dict, prefix: str, header: str) -> str:
+    """_check_export for a GEMM instance: the tensor structs as _bindings lays them out (matrix
+    {data, dynamic_shapes[2], dynamic_strides[2]}, a vector with a length {data,
+    dynamic_shapes[1]}, else {data}), then (alpha, beta, max_clusters, pdl, stream), as
+    gemm_shim.cpp passes them."""
+    bd = _bindings(p)
+    dyn_scales = p["scale"] in ("rowwise", "block")
+    structs = {"a": _MATRIX, "b": _MATRIX, "d": _MATRIX, "c": _MATRIX if bd["c"] else _SCALAR,
+               "bias": _VECTOR if p["bias"] else _SCALAR, "row_scale": _VECTOR if dyn_scales else _SCALAR,
+               "col_scale": _VECTOR if dyn_scales else _SCALAR}
+    assert tuple(structs) == _ARG_ORDER
+    return _check_export(prefix, header, structs, ["float alpha", "float beta", "int32_t max_clusters",
+                                                   "int32_t pdl", "cudaStream_t stream"])
 
 
 # gemm_shim.cpp's GtGemmDesc, field by field (32-bit each).
@@ -694,36 +706,15 @@ _GROUPED_ARGS = ("a", "b", "d", "rows", "bias", "row_scale", "col_scale")
 
 
 def _check_grouped_header(p: dict, prefix: str, header: str) -> str:
-    """As _check_header, for grouped_call: the tensor structs grouped_shim.cpp fills and a wrapper
-    that passes (a, b, d, rows, bias, row_scale, col_scale, alpha, max_clusters, stream, ret).
-    Returns the host entry's symbol."""
+    """_check_export for grouped_call: the tensor structs grouped_shim.cpp fills, then (alpha,
+    max_clusters, stream)."""
     masked = p["layout"] == "masked"
-    m2 = {"data": 0, "dynamic_shapes": 2, "dynamic_strides": 2}
-    m3 = {"data": 0, "dynamic_shapes": 3, "dynamic_strides": 2}
-    vector = {"data": 0, "dynamic_shapes": 1}
-    scalar = {"data": 0}
-    expect = {"a": m3 if masked else m2, "b": m3, "d": m3 if masked else m2, "rows": vector,
-              "bias": vector if p["bias"] else scalar,
-              "row_scale": vector if p["scale"] == "rowwise" else scalar,
-              "col_scale": vector if p["scale"] != "none" else scalar}
-    for name in _GROUPED_ARGS:
-        f = _struct_fields(header, prefix, name)
-        if f != expect[name]:
-            raise CompileFailure("compile", f"struct of {name}: fields {f}, expected {expect[name]}")
-    wm = re.search(r"static inline int32_t cute_dsl_" + re.escape(prefix) + r"_wrapper\(([^)]*)\) \{(.*?)\n\}",
-                   header, re.S)
-    if not wm:
-        raise CompileFailure("compile", "export header lacks the wrapper function")
-    params = [x.strip() for x in wm.group(1).split(",")]
-    if params[-3:] != ["float alpha", "int32_t max_clusters", "cudaStream_t stream"] or len(params) != 1 + len(_GROUPED_ARGS) + 3:
-        raise CompileFailure("compile", f"unexpected wrapper signature: {params}")
-    body = " ".join(wm.group(2).split())
-    em = re.fullmatch(r"int32_t ret = 0; void \*args\[11\] = \{ a, b, d, rows, bias, row_scale, col_scale, &alpha, "
-                      r"&max_clusters, &stream, &ret \}; (_mlir_" + re.escape(prefix) +
-                      r"__mlir_ciface_\w+)\(args, 11\); return ret;", body)
-    if not em:
-        raise CompileFailure("compile", f"unexpected wrapper body: {body[:400]}")
-    return em.group(1)
+    structs = {"a": _MATRIX3 if masked else _MATRIX, "b": _MATRIX3, "d": _MATRIX3 if masked else _MATRIX,
+               "rows": _VECTOR, "bias": _VECTOR if p["bias"] else _SCALAR,
+               "row_scale": _VECTOR if p["scale"] == "rowwise" else _SCALAR,
+               "col_scale": _VECTOR if p["scale"] != "none" else _SCALAR}
+    assert tuple(structs) == _GROUPED_ARGS
+    return _check_export(prefix, header, structs, ["float alpha", "int32_t max_clusters", "cudaStream_t stream"])
 
 
 # grouped_shim.cpp's GtGroupedDesc, field by field (32-bit each).
