@@ -10,7 +10,8 @@
 #   4. the CLI: fp8 grouped (Mixtral up, 512 rows per group), rowwise and block scales, and the dense
 #      fp8 pick of the same total rows (4096x14336x4096, cuBLASLt)  -> $OUT/cli-fp8-*.json
 # Logs and the CLI's answers come back in $OUT/logs.tar.xz (at most 8 files come back).
-# GROUPED_BENCH_ONLY=1: part 1 alone; GROUPED_SKIP_BENCH=1: parts 2-4 alone.
+# GROUPED_BENCH_ONLY=1: part 1 alone; GROUPED_SKIP_BENCH=1: parts 2-4 alone; GROUPED_BENCH_ARGS: more
+# arguments to grouped_bench.py (e.g. "--no-check-all --iters 6" for a shorter run).
 #
 #   run(command="bash scripts/gpu/grouped.sh",
 #       carry=["build/libgemmtune_c.so", "build/gemmtune", "build/tests/gemmtune_gpu_tests",
@@ -42,7 +43,7 @@ pack_trust
 # 1. the kernel and the engine against torch (GROUPED_SKIP_BENCH=1: parts 2-4 alone)
 bench_rc=0
 if [ "${GROUPED_SKIP_BENCH:-0}" != 1 ]; then
-  python3 scripts/gpu/grouped_bench.py --out "$OUT" --engine >"$OUT/grouped.log" 2>&1
+  python3 scripts/gpu/grouped_bench.py --out "$OUT" --engine ${GROUPED_BENCH_ARGS:-} >"$OUT/grouped.log" 2>&1
   bench_rc=$?
   grep -E "summary|FAIL|engine:" "$OUT/grouped.log" | head -20
   echo "== bench: rc=$bench_rc after $(($(date +%s) - T0)) s"
