@@ -496,11 +496,16 @@ class LinkedShim:
         self.objects, self.asm, self.aliases = objects, asm, aliases
 
 
-def _gemm_shim(p: dict, prefix: str, header: str) -> LinkedShim:
-    entry = _check_header(p, prefix, header)
-    return LinkedShim([shim_object()], instance_asm(config_text(p), _gemm_desc(p)),
+def _linked_shim(source: str, prefix: str, config: str, desc: list[int], entry: str) -> LinkedShim:
+    """The shim `source` (gemm_shim.cpp, grouped_shim.cpp) with an instance's data: its config
+    text and descriptor, its export's init / load functions and host entry as gt_inst_*."""
+    return LinkedShim([shim_object(source)], instance_asm(config, desc),
                       {"gt_inst_entry": entry, "gt_inst_init": f"_mlir_{prefix}_cuda_init",
                        "gt_inst_load": f"_mlir_{prefix}_cuda_load_to_device"})
+
+
+def _gemm_shim(p: dict, prefix: str, header: str) -> LinkedShim:
+    return _linked_shim("gemm_shim.cpp", prefix, config_text(p), _gemm_desc(p), _check_header(p, prefix, header))
 
 
 # ---- compile --------------------------------------------------------------------------------------
@@ -608,30 +613,35 @@ def build_instance(kernel, fake_args, out_dir: str, name: str, make_shim, export
     return {"artifact": so, "name": name, "compile_s": round(t3 - t0, 3), "times": times, "runtime": dict(rt)}
 
 
-def compile_gemm(params: Any, out_dir: str) -> dict:
-    p = normalize(params)
+def _plan(out_dir: str, config_of, p: dict, ab_dtype: str):
+    """What every compile checks before any work: out_dir, the toolchain, the kernel config
+    (config_of(p)) and its shared-memory plan. Returns (config, stages); raises CompileFailure
+    ("bad_request" | "resource")."""
     if not os.path.isabs(out_dir):
         raise CompileFailure("bad_request", "out_dir must be an absolute path")
     os.makedirs(out_dir, exist_ok=True)
     toolchain()  # the DSL's availability and versions, before any work
     try:
-        cfg = kernel_config(p)
+        cfg = config_of(p)
         cfg.check()
     except ValueError as exc:
         raise CompileFailure("bad_request", f"params: {exc}")
     from .gemm_sm90 import plan_smem
     try:
-        plan_smem(cfg, DTYPE_BYTES[p["a_dtype"]], DTYPE_BYTES[p["d_dtype"]])
+        return cfg, plan_smem(cfg, DTYPE_BYTES[ab_dtype], DTYPE_BYTES[p["d_dtype"]])[1]
     except ValueError as exc:
         raise CompileFailure("resource", str(exc))
 
+
+def compile_gemm(params: Any, out_dir: str) -> dict:
+    p = normalize(params)
+    cfg, stages = _plan(out_dir, kernel_config, p, p["a_dtype"])
     from .gemm_sm90 import HopperGemm
     name = instance_name(p)
     out = build_instance(HopperGemm(cfg), _fake_args(p), out_dir, name, lambda header: _gemm_shim(p, name, header),
                          ["gt_cutedsl_abi_version", "gt_cutedsl_config", "gt_cutedsl_can_implement",
                           "gt_cutedsl_run", "gt_cutedsl_status_text"])
-    out["meta"] = {"config": config_text(p), "toolchain": toolchain_text(),
-                   "stages": plan_smem(cfg, DTYPE_BYTES[p["a_dtype"]], DTYPE_BYTES[p["d_dtype"]])[1]}
+    out["meta"] = {"config": config_text(p), "toolchain": toolchain_text(), "stages": stages}
     return out
 
 
@@ -732,28 +742,13 @@ def _grouped_desc(p: dict) -> list[int]:
 def compile_grouped(params: Any, out_dir: str) -> dict:
     """compile_gemm for a grouped instance (params above); the same result and failures."""
     p = normalize_grouped(params)
-    if not os.path.isabs(out_dir):
-        raise CompileFailure("bad_request", "out_dir must be an absolute path")
-    os.makedirs(out_dir, exist_ok=True)
-    toolchain()
-    try:
-        cfg = grouped_kernel_config(p)
-        cfg.check()
-    except ValueError as exc:
-        raise CompileFailure("bad_request", f"params: {exc}")
-    from .gemm_sm90 import HopperGemm, plan_smem
-    try:
-        stages = plan_smem(cfg, DTYPE_BYTES[p["ab_dtype"]], DTYPE_BYTES[p["d_dtype"]])[1]
-    except ValueError as exc:
-        raise CompileFailure("resource", str(exc))
+    cfg, stages = _plan(out_dir, grouped_kernel_config, p, p["ab_dtype"])
+    from .gemm_sm90 import HopperGemm
     name = instance_name(p)
     text = config_text(p)
 
     def shim(header: str) -> LinkedShim:
-        entry = _check_grouped_header(p, name, header)
-        return LinkedShim([shim_object("grouped_shim.cpp")], instance_asm(text, _grouped_desc(p)),
-                          {"gt_inst_entry": entry, "gt_inst_init": f"_mlir_{name}_cuda_init",
-                           "gt_inst_load": f"_mlir_{name}_cuda_load_to_device"})
+        return _linked_shim("grouped_shim.cpp", name, text, _grouped_desc(p), _check_grouped_header(p, name, header))
 
     out = build_instance(HopperGemm(cfg).grouped_call, _grouped_fake_args(p), out_dir, name, shim,
                          ["gt_cutedsl_grouped_abi_version", "gt_cutedsl_grouped_config",
