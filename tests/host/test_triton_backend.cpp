@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -187,6 +188,44 @@ TEST_F(FakeCompilerTest, KeyCoversTemplateParamsAndVersions) {
   auto c2 = cache(options());
   EXPECT_NE(c2->key(j), k1);
   EXPECT_NE(c2->sources_digest("triton"), c1->sources_digest("triton"));
+}
+
+// The softmax and grouped templates are not in the toolchain's sources hash: each job carries its
+// template's digest, so an edit to triton_grouped.py or triton_softmax.py rekeys that op's
+// artifacts (and no other op's), and a backend without its template says where it looked.
+TEST_F(FakeCompilerTest, SoftmaxAndGroupedJobsKeyTheirOwnTemplates) {
+  const fs::path kernels = tree_.path() / "py" / "gemmtune" / "kernels";
+  const auto g = GroupedGemmProblem::make(8, 4096, 4096, 512);
+  const auto s = SoftmaxProblem::make(1000, 4096);
+  const auto gemm = GemmProblem::linear(256, 256, 256);
+  auto c = cache(options());
+  const BackendContext ctx{fake_h200(), Log(), c.get(), 0};
+  EXPECT_FALSE(make_triton_grouped_backend(ctx)->available());
+  EXPECT_NE(make_triton_grouped_backend(ctx)->available().reason.find("triton_grouped.py"), std::string::npos);
+  EXPECT_NE(make_triton_softmax_backend(ctx)->available().reason.find("triton_softmax.py"), std::string::npos);
+
+  auto keys = [&] {  // grouped, softmax and GEMM job keys, backends made after the edits
+    auto gb = make_triton_grouped_backend(ctx);
+    auto sb = make_triton_softmax_backend(ctx);
+    EXPECT_TRUE(gb->available()) << gb->available().reason;
+    EXPECT_TRUE(sb->available()) << sb->available().reason;
+    return std::array<std::string, 3>{c->key(gb->candidates(g)[0]->jobs()[0]), c->key(sb->candidates(s)[0]->jobs()[0]),
+                                      c->key(jobs(*c, gemm, "t64x64x64w4s3g8")[0])};
+  };
+  std::ofstream(kernels / "triton_grouped.py") << "# grouped v1\n";
+  std::ofstream(kernels / "triton_softmax.py") << "# softmax v1\n";
+  const auto k1 = keys();
+  std::ofstream(kernels / "triton_grouped.py") << "# grouped v2\n";
+  const auto k2 = keys();
+  EXPECT_NE(k2[0], k1[0]);
+  EXPECT_EQ(k2[1], k1[1]);
+  EXPECT_EQ(k2[2], k1[2]);
+  std::ofstream(kernels / "triton_softmax.py") << "# softmax v2\n";
+  const auto k3 = keys();
+  EXPECT_EQ(k3[0], k2[0]);
+  EXPECT_NE(k3[1], k2[1]);
+  EXPECT_EQ(k3[2], k2[2]);
+  EXPECT_EQ(lines_in(log()), 0);  // keys compile nothing
 }
 
 TEST_F(FakeCompilerTest, CompileFailureNamesKindAndError) {

@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <array>
 
+#include "compile/artifact_cache.hpp"
+#include "compile/compile_util.hpp"
 #include "gemmtune/error.hpp"
+#include "store/sha256.hpp"
 
 namespace gemmtune::triton {
 using nlohmann::json;
@@ -97,6 +100,13 @@ Verdict device_verdict(const DeviceInfo& dev) {
 void ensure_context(int device) {
   CUcontext ctx = nullptr;
   if (driver::api().current_context(&ctx) != CUDA_SUCCESS || !ctx) GT_CUDA(cudaSetDevice(device));
+}
+
+Template read_template(const BackendContext& ctx, const char* rel) {
+  const auto path = (ctx.artifacts ? ctx.artifacts->options().python_dir : std::filesystem::path()) / rel;
+  auto text = slurp(path);
+  if (!text) return {"", "Triton template not found at " + path.string() + " (set compile.python_dir / $GEMMTUNE_PYTHON_DIR)"};
+  return {sha256_hex(*text).substr(0, 16), ""};
 }
 
 }  // namespace gemmtune::triton

@@ -1,6 +1,7 @@
 // Loading and launching one compiled Triton kernel with the driver API, shared by the Triton GEMM
-// (triton_backend.cpp) and softmax (triton_softmax.cpp) backends: the launch metadata's checks,
-// the module, the hidden scratch buffers, the launch itself.
+// (triton_backend.cpp), softmax (triton_softmax.cpp) and grouped (triton_grouped.cpp) backends: the
+// launch metadata's checks, the module, the hidden scratch buffers, the launch itself; and the
+// templates' digests their jobs are keyed with.
 #pragma once
 
 #include <cuda.h>
@@ -60,5 +61,15 @@ Verdict device_verdict(const DeviceInfo& dev);
 
 // A thread that never used the runtime has no current context: binds `device`'s primary one.
 void ensure_context(int device);
+
+// The kernel template `rel` (a path under the compile stage's python_dir) as its jobs key it.
+// The Triton toolchain's sources hash covers triton_gemm.py, its compile step and the worker,
+// not the softmax and grouped templates: those carry their own digest (16 hex digits of the
+// file's SHA-256) in every job's params ("template"), so an edited template never loads an
+// artifact compiled from its old text. `broken`: why it cannot be used (the file is unreadable).
+struct Template {
+  std::string digest, broken;
+};
+Template read_template(const BackendContext& ctx, const char* rel);
 
 }  // namespace gemmtune::triton

@@ -189,15 +189,18 @@ class TritonGroupedCandidate final : public detail::CandidateFor<GroupedOp> {
 class TritonGroupedBackend final : public GroupedBackend {
  public:
   explicit TritonGroupedBackend(const BackendContext& ctx)
-      : link_(ctx, "triton"), sms_(ctx.device.sm_count > 0 ? ctx.device.sm_count : triton::kDefaultSms) {}
+      : link_(ctx, "triton"),
+        template_(triton::read_template(ctx, "gemmtune/kernels/triton_grouped.py")),
+        sms_(ctx.device.sm_count > 0 ? ctx.device.sm_count : triton::kDefaultSms) {}
 
   std::string name() const override { return kName; }
   std::string version() const override {
     if (!available()) return "triton (unavailable)";
-    return "triton " + link_.version() + " (templates " + link_.sources_digest() + ")";
+    return "triton " + link_.version() + " (grouped template " + template_.digest + ")";
   }
   Verdict available() const override {
     if (Verdict v = triton::device_verdict(link_.ctx.device); !v) return v;
+    if (!template_.broken.empty()) return Verdict::no(template_.broken);
     return link_.available();
   }
   Verdict supports(const GroupedGemmProblem& p) const override {
@@ -209,7 +212,7 @@ class TritonGroupedBackend final : public GroupedBackend {
     require(p);
     std::vector<std::unique_ptr<Cand>> out;
     const bool load_only = link_.load_only();
-    const std::string digest = link_.sources_digest();
+    const std::string& digest = template_.digest;
     for (const auto& c : triton::grouped_configs(p))
       if (!load_only || link_.stored({grouped_job(c, p, sms_, digest)}))
         out.push_back(std::make_unique<TritonGroupedCandidate>(p, c, digest, link_.ctx.device.index, sms_));
@@ -221,7 +224,7 @@ class TritonGroupedBackend final : public GroupedBackend {
     const triton::GroupedConfig c = triton::GroupedConfig::parse(id);
     const std::string why = c.cannot_run(p);
     GT_CHECK(why.empty(), "triton: grouped config " + id + " cannot run " + p.str() + ": " + why);
-    return std::make_unique<TritonGroupedCandidate>(p, c, link_.sources_digest(), link_.ctx.device.index, sms_);
+    return std::make_unique<TritonGroupedCandidate>(p, c, template_.digest, link_.ctx.device.index, sms_);
   }
 
  private:
@@ -233,6 +236,7 @@ class TritonGroupedBackend final : public GroupedBackend {
   }
 
   ToolchainLink link_;
+  triton::Template template_;
   int sms_;
 };
 

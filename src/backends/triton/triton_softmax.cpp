@@ -9,17 +9,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "backends/backend.hpp"
 #include "backends/triton/launch.hpp"
-#include "compile/compile_util.hpp"
 #include "compile/artifact_cache.hpp"
 #include "core/cuda.hpp"
 #include "core/driver.hpp"
 #include "gemmtune/error.hpp"
-#include "store/sha256.hpp"
 
 namespace gemmtune {
 namespace triton {
@@ -166,24 +162,17 @@ class TritonSoftmaxCandidate final : public detail::CandidateFor<SoftmaxOp> {
 
 class TritonSoftmaxBackend final : public SoftmaxBackend {
  public:
-  explicit TritonSoftmaxBackend(const BackendContext& ctx) : link_(ctx, "triton") {
-    const auto path = (ctx.artifacts ? ctx.artifacts->options().python_dir : std::filesystem::path()) / triton::kTemplate;
-    auto text = slurp(path);
-    if (!text) {
-      broken_ = "Triton softmax template not found at " + path.string() + " (set compile.python_dir / $GEMMTUNE_PYTHON_DIR)";
-      return;
-    }
-    digest_ = sha256_hex(*text).substr(0, 16);
-  }
+  explicit TritonSoftmaxBackend(const BackendContext& ctx)
+      : link_(ctx, "triton"), template_(triton::read_template(ctx, triton::kTemplate)) {}
 
   std::string name() const override { return kName; }
   std::string version() const override {
     if (!available()) return "triton (unavailable)";
-    return "triton " + link_.version() + " (softmax template " + digest_ + ")";
+    return "triton " + link_.version() + " (softmax template " + template_.digest + ")";
   }
   Verdict available() const override {
     if (Verdict v = triton::device_verdict(link_.ctx.device); !v) return v;
-    if (!broken_.empty()) return Verdict::no(broken_);
+    if (!template_.broken.empty()) return Verdict::no(template_.broken);
     return link_.available();
   }
   Verdict supports(const SoftmaxProblem& p) const override {
@@ -196,8 +185,8 @@ class TritonSoftmaxBackend final : public SoftmaxBackend {
     std::vector<std::unique_ptr<Cand>> out;
     const bool load_only = link_.load_only();
     for (const auto& c : triton::softmax_configs(p))
-      if (!load_only || link_.stored({softmax_job(c, p, digest_)}))
-        out.push_back(std::make_unique<TritonSoftmaxCandidate>(p, c, digest_, link_.ctx.device.index));
+      if (!load_only || link_.stored({softmax_job(c, p, template_.digest)}))
+        out.push_back(std::make_unique<TritonSoftmaxCandidate>(p, c, template_.digest, link_.ctx.device.index));
     if (out.empty()) GT_THROW("load-only and the artifact store holds none of this problem's Triton softmax kernels");
     return out;
   }
@@ -206,7 +195,7 @@ class TritonSoftmaxBackend final : public SoftmaxBackend {
     const triton::SoftmaxConfig c = triton::SoftmaxConfig::parse(id);
     const std::string why = c.cannot_run(p);
     GT_CHECK(why.empty(), "triton: softmax config " + id + " cannot run " + p.str() + ": " + why);
-    return std::make_unique<TritonSoftmaxCandidate>(p, c, digest_, link_.ctx.device.index);
+    return std::make_unique<TritonSoftmaxCandidate>(p, c, template_.digest, link_.ctx.device.index);
   }
 
  private:
@@ -218,7 +207,7 @@ class TritonSoftmaxBackend final : public SoftmaxBackend {
   }
 
   ToolchainLink link_;
-  std::string digest_, broken_;
+  triton::Template template_;
 };
 
 }  // namespace
