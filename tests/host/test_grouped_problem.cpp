@@ -209,6 +209,17 @@ TEST(TritonGrouped, ConfigsIdsAndParams) {
     EXPECT_EQ(triton::GroupedConfig::parse(c.id()), c);
   }
   EXPECT_EQ(configs[0].id(), "g128x256x64_w8_s4_gm8");
+  // The two-slice config only where groups are short (the key's bucket <= 128 rows), 16-bit only.
+  auto has_sliced = [](const GroupedGemmProblem& q) {
+    for (const auto& c : triton::grouped_configs(q))
+      if (c.chunks > 1) return true;
+    return false;
+  };
+  EXPECT_FALSE(has_sliced(p));
+  EXPECT_FALSE(has_sliced(GroupedGemmProblem::make(8, 14336, 4096, 129)));
+  EXPECT_TRUE(has_sliced(GroupedGemmProblem::make(8, 14336, 4096, 128)));
+  EXPECT_TRUE(has_sliced(GroupedGemmProblem::make(32, 4096, 7168, 64)));
+  EXPECT_FALSE(has_sliced(GroupedGemmProblem::make(32, 4096, 7168, 64, DType::e4m3)));
   for (const char* bad : {"", "g128x256x64_w8_s4", "g128x256x64_w8_s4_gm8x", "g0128x256x64_w8_s4_gm8",
                           "g64x256x64_w8_s4_gm8_c1", "g64x256x64_w8_s4_gm8_c2x", "g64x256x64_w8_s4_gm8_c02"})
     EXPECT_THROW(triton::GroupedConfig::parse(bad), Error) << bad;

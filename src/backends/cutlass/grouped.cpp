@@ -21,7 +21,7 @@ namespace cutlass_backend {
 
 Verdict grouped_verdict(const GroupedGemmProblem& p) {
   if (p.a != DType::bf16 && p.a != DType::fp16)
-    return Verdict::no("CUTLASS grouped kernels take bf16 or fp16 (fp8 grouped: the Triton kernel)");
+    return Verdict::no("CUTLASS grouped kernels take bf16 or fp16 (fp8 grouped: the Triton and CuTe DSL kernels)");
   if (p.d != p.a) return Verdict::no("CUTLASS grouped kernels write D in A's dtype");
   if (p.scale != ScaleMode::none || p.bias || p.act != Activation::none)
     return Verdict::no("CUTLASS grouped kernels have no scales, bias or activation (the Triton kernel has)");
