@@ -96,6 +96,28 @@ __device__ __forceinline__ float ex2(float x) {
 // exp(a - m) as ex2((a - m) log2 e): the difference first, so that huge finite a and m do not
 // overflow, and inf - inf / -inf - -inf give NaN as in torch's formula.
 __device__ __forceinline__ float exp_sub(float a, float m) { return ex2((a - m) * kLog2e); }
+// v[i] <- exp(v[i] - r) for a row's max r (0 for a row of -inf); returns the sum of this thread's
+// v. ex2(v log2e - r log2e), one FFMA an element, unless r log2e overflows (|r| > 2.3e38): then
+// the difference first (exp_sub).
+template <int E>
+__device__ __forceinline__ float exp_and_sum(float (&v)[E], float r) {
+  const float rl = r * kLog2e;
+  float sum = 0.0f;
+  if (isfinite(rl) || !isfinite(r)) {
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      v[i] = ex2(fmaf(v[i], kLog2e, -rl));
+      sum += v[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      v[i] = exp_sub(v[i], r);
+      sum += v[i];
+    }
+  }
+  return sum;
+}
 
 // ---- reductions ------------------------------------------------------------------------------
 
@@ -693,22 +715,7 @@ __global__ void __launch_bounds__(pipe_max_threads<E>())
 #pragma unroll
     for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
     m = warp_max(m);
-    const float r = m == -INFINITY ? 0.0f : m;
-    const float rl = r * kLog2e;
-    float sum = 0.0f;
-    if (isfinite(rl) || !isfinite(r)) {  // ex2(v log2e - r log2e): one FFMA; else |r| > 2.3e38
-#pragma unroll
-      for (int i = 0; i < E; ++i) {
-        v[i] = ex2(fmaf(v[i], kLog2e, -rl));
-        sum += v[i];
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < E; ++i) {
-        v[i] = exp_sub(v[i], r);
-        sum += v[i];
-      }
-    }
+    float sum = exp_and_sum(v, m == -INFINITY ? 0.0f : m);
     sum = warp_sum(sum);
     if (lane == 0) wred[k & 1][warp] = make_float2(m, sum);
     __syncthreads();
@@ -896,22 +903,7 @@ __global__ void __launch_bounds__(row_max_threads<E, PF>())
 #pragma unroll
     for (int i = 0; i < E; ++i) m = fmaxf(m, v[i]);
     for (int o = lanes >> 1; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    const float r = m == -INFINITY ? 0.0f : m;
-    const float rl = r * kLog2e;
-    float sum = 0.0f;
-    if (isfinite(rl) || !isfinite(r)) {  // ex2(v log2e - r log2e): one FFMA; else |r| > 2.3e38
-#pragma unroll
-      for (int i = 0; i < E; ++i) {
-        v[i] = ex2(fmaf(v[i], kLog2e, -rl));
-        sum += v[i];
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < E; ++i) {
-        v[i] = exp_sub(v[i], r);
-        sum += v[i];
-      }
-    }
+    float sum = exp_and_sum(v, m == -INFINITY ? 0.0f : m);
     for (int o = lanes >> 1; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     float M = m, Z = sum;
     if (W > 1) {  // the row's warps: every warp merges their pairs
