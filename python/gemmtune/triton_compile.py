@@ -100,11 +100,9 @@ def triton_version() -> Optional[str]:
 # Parameters
 
 
-def checked_fields(params: Any, schema: dict, kernel: Optional[str] = None) -> dict:
-    """The fields of a request's `params` against `schema` ({field: (type, default)}, default None:
-    required), the request's `kernel` filled in: unknown fields, wrong types and missing fields are
-    refused with CompileFailure("bad_request"); defaults filled. Used by the Triton templates whose
-    kernels share one schema (softmax, grouped GEMM)."""
+def _with_kernel(params: Any, kernel: Optional[str]) -> dict:
+    """A copy of a request's `params` with the request's `kernel` filled in (refused when params
+    names another)."""
     if not isinstance(params, dict):
         raise _bad("params: expected an object")
     p = dict(params)
@@ -112,9 +110,12 @@ def checked_fields(params: Any, schema: dict, kernel: Optional[str] = None) -> d
         if "kernel" in p and p["kernel"] != kernel:
             raise _bad(f"params.kernel {p['kernel']!r} differs from the request's kernel {kernel!r}")
         p["kernel"] = kernel
-    unknown = sorted(set(p) - set(schema))
-    if unknown:
-        raise _bad(f"params: unknown field(s) {', '.join(unknown)}")
+    return p
+
+
+def _typed_fields(p: dict, schema: dict, required: Any) -> dict:
+    """p's fields against `schema` ({field: (type, default)}): wrong types and missing `required`
+    fields refused, absent ones given their default."""
     out = {}
     for key, (typ, default) in schema.items():
         if key in p:
@@ -122,42 +123,39 @@ def checked_fields(params: Any, schema: dict, kernel: Optional[str] = None) -> d
             if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
                 raise _bad(f"params.{key}: expected {typ.__name__}, got {type(value).__name__} {value!r}")
             out[key] = value
-        elif default is None:
+        elif key in required:
             raise _bad(f"params.{key}: missing")
         else:
             out[key] = default
     return out
 
 
-def normalize_params(params: Any, kernel: Optional[str] = None) -> dict:
-    """Checks types and values, fills defaults; raises CompileFailure("bad_request")."""
-    if not isinstance(params, dict):
-        raise _bad("params: expected an object")
-    p = dict(params)
-    if kernel is not None:
-        if "kernel" in p and p["kernel"] != kernel:
-            raise _bad(f"params.kernel {p['kernel']!r} differs from the request's kernel {kernel!r}")
-        p["kernel"] = kernel
-    unknown = sorted(set(p) - set(_SCHEMA))
+def _refuse_unknown(p: dict, schema: dict) -> None:
+    unknown = sorted(set(p) - set(schema))
     if unknown:
         raise _bad(f"params: unknown field(s) {', '.join(unknown)}")
+
+
+def checked_fields(params: Any, schema: dict, kernel: Optional[str] = None) -> dict:
+    """The fields of a request's `params` against `schema` ({field: (type, default)}, default None:
+    required), the request's `kernel` filled in: unknown fields, wrong types and missing fields are
+    refused with CompileFailure("bad_request"); defaults filled. Used by the Triton templates whose
+    kernels share one schema (softmax, grouped GEMM)."""
+    p = _with_kernel(params, kernel)
+    _refuse_unknown(p, schema)
+    return _typed_fields(p, schema, {k for k, (_, default) in schema.items() if default is None})
+
+
+def normalize_params(params: Any, kernel: Optional[str] = None) -> dict:
+    """Checks types and values, fills defaults; raises CompileFailure("bad_request")."""
+    p = _with_kernel(params, kernel)
+    _refuse_unknown(p, _SCHEMA)
     name = p.get("kernel")
     if name not in KERNEL_NAMES:
         raise _bad(f"params.kernel: {name!r} is not one of {', '.join(KERNEL_NAMES)}")
     # splitk_reduce needs no GEMM fields but must be told how many partials to sum.
-    required = {**_COMMON, "split_k": (int, None)} if name == "splitk_reduce" else _SCHEMA
-    out = {}
-    for key, (typ, default) in _SCHEMA.items():
-        if key in p:
-            value = p[key]
-            ok = isinstance(value, typ) and not (typ is int and isinstance(value, bool))
-            if not ok:
-                raise _bad(f"params.{key}: expected {typ.__name__}, got {type(value).__name__} {value!r}")
-            out[key] = value
-        elif required.get(key, (None, 0))[1] is None:
-            raise _bad(f"params.{key}: missing")
-        else:
-            out[key] = default
+    fields = {**_COMMON, "split_k": (int, None)} if name == "splitk_reduce" else _SCHEMA
+    out = _typed_fields(p, _SCHEMA, {k for k, (_, default) in fields.items() if default is None})
 
     def one_of(key, allowed):
         if out[key] not in allowed:
