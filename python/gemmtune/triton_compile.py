@@ -113,7 +113,7 @@ def _with_kernel(params: Any, kernel: Optional[str]) -> dict:
     return p
 
 
-def _typed_fields(p: dict, schema: dict, required: Any) -> dict:
+def _typed_fields(p: dict, schema: dict, required: set) -> dict:
     """p's fields against `schema` ({field: (type, default)}): wrong types and missing `required`
     fields refused, absent ones given their default."""
     out = {}
