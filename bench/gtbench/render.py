@@ -64,7 +64,7 @@ def md_table(head, rows):
 def render_markdown(doc):
     s = doc["summary"]
     env = doc["environment"]
-    L = [f"# gemmtune on the H200, {doc['date']}", ""]
+    L = [f"# gemmtune on the {doc['device'] or 'GPU'}, {doc['date']}", ""]
     L.append(f"Device: {doc['device']}  ")
     v = env.get("versions", {})
     L.append(f"torch {v.get('torch')} (CUDA {v.get('torch_cuda')}), triton {v.get('triton')}, gemmtune "

@@ -82,7 +82,7 @@ mc reference 90 application-only 'Reference.*:Compare.*:SoftmaxCheck.*'
 mc triton-gemm 300 application-only 'Candidates.*' GEMMTUNE_COMPILE_WORKERS=1
 mc triton-softmax 150 application-only 'SoftmaxCandidates.*' GEMMTUNE_COMPILE_WORKERS=1
 mc triton-grouped 150 application-only 'Grouped*' GEMMTUNE_COMPILE_WORKERS=1
-mc cutlass-cutedsl 180 application-only 'Cutlass.*:Cutedsl.*:CutedslSoftmax.*:Fp8Block.*:Overlap.TritonCutedslCutlass*' GEMMTUNE_COMPILE_WORKERS=1
+mc cutlass-cutedsl 180 application-only 'Cutlass.*:Cutedsl.*:CutedslSoftmax.*:Fp8Block.*:Overlap.CutedslCutlass*' GEMMTUNE_COMPILE_WORKERS=1
 mc engine-in-process 150 application-only 'Engine.*:SoftmaxEngine.*' GEMMTUNE_ISOLATION=in-process GEMMTUNE_COMPILE_WORKERS=1
 mc engine-isolated 200 all 'Engine.*:SoftmaxEngine.*' GEMMTUNE_COMPILE_WORKERS=1
 tar -C "$OUT" -czf "$OUT/memcheck.tar.gz" mc && rm -rf "$OUT/mc"

@@ -45,7 +45,7 @@ Resolved resolve_all() {
             resolve("cuModuleGetFunction", a.get_function, why) &&
             resolve("cuFuncSetAttribute", a.set_attribute, why) &&
             resolve("cuFuncGetAttribute", a.get_attribute, why) && resolve("cuLaunchKernel", a.launch, why) &&
-            resolve("cuLaunchKernelEx", a.launch_ex, why) && resolve("cuCtxGetCurrent", a.current_context, why);
+            resolve("cuCtxGetCurrent", a.current_context, why);
   if (ok) why.clear();
   return r;
 }

@@ -34,7 +34,6 @@ struct Api {
   decltype(&::cuFuncSetAttribute) set_attribute = nullptr;
   decltype(&::cuFuncGetAttribute) get_attribute = nullptr;
   decltype(&::cuLaunchKernel) launch = nullptr;
-  decltype(&::cuLaunchKernelEx) launch_ex = nullptr;
   decltype(&::cuGetErrorName) error_name = nullptr;
   decltype(&::cuGetErrorString) error_string = nullptr;
   decltype(&::cuCtxGetCurrent) current_context = nullptr;

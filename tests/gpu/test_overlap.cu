@@ -1,5 +1,5 @@
 // Programmatic dependent launch (RunOptions::overlap_previous): every candidate that says it can
-// overlap (Kernel::can_overlap: the native decode kernels, Triton, the CuTe DSL and CUTLASS) launched
+// overlap (Kernel::can_overlap: the native decode kernels, the CuTe DSL and CUTLASS) launched
 // behind a kernel that writes A late. A is NaN until that kernel copies the real values in, after
 // ~20 us of spinning, and that kernel lets the candidate launch from its start: a candidate that
 // reads A (or anything but its weights) before griddepcontrol.wait gives NaN or stale values, and
@@ -83,15 +83,49 @@ TEST(Overlap, NativeReadsTheActivationsAfterThePreviousKernel) {
   }
 }
 
-// Triton, the CuTe DSL and CUTLASS: every candidate of overlap_test::problems() (decode and prefill sizes,
-// bf16 and fp8 with tensorwise scales and a bias; split-K among Triton's) through run_overlapped.
+// A native GEMM whose A is the previous native GEMM's D, launched overlapped behind it: the
+// previous kernel lets it launch from its start (decode_gemm.cu), so its CTAs run beside the
+// previous one's; it must still read A only once the previous grid is done (D is NaN until
+// then). Each config of the first GEMM, the second's first config; the second's reference is
+// computed from the first's D as the GPU wrote it.
+TEST(Overlap, NativeReadsThePreviousNativeGemmsOutput) {
+  const DeviceInfo dev = query_device(0);
+  Stream s;
+  const GemmProblem p1 = GemmProblem::linear(8, 4096, 4096, DType::bf16);
+  const GemmProblem p2 = GemmProblem::linear(8, 2048, 4096, DType::bf16);
+  OperandSet ops1(p1, 7, s.get()), ops2(p2, 8, s.get());
+  GemmArgs args2 = ops2.args();
+  args2.a = ops1.args().d;  // [8, 4096] bf16, ldd = 4096 = p2's lda
+  const native::DecodeConfig c2 = native::decode_configs(p2, dev.sm_count).at(0);
+  ASSERT_EQ(native::decode_device_check(c2, p2), "");
+  const auto ref1 = host::host_gemm(p1, host::download(p1, ops1.args()));
+  int checked = 0;
+  for (const auto& c1 : native::decode_configs(p1, dev.sm_count, 64)) {
+    SCOPED_TRACE(c1.name() + " -> " + c2.name());
+    ASSERT_EQ(native::decode_device_check(c1, p1), "");
+    ops1.poison_d(s.get());
+    ops2.poison_d(s.get());
+    native::run_decode_gemm(c1, p1, ops1.args(), s.get());
+    native::run_decode_gemm(c2, p2, args2, s.get(), /*overlap=*/true);
+    s.sync();
+    CheckResult r1 = gpu_test::check_d(p1, ops1.args(), ref1);
+    ASSERT_TRUE(r1.ok) << r1.reason;
+    CheckResult r2 = gpu_test::check_d(p2, args2, host::host_gemm(p2, host::download(p2, args2)));
+    EXPECT_TRUE(r2.ok) << r2.reason;
+    ++checked;
+  }
+  EXPECT_GT(checked, 1);
+}
+
+// The CuTe DSL and CUTLASS: every candidate of overlap_test::problems() (decode and prefill sizes,
+// bf16 and fp8 with tensorwise scales and a bias) through run_overlapped. (Triton's candidates
+// launch plainly: triton_backend.cpp says why.)
 // The CuTe DSL and CUTLASS run load-only from a kernel pack on the GPU machine (scripts/precompile.sh
 // part gpu-tests; test_cutedsl.cpp says how); a backend that is not available is reported and skipped.
-TEST(Overlap, TritonCutedslCutlassReadTheActivationsAfterThePreviousKernel) {
+TEST(Overlap, CutedslCutlassReadTheActivationsAfterThePreviousKernel) {
   const DeviceInfo dev = query_device(0);
   const BackendContext ctx = gpu_test::context(dev);
   std::vector<std::pair<std::string, std::function<std::unique_ptr<Backend>()>>> backends = {
-      {"triton", [&] { return make_triton_backend(ctx); }},
       {"cutedsl", [&] { return make_cutedsl_backend(ctx); }},
       {"cutlass", [&] { return make_cutlass_backend(ctx); }},
   };
@@ -136,5 +170,5 @@ TEST(Overlap, TritonCutedslCutlassReadTheActivationsAfterThePreviousKernel) {
     std::printf("%s: %d overlapped candidate runs checked\n", name.c_str(), checked);
     EXPECT_GT(checked, 0) << name;
   }
-  if (available == 0) GTEST_SKIP() << "none of Triton, the CuTe DSL and CUTLASS is available";
+  if (available == 0) GTEST_SKIP() << "neither the CuTe DSL nor CUTLASS is available";
 }

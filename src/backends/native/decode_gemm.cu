@@ -167,6 +167,12 @@ __global__ void __launch_bounds__(kMaxThreads) decode_gemm_kernel(const Params p
   }
   const uint64_t pol = evict_first_policy();
   const int64_t lane_k = 16 * t;
+  // The next kernel on the stream may launch now (a programmatic dependent launch of it): its
+  // CTAs take SM room as ours leave and fetch their weights while we finish; its
+  // griddepcontrol.wait still waits for our whole grid and its memory. Triggered here rather
+  // than after the main loop: llama3 decoder chains of native kernels, overlapped, ran 1.2%
+  // faster in geomean (12 chains, m = 1 / 8 / 16, bf16 and fp8, two runs; 0.0-2.7% each; H100).
+  asm volatile("griddepcontrol.launch_dependents;");
 
   auto load_w = [&](uint4 (&w)[RT][2][U], int c0) {
 #pragma unroll
@@ -248,7 +254,6 @@ __global__ void __launch_bounds__(kMaxThreads) decode_gemm_kernel(const Params p
     if (c0 + 2 * U < c_end) load_w(wa, c0 + 2 * U);
     multiply(wb, x);
   }
-  asm volatile("griddepcontrol.launch_dependents;");
 
   // Partial sums to shared memory: partial[(wk * TOK + token) * cta_rows + row].
 #pragma unroll

@@ -89,7 +89,8 @@ std::string decode_device_check(const DecodeConfig& cfg, const GemmProblem& p);
 // aligned (A, W, and C, D, bias to their element size); throws Error naming the pointer, or
 // the config and launch on a launch failure (the runtime's error then cleared). overlap: a
 // programmatic dependent launch (RunOptions::overlap_previous): the first batch of weights is
-// read before griddepcontrol.wait, everything else after it.
+// read before griddepcontrol.wait, everything else after it. Every launch lets the next kernel
+// on the stream launch from its start (griddepcontrol.launch_dependents first).
 void run_decode_gemm(const DecodeConfig& cfg, const GemmProblem& p, const GemmArgs& a, cudaStream_t s,
                      bool overlap = false);
 

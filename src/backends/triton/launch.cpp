@@ -30,27 +30,13 @@ void Scratch::allocate(int64_t bytes, int64_t align) {
   ptr = CUdeviceptr((base + uintptr_t(align) - 1) / uintptr_t(align) * uintptr_t(align));
 }
 
-void LoadedKernel::launch(std::initializer_list<void*> args, cudaStream_t stream, bool overlap) {
+void LoadedKernel::launch(std::initializer_list<void*> args, cudaStream_t stream) {
   GT_CHECK(args.size() <= kMaxRuntimeArgs, "triton: a launch of more than 30 runtime arguments");
   std::array<void*, kMaxRuntimeArgs + 2> all{};
   std::copy(args.begin(), args.end(), all.begin());
   all[args.size()] = &global_scratch.ptr;
   all[args.size() + 1] = &profile_scratch.ptr;
-  if (!overlap) {
-    GT_CU(driver::api().launch(fn, grid.x, grid.y, grid.z, threads, 1, 1, shared, stream, all.data(), nullptr));
-    return;
-  }
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr.value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig cfg{};
-  cfg.gridDimX = grid.x, cfg.gridDimY = grid.y, cfg.gridDimZ = grid.z;
-  cfg.blockDimX = threads, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = shared;
-  cfg.hStream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  GT_CU(driver::api().launch_ex(&cfg, fn, all.data(), nullptr));
+  GT_CU(driver::api().launch(fn, grid.x, grid.y, grid.z, threads, 1, 1, shared, stream, all.data(), nullptr));
 }
 
 LoadedKernel load_kernel(const Artifact& artifact, Grid grid, int64_t runtime_args, const std::string& who,

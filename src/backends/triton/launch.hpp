@@ -41,10 +41,8 @@ struct LoadedKernel {
   Scratch global_scratch, profile_scratch;
 
   // Enqueues the kernel with `args` (pointers to the runtime arguments, in order, at most 30)
-  // followed by the two hidden scratch pointers. `overlap`: a programmatic dependent launch
-  // (programmatic stream serialization): only for kernels that wait (griddepcontrol.wait)
-  // before they touch memory the previous kernel on the stream may write.
-  void launch(std::initializer_list<void*> args, cudaStream_t stream, bool overlap = false);
+  // followed by the two hidden scratch pointers.
+  void launch(std::initializer_list<void*> args, cudaStream_t stream);
 };
 
 // Loads the cubin `a` (on the current device) for `grid`, after checking its launch metadata
