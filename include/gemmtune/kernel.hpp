@@ -29,11 +29,11 @@ struct GemmArgs {
 // How one run is launched.
 struct RunOptions {
   // Programmatic dependent launch (PDL): a kernel that supports it (Kernel::can_overlap(): the
-  // native decode, Triton, CuTe DSL and CUTLASS GEMM kernels) may start before the previous
-  // kernel on the stream has finished and read its weights (B) meanwhile; it waits for that
-  // kernel to complete before it reads anything else (A, C, bias, scales) or writes D. The caller
-  // promises that the previous kernel does not write B. cuBLASLt's kernels launch as usual. Off
-  // by default.
+  // native decode, CuTe DSL and CUTLASS GEMM kernels) may start before the previous kernel on
+  // the stream has finished and read its weights (B) meanwhile; it waits for that kernel to
+  // complete before it reads anything else (A, C, bias, scales) or writes D. The caller promises
+  // that the previous kernel does not write B. cuBLASLt's and Triton's kernels launch as usual.
+  // Off by default.
   bool overlap_previous = false;
 };
 

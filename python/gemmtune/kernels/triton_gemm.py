@@ -19,10 +19,9 @@ dimension in elements. Three kernels share one runtime argument list (see RUNTIM
 
 Programmatic dependent launch: each kernel waits for the previous kernel on the stream
 (gdc_wait: griddepcontrol.wait) before its first memory access, and lets the next kernel launch
-(gdc_launch_dependents) once its main loop is done. Launched without the programmatic-stream-
-serialization attribute both are no-ops; with it (RunOptions::overlap_previous) the kernel's
-launch and set-up overlap the previous kernel's tail. Nothing is read before the wait: Triton's
-pipeliner places the loads, so there is no weight prefetch ahead of it.
+(gdc_launch_dependents) once its main loop is done. The C++ backend launches them without the
+programmatic-stream-serialization attribute (docs/triton-backend.md says why), so the wait is a
+no-op; the trigger still lets an overlapped kernel after this one start early.
 
 These functions are compiled ahead of time by gemmtune.triton_compile (no GPU needed) and
 launched from C++; they are also ordinary @triton.jit kernels (tests/python/gpu_smoke_triton.py
