@@ -9,7 +9,7 @@ copy bandwidth (1 GiB device-to-device) is measured in the same run. Results: TB
 read + bytes of y written) / median time, % of that copy bandwidth, speedup vs torch.
 
 Method (as bench/h200.py): random inputs in [-8, 8) (never zeros); before every timed sample a
-256 MiB buffer is written (L2 flush) and a ~50 us GPU spin is queued, both outside the timed
+256 MiB buffer is read (L2 flush, leaving clean lines) and a ~50 us GPU spin is queued, both outside the timed
 region; CUDA events around one call; a time-based warm-up; medians with p20 and p80 over
 --rounds samples; all contenders of a problem in the same rounds with a rotating order. Every
 output is checked against torch.softmax(x.float() * scale) in fp32: no NaN (the inputs are

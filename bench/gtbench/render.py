@@ -81,7 +81,7 @@ def render_markdown(doc):
              + (", the longest shard's" if doc.get("shards") else "") + "): "
              + ", ".join(f"{k} {v:.0f}" for k, v in s.get("part_seconds", {}).items()))
     L.append("")
-    L.append("Method: random inputs; 256 MB L2 flush before every timed sample (outside the timed region); warm-up; "
+    L.append("Method: random inputs; 256 MB L2 flush (a read of a clean buffer: the L2 left clean) before every timed sample (outside the timed region); warm-up; "
              "CUDA events around one call; gemmtune's contenders and torch rotate over several input sets "
              "(as the engine's race: over 3x L2, at least 3; Inductor on set 0); contenders interleaved in rounds with a rotating order in one process; "
              "medians with p20/p80; speedup = other's median / gemmtune pick's median (> 1: gemmtune faster); "

@@ -34,7 +34,7 @@ GpuBench<Op>::GpuBench(const Problem& p, std::vector<detail::CandidateFor<Op>*> 
     if (opt.input_sets > 0) want = std::clamp<size_t>(size_t(opt.input_sets), 1, want);
     for (size_t s = 1; s < want; ++s) sets.push_back(OpTraits<Op>::timing_operands(p, w, seed + s, stream.get()));
   }
-  flush_ = DeviceBuffer(2 * size_t(std::max<int64_t>(dev.l2_bytes, 1 << 20)));
+  flush_ = L2Flush(dev.l2_bytes, stream_.get());
   spin_us_ = opt.spin_us;
 
   // Time-based warm-up: round-robin launches until the GPU has been busy for warmup_ms; the
@@ -73,7 +73,7 @@ double GpuBench<Op>::sample(size_t i) {
   double sum = 0;
   for (size_t w = 0; w < sets_.size(); ++w) {
     for (int r = 0; r < reps_; ++r) {
-      GT_CUDA(cudaMemsetAsync(flush_.get(), r & 0xff, flush_.bytes(), stream_.get()));
+      flush_.run(stream_.get());
       gpu_spin(spin_us_, stream_.get());
       start_[r].record(stream_.get());
       run_once(i, w);

@@ -1,7 +1,8 @@
 // Timing candidates on the GPU, the way a kernel runs in isolation: cold L2, one launch
 // between two CUDA events.
 //
-// Every timed launch is preceded by an L2 flush (a memset of 2x the L2) and a short GPU spin
+// Every timed launch is preceded by an L2 flush (a read of 2x the L2 that leaves clean lines:
+// l2_flush.hpp says why not a memset) and a short GPU spin
 // (TuneOptions::spin_us), both outside the timed region; launches rotate over copies of the
 // inputs that together exceed 3x the L2. One sample is the median of several such launches.
 // No CUDA graph is needed for short kernels: the spin keeps the GPU busy while the host
@@ -23,6 +24,7 @@
 #include "core/cuda.hpp"
 #include "gemmtune/device.hpp"
 #include "gemmtune/engine_options.hpp"
+#include "tune/l2_flush.hpp"
 #include "tune/ops.hpp"
 
 namespace gemmtune {
@@ -58,7 +60,7 @@ class GpuBench {
   const Stream& stream_;
   std::vector<std::vector<std::unique_ptr<Operands>>> sets_;  // [workload][rotated copy]
   std::vector<size_t> next_set_;                              // per workload
-  DeviceBuffer flush_;
+  L2Flush flush_;
   std::vector<Event> start_, stop_;  // one pair per launch of a sample
   int reps_ = 1;                     // launches per workload and sample
   double spin_us_ = 0;
