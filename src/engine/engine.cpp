@@ -158,7 +158,10 @@ Engine::Engine(EngineOptions options) : impl_(std::make_unique<Impl>()) {
   const std::string base = "device=" + I.dev.name + ";sms=" + std::to_string(I.dev.sm_count) + ";cc=" +
                            std::to_string(I.dev.cc_major) + std::to_string(I.dev.cc_minor) +
                            ";driver=" + std::to_string(I.dev.driver_version) +
-                           ";runtime=" + std::to_string(I.dev.runtime_version) + ";gemmtune=" + version();
+                           ";runtime=" + std::to_string(I.dev.runtime_version) + ";gemmtune=" + version() +
+                           // The race's method: choices timed after a memset flush (before 2026-12-05)
+                           // favoured evict-first kernels (tune/l2_flush.hpp), so they are not reused.
+                           ";timing=clean-l2";
   make_op_state(I.gemm, I.opt, ctx, base);
   make_op_state(I.softmax, I.opt, ctx, base);
   make_op_state(I.grouped, I.opt, ctx, base);
