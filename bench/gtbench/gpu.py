@@ -158,7 +158,6 @@ class TorchGpu:
         # model's previous layer does (a written flush leaves dirty ones whose write-back the timed
         # kernel pays, unevenly: src/tune/l2_flush.hpp).
         self.flush_buf = torch.ones(flush_mb << 20, dtype=torch.int8, device=self.dev)
-        self.flush_count = 0
         self.stream_ptr = torch.cuda.current_stream().cuda_stream
         try:
             torch.cuda._sleep(10)
@@ -216,7 +215,6 @@ class TorchGpu:
 
     # -- timing --------------------------------------------------------------------------------
     def _flush(self, spin_scale=1):
-        self.flush_count += 1
         self.flush_buf.amax()
         if self.can_sleep:
             self.torch.cuda._sleep(self.sleep_cycles * spin_scale)
