@@ -77,9 +77,26 @@ TEST(CutedslConfigs, CheckRestatesTheKernelRules) {
   EXPECT_FALSE(check(Config{128, 128, 2, 2}, p));      // cluster
   GemmProblem f8 = GemmProblem::linear(4096, 4096, 4096, DType::e4m3);
   EXPECT_TRUE(check(Config{128, 128}, f8));
-  Verdict v = check(Config{128, 256}, f8);  // promotion doubles the accumulators: 256 registers
+  EXPECT_EQ(accumulator_registers(Config{128, 128}, f8), 192);  // three tiles: overlapped promotion
+  EXPECT_TRUE(check(Config{128, 192}, f8));
+  EXPECT_EQ(accumulator_registers(Config{128, 192}, f8), 192);  // two tiles: promoted after each batch
+  Verdict v = check(Config{128, 256}, f8);  // two tiles of 128: 256 registers
   EXPECT_FALSE(v);
   EXPECT_NE(v.reason.find("registers"), std::string::npos) << v.reason;
+  // Block scales: a tile's N must lie in one 128-wide scale block.
+  GemmProblem f8b = f8;
+  f8b.scale = ScaleMode::block;
+  EXPECT_FALSE(check(Config{128, 192}, f8b));
+}
+
+TEST(CutedslConfigs, Tile192IsOfferedForFp8Only) {
+  auto has_192 = [](const GemmProblem& p) {
+    for (const Config& c : valid_configs(p))
+      if (c.tile_n == 192) return true;
+    return false;
+  };
+  EXPECT_TRUE(has_192(GemmProblem::linear(4096, 4096, 4096, DType::e4m3)));
+  EXPECT_FALSE(has_192(GemmProblem::linear(4096, 4096, 4096)));  // bf16: 128 and 256
 }
 
 TEST(CutedslConfigs, ProblemVerdictGivesReasons) {
@@ -268,6 +285,18 @@ TEST(CutedslProblems, EveryEntryIsValidAndSupported) {
     EXPECT_TRUE(problem_verdict(p)) << what << " " << p.str() << ": " << problem_verdict(p).reason;
     EXPECT_FALSE(configs_for(p, kSms, 16).empty()) << what << " " << p.str();
   }
+}
+
+// The GPU test runs both fp8 mainloops: the overlapped promotion (tile N <= 128) and the one
+// promoted after each batch (tile N 192) are both among some fp8 problem's candidates.
+TEST(CutedslProblems, TheMatrixRunsBothFp8Promotions) {
+  bool overlapped = false, serial = false;
+  for (auto& [what, p] : cutedsl_test::problem_matrix()) {
+    if (!is_fp8(p.a.dtype)) continue;
+    for (const Config& c : configs_for(p, kSms, 16)) (c.tile_n > 128 ? serial : overlapped) = true;
+  }
+  EXPECT_TRUE(overlapped);
+  EXPECT_TRUE(serial);
 }
 
 }  // namespace

@@ -41,6 +41,9 @@ VARIANTS = {
                                     act="silu"),
     "bf16_swap_decode_bias": params(tile_m=128, tile_n=32, swap_ab=True, bias=True, act="relu"),
     "e4m3_tensorwise": params(a_dtype="e4m3", b_dtype="e4m3", scale="tensorwise"),
+    # tile N 192: the mainloop that promotes each batch once it retired (one register tile).
+    "e4m3_192_c2x1_bias": params(a_dtype="e4m3", b_dtype="e4m3", scale="tensorwise", tile_n=192, cluster_m=2,
+                                 bias=True),
     "e4m3_rowwise_swap": params(a_dtype="e4m3", b_dtype="e4m3", scale="rowwise", swap_ab=True, tile_m=64,
                                 tile_n=64, bias=True),
     "e5m2_e4m3_fp16_stages3": params(a_dtype="e5m2", b_dtype="e4m3", d_dtype="fp16", stages=3, act="relu"),

@@ -26,7 +26,10 @@ CTA structure (warp specialization; 1 producer + W = tile_m / 64 consumer warpgr
   it retired (wgmma's fp8 accumulation is not full fp32; a promotion interval of one 128-deep
   k-tile, as CUTLASS's default fp8 mainloop). Two such tiles alternate, so that the next
   k-tile's batch is in flight while the previous one is added (CUTLASS's own fp8 mainloop
-  waits for all MMAs before each promotion: 8-11% slower there).
+  waits for all MMAs before each promotion: 8-11% slower there). Tiles wider than 128 (fp8:
+  192) have room for one such tile only: each batch is promoted once it retired, and the two
+  consumer warpgroups, which are not kept in step, hide each other's promotions (DeepGEMM's
+  scheme), for the wider tile's lower shared-memory traffic per MMA.
   Block scales (DeepSeek-V3's 1x128 / 128x128, scale "block_m" / "block_n"): the k-tile is the
   scales' 128-deep k block, so its promotion is acc += part * sa(row, kb) * sb(col block, kb):
   each thread loads its rows' A scales (2 per k block) and the tile's one B scale (tile N
@@ -295,6 +298,9 @@ class HopperGemm:
             raise ValueError(f"tile K {tile_k} is not a multiple of the wgmma K {inst_k}")
         self.tile = (cfg.tile_m, cfg.tile_n, tile_k)
         self.block = cfg.scale in ("block_m", "block_n")
+        # fp8 promotion: overlapped (two register tiles of partial sums besides the accumulators)
+        # up to tile N 128; wider tiles keep one and promote each batch once it retired.
+        self.overlap_promotion = self.fp8 and cfg.tile_n <= 128
         if self.block and (not self.fp8 or tile_k != SCALE_BLOCK):
             raise ValueError(f"block scales need fp8 inputs, whose k tile ({tile_k}) is the scales' k block")
         self.epi_tile = (min(cfg.tile_m, 128), min(32, cfg.tile_n))
@@ -610,9 +616,9 @@ class HopperGemm:
             tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
             acc = cute.make_rmem_tensor(thr_mma.partition_C(gD[(None, None, 0, 0, 0)]).shape,
                                         self.acc_dtype)
-            # fp8: two tiles of partial sums (overlapped promotion, below).
+            # fp8: two tiles of partial sums (overlapped promotion, below); one above tile N 128.
             part = cute.make_rmem_tensor(acc.shape, self.acc_dtype) if self.fp8 else acc
-            part1 = cute.make_rmem_tensor(acc.shape, self.acc_dtype) if self.fp8 else acc
+            part1 = cute.make_rmem_tensor(acc.shape, self.acc_dtype) if self.overlap_promotion else acc
             k_blocks = cute.size(tCrA, mode=[2])
 
             # Epilogue copies: accumulators -> smem (stmatrix), smem -> global (TMA).
@@ -689,7 +695,27 @@ class HopperGemm:
                         fixed_off = cutlass.min(tm * self.tile[0], m_size - 1) // SCALE_BLOCK * scale_ld
                 acc.fill(0.0)
                 tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-                if cutlass.const_expr(self.fp8):
+                if cutlass.const_expr(self.fp8 and not self.overlap_promotion):
+                    # Promotion after each batch: k-tile kt's batch accumulates into part (zeroed
+                    # by its first wgmma); once it retired the slot is released and part added to
+                    # `acc`. The other consumer warpgroup's MMAs run meanwhile.
+                    for kt in cutlass.range(k_tiles, unroll=1):
+                        mainloop.consumer_wait(rstate)
+                        cute.nvgpu.warpgroup.fence()
+                        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
+                        for kb in cutlass.range_constexpr(k_blocks):
+                            cute.gemm(tiled_mma, part, tCrA[(None, None, kb, rstate.index)],
+                                      tCrB[(None, None, kb, rstate.index)], part)
+                            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+                        cute.nvgpu.warpgroup.commit_group()
+                        rstate.advance()
+                        if cutlass.const_expr(self.block):
+                            load_block_scales(sc, kt, vary, vary_len, vary_scales, fixed_scales, fixed_off, k_tiles - 1)
+                        cute.nvgpu.warpgroup.wait_group(0)
+                        mainloop.consumer_release(fstate)
+                        fstate.advance()
+                        promote(acc, part, sc, group_of, self.block)
+                elif cutlass.const_expr(self.fp8):
                     # Promotion, overlapped: k-tile t's batch accumulates into part (t even) or
                     # part1 (t odd), each zeroed by its first wgmma; once the previous batch
                     # retired (wait_group(1): the newest stays in flight) its partial sums are

@@ -63,7 +63,7 @@ Config Config::parse(std::string_view id) {
   }
   if (pos < id.size() && id[pos] == 's') c.swap_ab = true, ++pos;
   if (pos != id.size()) return bad("trailing characters");
-  if (!one_of(c.tile_m, {64, 128}) || !one_of(c.tile_n, {32, 64, 128, 256}) || !one_of(c.cluster_m, {1, 2}) ||
+  if (!one_of(c.tile_m, {64, 128}) || !one_of(c.tile_n, {32, 64, 128, 192, 256}) || !one_of(c.cluster_m, {1, 2}) ||
       !one_of(c.cluster_n, {1, 2}) || c.cluster_m * c.cluster_n > 2 || (c.stages != 0 && (c.stages < 2 || c.stages > 16)))
     return bad("value out of range");
   if (c.id() != id) return bad("not canonical");
@@ -88,7 +88,9 @@ int max_stages(const Config& c, const GemmProblem& p) {
 
 int accumulator_registers(const Config& c, const GemmProblem& p) {
   const int regs = 64 * c.tile_n / 128;  // a warpgroup's 64 x tile_n fp32 over its 128 threads
-  return is_fp8(p.a.dtype) ? 3 * regs : regs;  // fp8: + two tiles of partial sums (overlapped promotion)
+  if (!is_fp8(p.a.dtype)) return regs;
+  // fp8: + two tiles of partial sums (overlapped promotion) up to tile N 128, one above.
+  return c.tile_n <= 128 ? 3 * regs : 2 * regs;
 }
 
 // ---- rules ------------------------------------------------------------------------------------
@@ -123,11 +125,11 @@ Verdict problem_verdict(const GemmProblem& p) {
 Verdict check(const Config& c, const GemmProblem& p) {
   auto no = [&](const std::string& why) { return Verdict::no(c.id() + ": " + why); };
   if (!one_of(c.tile_m, {64, 128})) return no("tile M must be 64 or 128 (one or two consumer warpgroups)");
-  if (!one_of(c.tile_n, {32, 64, 128, 256})) return no("tile N must be 32, 64, 128 or 256");
+  if (!one_of(c.tile_n, {32, 64, 128, 192, 256})) return no("tile N must be 32, 64, 128, 192 or 256");
   if (!one_of(c.cluster_m, {1, 2}) || !one_of(c.cluster_n, {1, 2}) || c.cluster_m * c.cluster_n > 2)
     return no("cluster must be 1x1, 2x1 or 1x2");
-  // 128 accumulators per thread at most; fp8's three register tiles (accumulators + two tiles
-  // of partial sums) at most 192, i.e. the same tiles (N <= 128).
+  // 128 accumulators per thread at most; fp8's register tiles (accumulators + partial sums:
+  // three up to N 128, two above) at most 192: N <= 192.
   if (int r = accumulator_registers(c, p), limit = is_fp8(p.a.dtype) ? 192 : 128; r > limit)
     return no("accumulators need " + std::to_string(r) + " registers per thread (at most " + std::to_string(limit) +
               (is_fp8(p.a.dtype) ? ", fp8 keeps three register tiles" : "") + ")");
@@ -151,8 +153,10 @@ std::vector<Config> valid_configs(const GemmProblem& p) {
   const std::pair<int, int> clusters[] = {{1, 1}, {2, 1}, {1, 2}};
   for (bool swap : {false, true})
     for (int tm : {64, 128})
-      for (int tn : {32, 64, 128, 256})
+      for (int tn : {32, 64, 128, 192, 256})
         for (auto [cm, cn] : clusters) {
+          // 192: fp8's widest tile (two register tiles of 256 would not fit); 16-bit has 256.
+          if (tn == 192 && !is_fp8(p.a.dtype)) continue;
           Config c{tm, tn, cm, cn, 0, swap};
           if (check(c, p)) out.push_back(c);
         }

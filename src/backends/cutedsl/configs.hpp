@@ -1,8 +1,9 @@
 // The CuTe DSL backend's config space (docs/cutedsl.md), its pruning per problem, and the
 // problem-level rules of our kernel (python/gemmtune/cutedsl/gemm_sm90.py). Host-only.
 //
-// Space: CTA tile M in {64, 128} (one or two consumer warpgroups), N in {32, 64, 128, 256}, K
-// spanning 128 bytes (64 for 16-bit inputs, 128 for fp8); cluster 1x1, 2x1, 1x2 (TMA multicast);
+// Space: CTA tile M in {64, 128} (one or two consumer warpgroups), N in {32, 64, 128, 256} (fp8:
+// {32, 64, 128, 192}), K spanning 128 bytes (64 for 16-bit inputs, 128 for fp8); cluster 1x1,
+// 2x1, 1x2 (TMA multicast);
 // mainloop stages (default: as many as fit); swap-AB (the kernel computes D^T) for small m. Tiles
 // and clusters are in KERNEL terms: with swap-AB the kernel's M is the problem's n.
 //
@@ -47,7 +48,8 @@ int64_t stage_bytes(const Config& c, const GemmProblem& p);
 int64_t epilogue_bytes(const Config& c, const GemmProblem& p);
 int max_stages(const Config& c, const GemmProblem& p);  // stages that fit
 // fp32 accumulator registers per consumer thread (each warpgroup owns 64 rows of the tile);
-// fp8 triples them (overlapped promotion keeps two more register tiles of partial sums).
+// fp8 triples them up to tile N 128 (overlapped promotion keeps two more register tiles of
+// partial sums) and doubles them above (one tile, promoted after each batch).
 int accumulator_registers(const Config& c, const GemmProblem& p);
 
 // Problem-level rules (no config): dtypes, layouts, TMA's 16-byte rule on A, B, D.
