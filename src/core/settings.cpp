@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -176,6 +177,13 @@ std::vector<fs::path> executable_path() {
 
 CompileOptions resolve(CompileOptions o) {
   if (o.artifacts.empty()) o.artifacts = user_cache_path("GEMMTUNE_ARTIFACTS", "artifacts");
+  // A relative store (`--artifacts store`) means the one under the current directory: made
+  // absolute here, once, because the compile workers (other processes) write into it.
+  if (std::error_code ec; o.artifacts.is_relative()) {
+    fs::path abs = fs::absolute(o.artifacts, ec);
+    GT_CHECK_INVALID(!ec, "compile.artifacts: '" + o.artifacts.string() + "' cannot be made absolute: " + ec.message());
+    o.artifacts = abs;
+  }
   if (o.store_key.empty()) {
     try {
       o.store_key = store_key_path();

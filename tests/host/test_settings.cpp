@@ -250,6 +250,14 @@ TEST_F(Settings, ExplicitValuesWinOverTheEnvironment) {
   EXPECT_EQ(twice.compile.workers, 11);
   EXPECT_EQ(twice.cache_path, o.cache_path);
 
+  // A relative store is the one under the current directory (the compile workers, other
+  // processes, refuse relative output folders).
+  env.set("GEMMTUNE_ARTIFACTS", "rel/store");
+  EXPECT_EQ(resolve(CompileOptions{}).artifacts, fs::current_path() / "rel" / "store");
+  CompileOptions relative;
+  relative.artifacts = "mine";
+  EXPECT_EQ(resolve(relative).artifacts, fs::current_path() / "mine");
+
   // No cache: no cache path is made up.
   EngineOptions no_cache;
   no_cache.use_cache = false;
