@@ -132,7 +132,7 @@ Verdict check(const Config& c, const GemmProblem& p) {
   // three up to N 128, two above) at most 192: N <= 192.
   if (int r = accumulator_registers(c, p), limit = is_fp8(p.a.dtype) ? 192 : 128; r > limit)
     return no("accumulators need " + std::to_string(r) + " registers per thread (at most " + std::to_string(limit) +
-              (is_fp8(p.a.dtype) ? ", fp8 keeps three register tiles" : "") + ")");
+              (is_fp8(p.a.dtype) ? ", fp8 keeps its partial sums in registers too" : "") + ")");
   // Block scales: the k tile (128 fp8) is the scales' k block; a tile's extent along B's 128x128
   // blocks (kernel N, or kernel M with swap-AB) must lie in one block: one B scale per tile and k block.
   if (p.scale == ScaleMode::block && kScaleBlock % (c.swap_ab ? c.tile_m : c.tile_n) != 0)

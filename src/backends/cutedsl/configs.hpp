@@ -3,9 +3,9 @@
 //
 // Space: CTA tile M in {64, 128} (one or two consumer warpgroups), N in {32, 64, 128, 256} (fp8:
 // {32, 64, 128, 192}), K spanning 128 bytes (64 for 16-bit inputs, 128 for fp8); cluster 1x1,
-// 2x1, 1x2 (TMA multicast);
-// mainloop stages (default: as many as fit); swap-AB (the kernel computes D^T) for small m. Tiles
-// and clusters are in KERNEL terms: with swap-AB the kernel's M is the problem's n.
+// 2x1, 1x2 (TMA multicast); mainloop stages (default: as many as fit); swap-AB (the kernel
+// computes D^T) for small m. Tiles and clusters are in KERNEL terms: with swap-AB the kernel's M
+// is the problem's n.
 //
 // A config's id is compact and canonical: "128x128c2x1" (tile 128x128, cluster 2x1, stages
 // auto), "64x64c1x1s" (swap-AB), "128x256c1x1p3" (3 stages). Config::parse(c.id()) == c.
