@@ -83,10 +83,11 @@ TEST(CutedslConfigs, CheckRestatesTheKernelRules) {
   Verdict v = check(Config{128, 256}, f8);  // two tiles of 128: 256 registers
   EXPECT_FALSE(v);
   EXPECT_NE(v.reason.find("registers"), std::string::npos) << v.reason;
-  // Block scales: a tile's N must lie in one 128-wide scale block.
+  // Block scales: tile N 192 straddles two 128-wide scale blocks (three 64-column bands).
   GemmProblem f8b = f8;
   f8b.scale = ScaleMode::block;
-  EXPECT_FALSE(check(Config{128, 192}, f8b));
+  EXPECT_TRUE(check(Config{128, 192}, f8b));
+  EXPECT_TRUE(check(Config{128, 192, 2, 1}, f8b));
 }
 
 TEST(CutedslConfigs, Tile192IsOfferedForFp8Only) {
@@ -96,6 +97,9 @@ TEST(CutedslConfigs, Tile192IsOfferedForFp8Only) {
     return false;
   };
   EXPECT_TRUE(has_192(GemmProblem::linear(4096, 4096, 4096, DType::e4m3)));
+  GemmProblem block = GemmProblem::linear(4096, 4096, 4096, DType::e4m3);
+  block.scale = ScaleMode::block;
+  EXPECT_TRUE(has_192(block));
   EXPECT_FALSE(has_192(GemmProblem::linear(4096, 4096, 4096)));  // bf16: 128 and 256
 }
 

@@ -50,6 +50,8 @@ VARIANTS = {
     "e4m3_block_c2x1_c_bias": params(a_dtype="e4m3", b_dtype="e4m3", scale="block", cluster_m=2, has_c=True,
                                      bias=True, act="silu"),
     "e4m3_block_swap": params(a_dtype="e4m3", b_dtype="e4m3", scale="block", swap_ab=True, tile_m=64, tile_n=32),
+    # tile N 192 with block scales: three 64-column bands, one B scale each (scale_bands).
+    "e4m3_block_192_c2x1": params(a_dtype="e4m3", b_dtype="e4m3", scale="block", tile_n=192, cluster_m=2),
 }
 
 TIMES = {}
@@ -169,7 +171,7 @@ def test_compile_times_reported():
     ({"d_dtype": "fp32"}, "bad_request", "d_dtype"),
     ({"scale": "rowwise"}, "bad_request", "fp8"),
     ({"scale": "block"}, "bad_request", "fp8"),
-    ({"a_dtype": "e4m3", "b_dtype": "e4m3", "scale": "block", "tile_n": 96}, "bad_request", "block scales"),
+    ({"a_dtype": "e4m3", "b_dtype": "e4m3", "scale": "block", "tile_n": 160}, "bad_request", "block scales"),
     ({"act": "tanh"}, "bad_request", "act"),
     ({"tile_m": "128"}, "bad_request", "tile_m"),
     ({"bogus": 1}, "bad_request", "bogus"),
@@ -277,6 +279,48 @@ def test_block_scale_groups_hold_for_every_thread(tile_m, tile_n, mode):
     assert not bad, f"registers grouped with another row / column: {bad[:8]}"
     assert len(reps) == (2 if mode == 0 else tile_n // 4)
     assert sorted(set(group_of)) == list(range(len(reps)))
+
+
+@pytest.mark.parametrize("tile_m,tile_n,bands", [(128, 192, 3), (64, 192, 3), (128, 128, 1), (64, 32, 1)])
+def test_block_scale_bands_hold_for_every_thread_and_offset(tile_m, tile_n, bands):
+    """Block scales with tile N 192: the tile starts at column 0 or 64 of a 128-wide scale block,
+    so its columns straddle two blocks. scale_bands cuts it into bands of gcd(tile N, 128)
+    columns, worked out on thread 0: for every consumer thread, each register's band must be that
+    of its column (column // width), and at either offset every band must lie in one block (else a
+    register is scaled with its neighbour block's scale)."""
+    import math
+
+    import cutlass
+    import cutlass.cute as cute
+    import cutlass.tensor_utils as tensor_utils
+    from gemmtune.cutedsl.gemm_sm90 import SCALE_BLOCK, KernelConfig, acc_coords, make_tiled_mma, scale_bands
+
+    cfg = KernelConfig(tile_m=tile_m, tile_n=tile_n)
+    k_major = tensor_utils.LayoutEnum.ROW_MAJOR
+    threads = 128 * (tile_m // 64)
+    found, cols, bad = [], [], []
+
+    @cute.jit
+    def probe():
+        mma = make_tiled_mma(cfg, cutlass.Float8E4M3FN, cutlass.Float8E4M3FN, k_major, k_major)
+        band_of, w = scale_bands(mma, (tile_m, tile_n), 0)
+        found.append((band_of, w))
+        tile = cute.make_identity_tensor((tile_m, tile_n))
+        for t in cutlass.range_constexpr(threads):
+            c = acc_coords(mma, t, tile)
+            cols.append([int(c[i][1]) for i in range(cute.size(c))])
+
+    cute.compile(probe)
+    band_of, w = found[0]
+    for t, along in enumerate(cols):
+        for i, col in enumerate(along):
+            for start in range(0, SCALE_BLOCK, w):  # where the tile starts within a block
+                first = start + band_of[i] * w  # its band's first column
+                if col // w != band_of[i] or (start + col) // SCALE_BLOCK != first // SCALE_BLOCK:
+                    bad.append((t, i, start))
+    assert not bad, f"registers scaled with another block's scale: {bad[:8]}"
+    assert sorted(set(band_of)) == list(range(bands))
+    assert w == math.gcd(tile_n, SCALE_BLOCK)
 
 
 # The shared runtime library's entry points, as the fake kernels below stand in for it.

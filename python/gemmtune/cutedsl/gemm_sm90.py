@@ -32,8 +32,10 @@ CTA structure (warp specialization; 1 producer + W = tile_m / 64 consumer warpgr
   scheme), for the wider tile's lower shared-memory traffic per MMA.
   Block scales (DeepSeek-V3's 1x128 / 128x128, scale "block_m" / "block_n"): the k-tile is the
   scales' 128-deep k block, so its promotion is acc += part * sa(row, kb) * sb(col block, kb):
-  each thread loads its rows' A scales (2 per k block) and the tile's one B scale (tile N
-  divides 128) when the k-tile's batch is issued, and applies them with one FFMA a register.
+  each thread loads its rows' A scales (2 per k block) and the tile's B scales when the k-tile's
+  batch is issued, and applies them with one FFMA a register. A tile whose extent T along the
+  128x128 blocks does not divide 128 (192) straddles two blocks at a tile-dependent offset: it is
+  cut into bands of gcd(T, 128) columns (64), each inside one block, one B scale per band.
 - Epilogue (consumers): the fused math on the accumulators in fp32 (coordinates from an identity
   tensor partitioned like the accumulators; C, bias and scale vectors read from global memory
   with clamped indices, out-of-range values are never stored), conversion, registers -> shared
@@ -72,6 +74,7 @@ from the previous kernel, so a programmatic dependent launch is not offered (pdl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import cuda.bindings.driver as cuda
@@ -150,12 +153,11 @@ class KernelConfig:
                 raise ValueError(f"cluster_m: {self.cluster_m} (grouped: clusters along N only)")
             if self.has_c or self.weights != "b" or self.bias == "m" or self.scale not in ("none", "tensorwise", "rowwise"):
                 raise ValueError("grouped: no C, no swap-AB, bias along N, scales none / tensorwise / rowwise")
-        # Block scales: a tile's extent along the 128x128 blocks must lie in one block, so that the
-        # tile has one such scale per k block.
-        if self.scale == "block_m" and SCALE_BLOCK % self.tile_n:
-            raise ValueError(f"tile_n: {self.tile_n} does not divide {SCALE_BLOCK} (block scales)")
-        if self.scale == "block_n" and SCALE_BLOCK % self.tile_m:
-            raise ValueError(f"tile_m: {self.tile_m} does not divide {SCALE_BLOCK} (block scales)")
+        # Block scales: a tile is cut into bands of gcd(extent, 128) along the 128x128 blocks, one
+        # B scale each per k block (scale_bands); more than 3 (tile N 96, 160, 224) are refused.
+        if self.scale == "block_m" and self.tile_n // math.gcd(self.tile_n, SCALE_BLOCK) > 3:
+            raise ValueError(f"tile_n: {self.tile_n} spans more than 3 bands of a {SCALE_BLOCK}-wide "
+                             "scale block (block scales)")
 
 
 def plan_smem(cfg: KernelConfig, ab_bytes: int, d_bytes: int) -> tuple[int, int]:
@@ -209,6 +211,19 @@ def scale_groups(tiled_mma, tile_mn, mode):
     return reps, group_of
 
 
+def scale_bands(tiled_mma, tile_mn, mode):
+    """The 128x128 block scales are fixed along the other mode (1 - mode of scale_groups): a tile
+    whose extent T there does not divide 128 (192) starts at an offset that changes from tile to
+    tile (0 or 64), so its columns straddle two blocks. Cut into bands of w = gcd(T, 128), every
+    band lies in one block whatever the tile: (band_of, w), band_of[i] the band of register i
+    (coordinate // w, on thread 0's slice as in scale_groups; the same for every consumer thread,
+    checked by tests/python/test_cutedsl_compile.py). T / w scales a k block: 1 for T dividing
+    128, 3 for 192."""
+    w = math.gcd(tile_mn[1 - mode], SCALE_BLOCK)
+    c = acc_coords(tiled_mma, 0, cute.make_identity_tensor(tile_mn))
+    return [int(c[i][1 - mode]) // w for i in range(cute.size(c))], w
+
+
 def scale_coords(coords, reps, mode, extent):
     """The coordinate along `mode` of each group's representative register (coords: acc_coords of
     this thread and tile), clamped to extent - 1 (rows / columns past the matrix are computed on
@@ -218,34 +233,36 @@ def scale_coords(coords, reps, mode, extent):
 
 def load_block_scales(sc, kt, vary, vary_len, vary_scales, fixed_scales, fixed_off, last):
     """k block kt's scales, as loaded: sc[g] = vary_scales[kt * vary_len + vary[g]] (register
-    group g's 1x128 scale, block_m: of its row), sc[G] = fixed_scales[fixed_off + kt] (the
-    tile's 128x128 block scale). Issued with the k block's wgmma batch and used at its promotion,
-    one batch later. Nothing here may use the loaded values: the first version multiplied them
-    right away, so each consumer waited for its loads before issuing the next batch (CuTe DSL
-    block-scaled at ~0.67 of its tensorwise kernel on the H200, 2026-12-02)."""
+    group g's 1x128 scale, block_m: of its row), sc[G + b] = fixed_scales[fixed_off[b] + kt] (band
+    b's 128x128 block scale, scale_bands). Issued with the k block's wgmma batch and used at its
+    promotion, one batch later. Nothing here may use the loaded values: the first version
+    multiplied them right away, so each consumer waited for its loads before issuing the next
+    batch (CuTe DSL block-scaled at ~0.67 of its tensorwise kernel on the H200, 2026-12-02)."""
     base = kt * vary_len
     for g in range(len(vary)):
         sc[g] = vary_scales[base + vary[g]]
-    sc[len(vary)] = fixed_scales[fixed_off + kt]
+    for b in range(len(fixed_off)):
+        sc[len(vary) + b] = fixed_scales[fixed_off[b] + kt]
     # Prefetch k block kt + 2's scales (`last`: the last k block) into L1: the consumers' next
     # wgmma.fence waits for every load in flight, so these loads must be L1 hits when issued.
     ahead = cutlass.min(kt + 2, last)
     for g in range(len(vary)):
         cute.arch.prefetch((vary_scales.iterator + (ahead * vary_len + vary[g])).llvm_ptr, cache_level="L1")
-    cute.arch.prefetch((fixed_scales.iterator + (fixed_off + ahead)).llvm_ptr, cache_level="L1")
+    for b in range(len(fixed_off)):
+        cute.arch.prefetch((fixed_scales.iterator + (fixed_off[b] + ahead)).llvm_ptr, cache_level="L1")
 
 
-def promote(acc, part, sc, group_of, block):
+def promote(acc, part, sc, group_of, band_of, block):
     """acc += part in fp32 (one k block's partial sums); with block scales (sc from
-    load_block_scales) acc += part * (sc[group of the register] * sc[G]): one FFMA a register, as
-    many instructions as the plain add, and G products."""
+    load_block_scales) acc += part * (sc[group of the register] * sc[G + band of the register]):
+    one FFMA a register, as many instructions as the plain add, and G x bands products."""
     if not block:
         acc.store(acc.load() + part.load())
         return
-    groups = cute.size(sc) - 1
-    s = [sc[g] * sc[groups] for g in range(groups)]
+    groups, bands = max(group_of) + 1, max(band_of) + 1
+    s = [[sc[g] * sc[groups + b] for b in range(bands)] for g in range(groups)]
     for i in range(cute.size(acc)):
-        acc[i] = acc[i] + part[i] * s[group_of[i]]
+        acc[i] = acc[i] + part[i] * s[group_of[i]][band_of[i]]
 
 
 def tma_load(mainloop, op, tm, tn, kt, state):
@@ -651,16 +668,19 @@ class HopperGemm:
             # group (reps / group_of) for k-tile kt lands in sc (kt even) or sc1 (kt odd), loaded
             # when kt's wgmma batch is issued, applied when its partial sums are promoted.
             # block_m: A's 1x128 scales (row_scale, [kbs, M]) vary per kernel row, B's 128x128
-            # block (col_scale, [N / 128, scale_ld]) is one per tile (tile N divides 128).
-            # block_n (swap-AB): the same with rows and columns exchanged.
+            # blocks (col_scale, [N / 128, scale_ld]) one per band of the tile (band_of: one band
+            # where tile N divides 128, three of 64 columns for 192).
+            # block_n (swap-AB): the same with rows and columns exchanged (tile M divides 128).
             vary_mode, vary_len, vary_scales, fixed_scales = 0, m_size, mRowScale, mColScale
             if cutlass.const_expr(cfg.scale == "block_n"):
                 vary_mode, vary_len, vary_scales, fixed_scales = 1, n_size, mColScale, mRowScale
-            reps, group_of = [0], [0]
+            reps, group_of, band_of, band_w = [0], [0], [0], 0
             if cutlass.const_expr(self.block):
                 reps, group_of = scale_groups(tiled_mma, (self.tile[0], self.tile[1]), vary_mode)
-            sc = cute.make_rmem_tensor((len(reps) + 1,), self.acc_dtype)
-            sc1 = cute.make_rmem_tensor((len(reps) + 1,), self.acc_dtype)
+                band_of, band_w = scale_bands(tiled_mma, (self.tile[0], self.tile[1]), vary_mode)
+            bands = max(band_of) + 1
+            sc = cute.make_rmem_tensor((len(reps) + bands,), self.acc_dtype)
+            sc1 = cute.make_rmem_tensor((len(reps) + bands,), self.acc_dtype)
             scale_ld = (k_tiles + 3) // 4 * 4
 
             rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -685,14 +705,16 @@ class HopperGemm:
                     tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
 
                 # ---- mainloop ----
-                vary, fixed_off = [0], 0
+                vary, fixed_off = [0], [0]
                 if cutlass.const_expr(self.block):
                     tCcS = acc_coords(tiled_mma, ctid, cute.local_tile(cD, (self.tile[0], self.tile[1]), (tm, tn)))
                     vary = scale_coords(tCcS, reps, vary_mode, vary_len)
-                    if cutlass.const_expr(cfg.scale == "block_m"):
-                        fixed_off = cutlass.min(tn * self.tile[1], n_size - 1) // SCALE_BLOCK * scale_ld
-                    else:
-                        fixed_off = cutlass.min(tm * self.tile[0], m_size - 1) // SCALE_BLOCK * scale_ld
+                    # Band b's block: that of its first column (row), clamped to the matrix.
+                    fixed_start, fixed_len = tn * self.tile[1], n_size
+                    if cutlass.const_expr(cfg.scale == "block_n"):
+                        fixed_start, fixed_len = tm * self.tile[0], m_size
+                    fixed_off = [cutlass.min(fixed_start + b * band_w, fixed_len - 1) // SCALE_BLOCK * scale_ld
+                                 for b in range(bands)]
                 acc.fill(0.0)
                 tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                 if cutlass.const_expr(self.fp8 and not self.overlap_promotion):
@@ -714,7 +736,7 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        promote(acc, part, sc, group_of, self.block)
+                        promote(acc, part, sc, group_of, band_of, self.block)
                 elif cutlass.const_expr(self.fp8):
                     # Promotion, overlapped: k-tile t's batch accumulates into part (t even) or
                     # part1 (t odd), each zeroed by its first wgmma; once the previous batch
@@ -748,7 +770,7 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        promote(acc, part, sc, group_of, self.block)
+                        promote(acc, part, sc, group_of, band_of, self.block)
                         # even k-tile -> part; promote part1
                         mainloop.consumer_wait(rstate)
                         cute.nvgpu.warpgroup.fence()
@@ -764,7 +786,7 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        promote(acc, part1, sc1, group_of, self.block)
+                        promote(acc, part1, sc1, group_of, band_of, self.block)
                     if (k_tiles - 1) % 2 == 1:
                         # the last k-tile is odd: -> part1, promote part, then part1
                         mainloop.consumer_wait(rstate)
@@ -781,16 +803,16 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        promote(acc, part, sc, group_of, self.block)
+                        promote(acc, part, sc, group_of, band_of, self.block)
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        promote(acc, part1, sc1, group_of, self.block)
+                        promote(acc, part1, sc1, group_of, band_of, self.block)
                     else:
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        promote(acc, part, sc, group_of, self.block)
+                        promote(acc, part, sc, group_of, band_of, self.block)
                 else:
                     for kt in cutlass.range(k_tiles, unroll=1):
                         mainloop.consumer_wait(rstate)

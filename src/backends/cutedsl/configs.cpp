@@ -133,10 +133,9 @@ Verdict check(const Config& c, const GemmProblem& p) {
   if (int r = accumulator_registers(c, p), limit = is_fp8(p.a.dtype) ? 192 : 128; r > limit)
     return no("accumulators need " + std::to_string(r) + " registers per thread (at most " + std::to_string(limit) +
               (is_fp8(p.a.dtype) ? ", fp8 keeps its partial sums in registers too" : "") + ")");
-  // Block scales: the k tile (128 fp8) is the scales' k block; a tile's extent along B's 128x128
-  // blocks (kernel N, or kernel M with swap-AB) must lie in one block: one B scale per tile and k block.
-  if (p.scale == ScaleMode::block && kScaleBlock % (c.swap_ab ? c.tile_m : c.tile_n) != 0)
-    return no(std::string("block scales: tile ") + (c.swap_ab ? "M" : "N") + " must divide 128 (one B scale per tile and k block)");
+  // Block scales: the k tile (128 fp8) is the scales' k block. Every tile here works: tile N 192
+  // straddles two of B's 128x128 blocks, so the kernel cuts it into 64-column bands with one B scale
+  // each (scale_bands in gemm_sm90.py; tile N 160 or 224 would need more bands and is not offered).
   const int fit = max_stages(c, p);
   if (fit < kMinStages)
     return no("shared memory: " + std::to_string(fit) + " mainloop stages fit (need " + std::to_string(kMinStages) + ")");
