@@ -162,19 +162,24 @@ TEST(Fp8BlockBackends, CublasLtRules) {
   EXPECT_NE(v.reason.find("row-major D"), std::string::npos) << v.reason;
 }
 
-TEST(Fp8BlockBackends, CutedslOffersTilesInsideOneScaleBlock) {
-  // Every offered config has one B scale per tile and k block: tile N (or tile M with swap-AB)
-  // divides 128. k need not be a multiple of 128 (the k tile is the scale block).
+TEST(Fp8BlockBackends, CutedslOffersTilesInBandsOfOneScaleBlock) {
+  // Every offered config cuts its tile into bands that lie in one of B's 128x128 blocks wherever
+  // the tile starts: tile N (tile M with swap-AB) divides 128, or is 192 (three 64-column bands,
+  // the kernel's scale_bands). k need not be a multiple of 128 (the k tile is the scale block).
+  bool wide = false;
   for (GemmProblem p : {block(2048, 8192, 8192), block(200, 328, 1040), block(16, 1024, 2048), block(64, 136, 96)}) {
     SCOPED_TRACE(p.str());
     ASSERT_TRUE(cutedsl::problem_verdict(p)) << cutedsl::problem_verdict(p).reason;
     auto cfgs = cutedsl::configs_for(p, 132);
     ASSERT_FALSE(cfgs.empty());
     for (auto& c : cfgs) {
-      EXPECT_EQ(128 % (c.swap_ab ? c.tile_m : c.tile_n), 0) << c.id();
+      const int along = c.swap_ab ? c.tile_m : c.tile_n;
+      EXPECT_TRUE(128 % along == 0 || (along == 192 && !c.swap_ab)) << c.id();
+      wide = wide || along == 192;
       EXPECT_EQ(cutedsl::params(c, p)["scale"], "block");
     }
   }
+  EXPECT_TRUE(wide);  // the 192-wide tile is offered (2048x8192x8192)
   const auto decode = cutedsl::configs_for(block(16, 1024, 2048), 132);  // swap-AB configs too
   EXPECT_TRUE(std::any_of(decode.begin(), decode.end(), [](const cutedsl::Config& c) { return c.swap_ab; }));
   // The kernel's rules (A row, B column-major, 16-bit out, TMA's 16-byte rows) still apply.
