@@ -154,7 +154,7 @@ class KernelConfig:
             if self.has_c or self.weights != "b" or self.bias == "m" or self.scale not in ("none", "tensorwise", "rowwise"):
                 raise ValueError("grouped: no C, no swap-AB, bias along N, scales none / tensorwise / rowwise")
         # Block scales: a tile is cut into bands of gcd(extent, 128) along the 128x128 blocks, one
-        # B scale each per k block (scale_bands); more than 3 (tile N 96, 160, 224) are refused.
+        # B scale each per k block (scale_bands); more than 3 (tile N 160, 224) are refused.
         if self.scale == "block_m" and self.tile_n // math.gcd(self.tile_n, SCALE_BLOCK) > 3:
             raise ValueError(f"tile_n: {self.tile_n} spans more than 3 bands of a {SCALE_BLOCK}-wide "
                              "scale block (block scales)")
