@@ -62,6 +62,16 @@ TEST(CutedslConfigs, SharedMemoryArithmeticMatchesTheKernel) {
   GemmProblem fp8 = GemmProblem::linear(4096, 4096, 4096, DType::e4m3);
   EXPECT_EQ(tile_k(fp8), 128);
   EXPECT_EQ(stage_bytes(Config{128, 128}, fp8), 32768);
+  // Block scales ride in each stage: 128 row scales + 1 block scale (128x128), 128 + 3 bands of
+  // 64 columns (128x192), swap-AB 32 column scales + 1 (64x32): fp32 each.
+  GemmProblem blk = fp8;
+  blk.scale = ScaleMode::block;
+  EXPECT_EQ(stage_bytes(Config{128, 128}, blk), 32768 + 4 * 129);
+  EXPECT_EQ(stage_bytes(Config{128, 192}, blk), 40960 + 4 * 131);
+  EXPECT_EQ(max_stages(Config{128, 192}, blk), 5);  // (232448-4096-16384)/41484
+  Config swap{64, 32};
+  swap.swap_ab = true;
+  EXPECT_EQ(stage_bytes(swap, blk), 96 * 128 + 4 * 33);
 }
 
 TEST(CutedslConfigs, CheckRestatesTheKernelRules) {

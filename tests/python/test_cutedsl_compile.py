@@ -293,7 +293,8 @@ def test_block_scale_bands_hold_for_every_thread_and_offset(tile_m, tile_n, band
     import cutlass
     import cutlass.cute as cute
     import cutlass.tensor_utils as tensor_utils
-    from gemmtune.cutedsl.gemm_sm90 import SCALE_BLOCK, KernelConfig, acc_coords, make_tiled_mma, scale_bands
+    from gemmtune.cutedsl.gemm_sm90 import (SCALE_BLOCK, KernelConfig, acc_coords, make_tiled_mma, scale_bands,
+                                            scale_stage)
 
     cfg = KernelConfig(tile_m=tile_m, tile_n=tile_n)
     k_major = tensor_utils.LayoutEnum.ROW_MAJOR
@@ -321,6 +322,10 @@ def test_block_scale_bands_hold_for_every_thread_and_offset(tile_m, tile_n, band
     assert not bad, f"registers scaled with another block's scale: {bad[:8]}"
     assert sorted(set(band_of)) == list(range(bands))
     assert w == math.gcd(tile_n, SCALE_BLOCK)
+    # The producer stages, per slot, one 1x128 scale per tile row and one block scale per band:
+    # as many as the consumers read (else they read scales of the next row or past the slot).
+    assert scale_stage(KernelConfig(tile_m=tile_m, tile_n=tile_n, scale="block_m")) == (tile_m, bands)
+    assert scale_stage(KernelConfig(tile_m=64, tile_n=tile_n, scale="block_n")) == (tile_n, 1)  # swap-AB
 
 
 # The shared runtime library's entry points, as the fake kernels below stand in for it.

@@ -31,11 +31,15 @@ CTA structure (warp specialization; 1 producer + W = tile_m / 64 consumer warpgr
   consumer warpgroups, which are not kept in step, hide each other's promotions (DeepGEMM's
   scheme), for the wider tile's lower shared-memory traffic per MMA.
   Block scales (DeepSeek-V3's 1x128 / 128x128, scale "block_m" / "block_n"): the k-tile is the
-  scales' 128-deep k block, so its promotion is acc += part * sa(row, kb) * sb(col block, kb):
-  each thread loads its rows' A scales (2 per k block) and the tile's B scales when the k-tile's
-  batch is issued, and applies them with one FFMA a register. A tile whose extent T along the
-  128x128 blocks does not divide 128 (192) straddles two blocks at a tile-dependent offset: it is
-  cut into bands of gcd(T, 128) columns (64), each inside one block, one B scale per band.
+  scales' 128-deep k block, so its promotion is acc += part * sa(row, kb) * sb(col block, kb).
+  The producer warp stages each k-tile's scales in its slot beside the A and B tiles (cp.async,
+  counted by the slot's full barrier: DeepGEMM and CUTLASS stage them the same way); a consumer
+  reads its rows' A scales (2) and the tile's B scales from the slot while the k block's batch
+  runs (their products ready before it retired; the slot is released after it), and applies
+  them with one FFMA a register. A tile whose extent T
+  along the 128x128 blocks does not divide 128 (192) straddles two blocks at a tile-dependent
+  offset: it is cut into bands of gcd(T, 128) columns (64), each inside one block, one B scale
+  per band.
 - Epilogue (consumers): the fused math on the accumulators in fp32 (coordinates from an identity
   tensor partitioned like the accumulators; C, bias and scale vectors read from global memory
   with clamped indices, out-of-range values are never stored), conversion, registers -> shared
@@ -85,6 +89,7 @@ import cutlass.memory
 import cutlass.pipeline as pipeline
 import cutlass.tensor_utils as tensor_utils
 import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cutlass_dsl import if_generate
 
 # Shared memory one CTA may use on sm_90 (227 KiB, opt-in).
 SMEM_BYTES = 232448
@@ -160,14 +165,26 @@ class KernelConfig:
                              "scale block (block scales)")
 
 
+def scale_stage(cfg: KernelConfig) -> tuple[int, int]:
+    """Block scales staged per mainloop slot (fp32): (vary, bands), the tile's extent along the
+    1x128 scales (tile M for "block_m", tile N for "block_n": one scale per row) and its bands
+    along the 128x128 blocks (scale_bands: extent / gcd(extent, 128)); (0, 0) without block
+    scales."""
+    if cfg.scale not in ("block_m", "block_n"):
+        return 0, 0
+    vary, fixed = (cfg.tile_m, cfg.tile_n) if cfg.scale == "block_m" else (cfg.tile_n, cfg.tile_m)
+    return vary, fixed // math.gcd(fixed, SCALE_BLOCK)
+
+
 def plan_smem(cfg: KernelConfig, ab_bytes: int, d_bytes: int) -> tuple[int, int]:
     """(tile_k, stages) for a config: tile K spans 128 bytes of A (64 16-bit or 128 fp8
-    elements, one 128-byte swizzle row); stages = cfg.stages, or as many as fit next to the
+    elements, one 128-byte swizzle row); a stage holds A's and B's k-tiles and, with block
+    scales, their scales (scale_stage); stages = cfg.stages, or as many as fit next to the
     epilogue buffers. Raises ValueError when fewer than 2 fit. Pure arithmetic, mirrored by the
     C++ config space (src/backends/cutedsl/configs.cpp)."""
     tile_k = 128 // ab_bytes
     epi = cfg.epi_stages * min(cfg.tile_m, 128) * min(32, cfg.tile_n) * d_bytes
-    per_stage = (cfg.tile_m + cfg.tile_n) * tile_k * ab_bytes
+    per_stage = (cfg.tile_m + cfg.tile_n) * tile_k * ab_bytes + 4 * sum(scale_stage(cfg))
     fit = (SMEM_BYTES - SMEM_RESERVED - epi) // per_stage
     stages = cfg.stages or fit
     if stages < 2 or stages > fit:
@@ -224,45 +241,33 @@ def scale_bands(tiled_mma, tile_mn, mode):
     return [int(c[i][1 - mode]) // w for i in range(cute.size(c))], w
 
 
-def scale_coords(coords, reps, mode, extent):
-    """The coordinate along `mode` of each group's representative register (coords: acc_coords of
-    this thread and tile), clamped to extent - 1 (rows / columns past the matrix are computed on
-    in-range scales and never stored)."""
-    return [cutlass.min(coords[r][mode], extent - 1) for r in reps]
+def read_block_scales(sp, sS, slot, vary_local, vary, bands):
+    """A k block's scales, read from the shared-memory slot that holds its k-tiles (staged there
+    by the producer, _stage_scales), as the products its promotion applies: sp[g * bands + b] =
+    (register group g's 1x128 scale, at its coordinate vary_local[g] within the tile) x (band b's
+    128x128 block scale). Read once the k block's batch is issued, while its MMAs run, and before
+    its slot is released: the loads and products are off the path from the batch's retirement to
+    the promotion, and done before the next wgmma.fence (which waits for every load in flight).
+    (The first version loaded the scales from global memory with the batch: a consumer stalled on
+    the L2 at that fence, the 128x128 block kernel at 1.25-1.32x its tensorwise time on the H100,
+    1.11-1.17x from shared memory, 2026-12-06.)"""
+    sa = [sS[vary_local[g], slot] for g in range(len(vary_local))]
+    sb = [sS[vary + b, slot] for b in range(bands)]
+    for g in range(len(sa)):
+        for b in range(bands):
+            sp[g * bands + b] = sa[g] * sb[b]
 
 
-def load_block_scales(sc, kt, vary, vary_len, vary_scales, fixed_scales, fixed_off, last):
-    """k block kt's scales, as loaded: sc[g] = vary_scales[kt * vary_len + vary[g]] (register
-    group g's 1x128 scale, block_m: of its row), sc[G + b] = fixed_scales[fixed_off[b] + kt] (band
-    b's 128x128 block scale, scale_bands). Issued with the k block's wgmma batch and used at its
-    promotion, one batch later. Nothing here may use the loaded values: the first version
-    multiplied them right away, so each consumer waited for its loads before issuing the next
-    batch (CuTe DSL block-scaled at ~0.67 of its tensorwise kernel on the H200, 2026-12-02)."""
-    base = kt * vary_len
-    for g in range(len(vary)):
-        sc[g] = vary_scales[base + vary[g]]
-    for b in range(len(fixed_off)):
-        sc[len(vary) + b] = fixed_scales[fixed_off[b] + kt]
-    # Prefetch k block kt + 2's scales (`last`: the last k block) into L1: the consumers' next
-    # wgmma.fence waits for every load in flight, so these loads must be L1 hits when issued.
-    ahead = cutlass.min(kt + 2, last)
-    for g in range(len(vary)):
-        cute.arch.prefetch((vary_scales.iterator + (ahead * vary_len + vary[g])).llvm_ptr, cache_level="L1")
-    for b in range(len(fixed_off)):
-        cute.arch.prefetch((fixed_scales.iterator + (fixed_off[b] + ahead)).llvm_ptr, cache_level="L1")
-
-
-def promote(acc, part, sc, group_of, band_of, block):
-    """acc += part in fp32 (one k block's partial sums); with block scales (sc from
-    load_block_scales) acc += part * (sc[group of the register] * sc[G + band of the register]):
-    one FFMA a register, as many instructions as the plain add, and G x bands products."""
+def promote(acc, part, sp, group_of, band_of, block):
+    """acc += part in fp32 (one k block's partial sums); with block scales acc += part *
+    sp[group of the register * bands + band of the register] (sp from read_block_scales): one
+    FFMA a register, as many instructions as the plain add."""
     if not block:
         acc.store(acc.load() + part.load())
         return
-    groups, bands = max(group_of) + 1, max(band_of) + 1
-    s = [[sc[g] * sc[groups + b] for b in range(bands)] for g in range(groups)]
+    bands = max(band_of) + 1
     for i in range(cute.size(acc)):
-        acc[i] = acc[i] + part[i] * s[group_of[i]][band_of[i]]
+        acc[i] = acc[i] + part[i] * sp[group_of[i] * bands + band_of[i]]
 
 
 def tma_load(mainloop, op, tm, tn, kt, state):
@@ -320,6 +325,8 @@ class HopperGemm:
         self.overlap_promotion = self.fp8 and cfg.tile_n <= 128
         if self.block and (not self.fp8 or tile_k != SCALE_BLOCK):
             raise ValueError(f"block scales need fp8 inputs, whose k tile ({tile_k}) is the scales' k block")
+        # Block scales staged per slot: `scale_vary` 1x128 scales, then `scale_bands` block scales.
+        self.scale_vary, self.scale_bands = scale_stage(cfg)
         self.epi_tile = (min(cfg.tile_m, 128), min(32, cfg.tile_n))
         self.sA_layout = sm90_utils.make_smem_layout_a(self.a_major, self.tile, self.a_dtype, self.stages)
         self.sB_layout = sm90_utils.make_smem_layout_b(self.b_major, self.tile, self.b_dtype, self.stages)
@@ -397,7 +404,16 @@ class HopperGemm:
             sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(self.sB_layout)], 1024]
             sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(self.sD_layout)], 1024]
 
-        self.smem_struct = Smem
+        @cute.struct
+        class SmemScaled:  # Smem and the block scales of each slot (scale_stage)
+            bars: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(self.sA_layout)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(self.sB_layout)], 1024]
+            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(self.sD_layout)], 1024]
+            sS: cute.struct.Align[cute.struct.MemRange[
+                cutlass.Float32, max((self.scale_vary + self.scale_bands) * self.stages, 1)], 16]
+
+        self.smem_struct = SmemScaled if self.block else Smem
         self.kernel(tma_a, tA, tma_b, tB, tma_d, tD, c, rows, bias, row_scale, col_scale, alpha, beta,
                     self.tiled_mma, self.sA_layout, self.sB_layout, self.sD_layout,
                     clusters_m, clusters_n).launch(
@@ -405,6 +421,42 @@ class HopperGemm:
             min_blocks_per_mp=1, use_pdl=pdl, stream=stream)
 
     # ---- device ----------------------------------------------------------------------------
+    def _scale_origin(self, tm, tn, scales):
+        """Block scales, the producer's view of tile (tm, tn): (first row (column) of its 1x128
+        scales, the flat offset of each band's 128x128 block scales, k block 0). A band's block
+        is that of its first column (row), clamped to the matrix."""
+        _, _, _, _, fixed_len, scale_ld = scales
+        vary_start, fixed_start, fixed_extent = tm * self.tile[0], tn * self.tile[1], self.tile[1]
+        if cutlass.const_expr(self.cfg.scale == "block_n"):
+            vary_start, fixed_start, fixed_extent = tn * self.tile[1], tm * self.tile[0], self.tile[0]
+        band_w = fixed_extent // self.scale_bands
+        return vary_start, [cutlass.min(fixed_start + b * band_w, fixed_len - 1) // SCALE_BLOCK * scale_ld
+                            for b in range(self.scale_bands)]
+
+    def _stage_scales(self, mainloop, state, kt, origin, scales):
+        """The producer warp copies k block kt's scales of the tile into `state`'s slot (layout:
+        the kernel's scales comment), 4 bytes a cp.async: lane l the 1x128 scales l, l + 32, ...
+        (rows past the matrix read its last row's: their outputs are never stored) and band l's
+        block scale; then each lane's cp.async arrival on the slot's full barrier fires once its
+        copies landed (33 arrivals with TMA's, PipelineTmaAsync.create above). Called after the
+        slot was acquired, beside its TMA loads."""
+        sS, vary_scales, vary_len, fixed_scales, _, _ = scales
+        vary_start, fixed_off = origin
+        atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(), cutlass.Float32, num_bits_per_copy=32)
+        lane = cute.arch.lane_idx()
+        slot = sS[(None, state.index)]
+        one = cute.make_layout(1)
+        base = kt * vary_len
+        for i in range(self.scale_vary // 32):
+            r = lane + 32 * i
+            src = vary_scales.iterator + (base + cutlass.min(vary_start + r, vary_len - 1))
+            cute.copy(atom, cute.make_tensor(src, one), cute.make_tensor(slot.iterator + r, one))
+        for b in range(self.scale_bands):
+            if_generate(lane == b, lambda: cute.copy(
+                atom, cute.make_tensor(fixed_scales.iterator + (fixed_off[b] + kt), one),
+                cute.make_tensor(slot.iterator + (self.scale_vary + b), one)))
+        cute.arch.cp_async_mbarrier_arrive_noinc(mainloop.producer_get_barrier(state))
+
     @cute.jit
     def _work_tile(self, work: cutlass.Int32, clusters_m: cutlass.Int32, clusters_n: cutlass.Int32,
                    my_m: cutlass.Int32, my_n: cutlass.Int32):
@@ -534,9 +586,12 @@ class HopperGemm:
 
         slot_bytes = (cute.size_in_bytes(self.a_dtype, cute.slice_(sA_layout, (None, None, 0)))
                       + cute.size_in_bytes(self.b_dtype, cute.slice_(sB_layout, (None, None, 0))))
+        # A slot is full once TMA delivered its bytes (one arrival, with the expected count) and,
+        # with block scales, the producer warp's 32 lanes saw their scale copies land (one
+        # cp.async arrival each, _stage_scales).
         mainloop = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.bars.data_ptr(), num_stages=self.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 33 if self.block else 1),
             consumer_group=pipeline.CooperativeGroup(
                 pipeline.Agent.Thread, (cm + cn - 1) * self.consumer_wgs * 4),
             tx_count=slot_bytes, cta_layout_vmnk=cute.make_layout((1, cm, cn, 1)),
@@ -563,6 +618,23 @@ class HopperGemm:
         capacity = mD.shape[0]
         if cutlass.const_expr(grouped):
             total = self._grouped_total(mRows, capacity, clusters_n)
+
+        m_size = mD.shape[0]
+        n_size = mD.shape[1]
+        # Block scales (fp8): k-tile kt is the scales' k block kt. The producer stages each
+        # k-tile's scales in its slot, sS[:, slot] = the tile's `scale_vary` 1x128 scales (one per
+        # kernel row for block_m: A's, row_scale [kbs, M]), then its `scale_bands` 128x128 block
+        # scales (col_scale [N / 128, scale_ld], one per band of the tile, scale_bands: one where
+        # tile N divides 128, three 64-column bands for 192). block_n (swap-AB): the same with
+        # rows and columns exchanged (tile M divides 128).
+        vary_len, vary_scales, fixed_len, fixed_scales = m_size, mRowScale, n_size, mColScale
+        if cutlass.const_expr(cfg.scale == "block_n"):
+            vary_len, vary_scales, fixed_len, fixed_scales = n_size, mColScale, m_size, mRowScale
+        scale_ld = (k_tiles + 3) // 4 * 4
+        sS = None
+        if cutlass.const_expr(self.block):
+            sS = st.sS.get_tensor(cute.make_layout((self.scale_vary + self.scale_bands, self.stages)))
+        scales = (sS, vary_scales, vary_len, fixed_scales, fixed_len, scale_ld)
 
         if wg == 0:
             # ------------------------------ producer ------------------------------
@@ -596,6 +668,10 @@ class HopperGemm:
                     else:
                         tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
                         a_cur, b_cur = a_op, b_op
+                    # Block scales: where the tile's scales start in each k block.
+                    at = None
+                    if cutlass.const_expr(self.block):
+                        at = self._scale_origin(tm, tn, scales)
                     # The weights' operand and the other one (the activations).
                     w_op, x_op = (a_cur, b_cur) if cfg.weights == "a" else (b_cur, a_cur)
                     astate = wstate.clone()
@@ -607,11 +683,15 @@ class HopperGemm:
                     cute.arch.griddepcontrol_wait()
                     for kt in cutlass.range(ahead, unroll=1):
                         tma_load(mainloop, x_op, tm, tn, kt, astate)
+                        if cutlass.const_expr(self.block):
+                            self._stage_scales(mainloop, astate, kt, at, scales)
                         astate.advance()
                     for kt in cutlass.range(ahead, k_tiles, unroll=1):
                         mainloop.producer_acquire(wstate)
                         tma_load(mainloop, a_cur, tm, tn, kt, wstate)
                         tma_load(mainloop, b_cur, tm, tn, kt, wstate)
+                        if cutlass.const_expr(self.block):
+                            self._stage_scales(mainloop, wstate, kt, at, scales)
                         mainloop.producer_commit(wstate)
                         wstate.advance()
                     work += launched
@@ -658,30 +738,23 @@ class HopperGemm:
             # Epilogue operands that do not change per tile.
             # Grouped: the coordinates also say which rows of the tile are the group's.
             need_coords = cfg.has_c or cfg.bias != "none" or cfg.scale == "rowwise" or grouped
-            m_size = mD.shape[0]
-            n_size = mD.shape[1]
             alpha_eff = alpha
             if cutlass.const_expr(cfg.scale == "tensorwise" and not grouped):
                 alpha_eff = alpha * mRowScale[0] * mColScale[0]
             cD = cute.make_identity_tensor((m_size, n_size))
-            # Block scales (fp8): k-tile kt is the scales' k block kt; the scale of each register
-            # group (reps / group_of) for k-tile kt lands in sc (kt even) or sc1 (kt odd), loaded
-            # when kt's wgmma batch is issued, applied when its partial sums are promoted.
-            # block_m: A's 1x128 scales (row_scale, [kbs, M]) vary per kernel row, B's 128x128
-            # blocks (col_scale, [N / 128, scale_ld]) one per band of the tile (band_of: one band
-            # where tile N divides 128, three of 64 columns for 192).
-            # block_n (swap-AB): the same with rows and columns exchanged (tile M divides 128).
-            vary_mode, vary_len, vary_scales, fixed_scales = 0, m_size, mRowScale, mColScale
-            if cutlass.const_expr(cfg.scale == "block_n"):
-                vary_mode, vary_len, vary_scales, fixed_scales = 1, n_size, mColScale, mRowScale
-            reps, group_of, band_of, band_w = [0], [0], [0], 0
+            # Block scales: each thread's registers fall in groups of one 1x128 scale (reps /
+            # group_of: 2 rows a thread for block_m) and bands of one 128x128 block (band_of); a
+            # k block's scale products come from its slot into sc (read_block_scales, at the
+            # thread's coordinates within the tile, vary_local) while its MMAs run.
+            vary_mode = 1 if cfg.scale == "block_n" else 0
+            reps, group_of, band_of, vary_local = [0], [0], [0], [0]
             if cutlass.const_expr(self.block):
                 reps, group_of = scale_groups(tiled_mma, (self.tile[0], self.tile[1]), vary_mode)
-                band_of, band_w = scale_bands(tiled_mma, (self.tile[0], self.tile[1]), vary_mode)
+                band_of, _ = scale_bands(tiled_mma, (self.tile[0], self.tile[1]), vary_mode)
+                tCcL = acc_coords(tiled_mma, ctid, cute.make_identity_tensor((self.tile[0], self.tile[1])))
+                vary_local = [tCcL[r][vary_mode] for r in reps]
             bands = max(band_of) + 1
-            sc = cute.make_rmem_tensor((len(reps) + bands,), self.acc_dtype)
-            sc1 = cute.make_rmem_tensor((len(reps) + bands,), self.acc_dtype)
-            scale_ld = (k_tiles + 3) // 4 * 4
+            sc = cute.make_rmem_tensor((len(reps) * bands,), self.acc_dtype)
 
             rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
             fstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -705,16 +778,6 @@ class HopperGemm:
                     tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
 
                 # ---- mainloop ----
-                vary, fixed_off = [0], [0]
-                if cutlass.const_expr(self.block):
-                    tCcS = acc_coords(tiled_mma, ctid, cute.local_tile(cD, (self.tile[0], self.tile[1]), (tm, tn)))
-                    vary = scale_coords(tCcS, reps, vary_mode, vary_len)
-                    # Band b's block: that of its first column (row), clamped to the matrix.
-                    fixed_start, fixed_len = tn * self.tile[1], n_size
-                    if cutlass.const_expr(cfg.scale == "block_n"):
-                        fixed_start, fixed_len = tm * self.tile[0], m_size
-                    fixed_off = [cutlass.min(fixed_start + b * band_w, fixed_len - 1) // SCALE_BLOCK * scale_ld
-                                 for b in range(bands)]
                 acc.fill(0.0)
                 tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                 if cutlass.const_expr(self.fp8 and not self.overlap_promotion):
@@ -732,7 +795,7 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.commit_group()
                         rstate.advance()
                         if cutlass.const_expr(self.block):
-                            load_block_scales(sc, kt, vary, vary_len, vary_scales, fixed_scales, fixed_off, k_tiles - 1)
+                            read_block_scales(sc, sS, fstate.index, vary_local, self.scale_vary, bands)
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
@@ -752,8 +815,6 @@ class HopperGemm:
                         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
                     cute.nvgpu.warpgroup.commit_group()
                     rstate.advance()
-                    if cutlass.const_expr(self.block):
-                        load_block_scales(sc, 0, vary, vary_len, vary_scales, fixed_scales, fixed_off, k_tiles - 1)
                     for kp in cutlass.range((k_tiles - 1) // 2, unroll=1):
                         # odd k-tile -> part1; promote part
                         mainloop.consumer_wait(rstate)
@@ -766,7 +827,7 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.commit_group()
                         rstate.advance()
                         if cutlass.const_expr(self.block):
-                            load_block_scales(sc1, 2 * kp + 1, vary, vary_len, vary_scales, fixed_scales, fixed_off, k_tiles - 1)
+                            read_block_scales(sc, sS, fstate.index, vary_local, self.scale_vary, bands)
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
@@ -782,11 +843,11 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.commit_group()
                         rstate.advance()
                         if cutlass.const_expr(self.block):
-                            load_block_scales(sc, 2 * kp + 2, vary, vary_len, vary_scales, fixed_scales, fixed_off, k_tiles - 1)
+                            read_block_scales(sc, sS, fstate.index, vary_local, self.scale_vary, bands)
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        promote(acc, part1, sc1, group_of, band_of, self.block)
+                        promote(acc, part1, sc, group_of, band_of, self.block)
                     if (k_tiles - 1) % 2 == 1:
                         # the last k-tile is odd: -> part1, promote part, then part1
                         mainloop.consumer_wait(rstate)
@@ -799,16 +860,20 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.commit_group()
                         rstate.advance()
                         if cutlass.const_expr(self.block):
-                            load_block_scales(sc1, k_tiles - 1, vary, vary_len, vary_scales, fixed_scales, fixed_off, k_tiles - 1)
+                            read_block_scales(sc, sS, fstate.index, vary_local, self.scale_vary, bands)
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
                         promote(acc, part, sc, group_of, band_of, self.block)
+                        if cutlass.const_expr(self.block):
+                            read_block_scales(sc, sS, fstate.index, vary_local, self.scale_vary, bands)
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
-                        promote(acc, part1, sc1, group_of, band_of, self.block)
+                        promote(acc, part1, sc, group_of, band_of, self.block)
                     else:
+                        if cutlass.const_expr(self.block):
+                            read_block_scales(sc, sS, fstate.index, vary_local, self.scale_vary, bands)
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <numeric>
 
 #include "core/config_util.hpp"
 #include "gemmtune/error.hpp"
@@ -75,7 +76,13 @@ Config Config::parse(std::string_view id) {
 int tile_k(const GemmProblem& p) { return 128 / int(size_of(p.a.dtype)); }
 
 int64_t stage_bytes(const Config& c, const GemmProblem& p) {
-  return int64_t(c.tile_m + c.tile_n) * tile_k(p) * int64_t(size_of(p.a.dtype));
+  const int64_t tiles = int64_t(c.tile_m + c.tile_n) * tile_k(p) * int64_t(size_of(p.a.dtype));
+  if (p.scale != ScaleMode::block) return tiles;
+  // Block scales staged with each stage's k-tiles (fp32, gemm_sm90.py scale_stage): one per row
+  // of the tile along A's 1x128 scales (the kernel's N with swap-AB), one per band of
+  // gcd(extent, 128) along B's 128x128 blocks.
+  const int vary = c.swap_ab ? c.tile_n : c.tile_m, fixed = c.swap_ab ? c.tile_m : c.tile_n;
+  return tiles + 4 * int64_t(vary + fixed / std::gcd(fixed, 128));
 }
 
 int64_t epilogue_bytes(const Config& c, const GemmProblem& p) {

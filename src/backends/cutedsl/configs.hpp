@@ -38,7 +38,8 @@ struct Config {
 
 // Shared memory arithmetic of the kernel (gemm_sm90.py plan_smem, kept in step): 227 KiB per
 // CTA, minus a reserve for barriers and alignment, minus two epilogue buffers of
-// min(tile M, 128) x min(32, tile N) D elements; the rest holds the mainloop stages.
+// min(tile M, 128) x min(32, tile N) D elements; the rest holds the mainloop stages (A's and
+// B's k-tiles, and with block scales their fp32 scales).
 constexpr int64_t kMaxSharedBytes = 232448;
 constexpr int64_t kSharedReserve = 4096;
 constexpr int kEpiStages = 2;
