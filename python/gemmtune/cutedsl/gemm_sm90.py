@@ -240,18 +240,18 @@ def scale_bands(tiled_mma, tile_mn, mode):
     return [int(c[i][1 - mode]) // w for i in range(cute.size(c))], w
 
 
-def read_block_scales(sp, sS, slot, vary_local, vary, bands):
-    """A k block's scales, read from the shared-memory slot that holds its k-tiles (staged there
-    by the producer, _stage_scales), as the products its promotion applies: sp[g * bands + b] =
-    (register group g's 1x128 scale, at its coordinate vary_local[g] within the tile) x (band b's
-    128x128 block scale). Called once the slot is full and before the batch's wgmma.fence, which
-    waits for the loads: ptxas places the products among the batch's wgmma instructions, and
-    with the loads already landed they no longer hold the batch's issue back (read after the
-    batch was issued, the products waited on the loads between its wgmmas: Nsight Compute, 128x192
-    on 70b gate_up m = 8192, 10.6 M cycles read here against 11.2 M, the tensorwise kernel 8.4 M;
-    H100, 2026-12-06)."""
-    sa = [sS[vary_local[g], slot] for g in range(len(vary_local))]
-    sb = [sS[vary + b, slot] for b in range(bands)]
+def read_block_scales(sp, sSa, sSb, slot, vary_local, bands):
+    """A k block's scales, read from the shared-memory slot that holds its k-tiles (sSa, sSb;
+    staged there by the producer, _stage_scales), as the products its promotion applies:
+    sp[g * bands + b] = (register group g's 1x128 scale, at its coordinate vary_local[g] within
+    the tile) x (band b's 128x128 block scale). Called once the slot is full and before the
+    batch's wgmma.fence, which waits for the loads: ptxas places the products among the batch's
+    wgmma instructions, and with the loads already landed they no longer hold the batch's issue
+    back (read after the batch was issued, the products waited on the loads between its
+    wgmmas: Nsight Compute, 128x192 on 70b gate_up m = 8192, 10.6 M cycles read here against
+    11.2 M, the tensorwise kernel 8.4 M; H100, 2026-12-06)."""
+    sa = [sSa[vary_local[g], slot] for g in range(len(vary_local))]
+    sb = [sSb[b, slot] for b in range(bands)]
     for g in range(len(sa)):
         for b in range(bands):
             sp[g * bands + b] = sa[g] * sb[b]
@@ -417,7 +417,7 @@ class HopperGemm:
         """Block scales, the producer's view of tile (tm, tn): (first row (column) of its 1x128
         scales, the flat offset of each band's 128x128 block scales, k block 0). A band's block
         is that of its first column (row), clamped to the matrix."""
-        _, _, _, _, fixed_len, scale_ld = scales
+        _, _, _, _, _, fixed_len, scale_ld = scales
         vary_start, fixed_start, fixed_extent = tm * self.tile[0], tn * self.tile[1], self.tile[1]
         if cutlass.const_expr(self.cfg.scale == "block_n"):
             vary_start, fixed_start, fixed_extent = tn * self.tile[1], tm * self.tile[0], self.tile[0]
@@ -427,26 +427,59 @@ class HopperGemm:
 
     def _stage_scales(self, mainloop, state, kt, origin, scales):
         """The producer warp copies k block kt's scales of the tile into `state`'s slot (layout:
-        the kernel's scales comment), 4 bytes a cp.async: lane l the 1x128 scales l, l + 32, ...
-        (rows past the matrix read its last row's: their outputs are never stored) and band l's
-        block scale; then each lane's cp.async arrival on the slot's full barrier fires once its
-        copies landed (33 arrivals with TMA's, PipelineTmaAsync.create above). Called after the
-        slot was acquired, beside its TMA loads."""
-        sS, vary_scales, vary_len, fixed_scales, _, _ = scales
+        the kernel's scales comment) by cp.async: the 1x128 scales 16 bytes a lane (lane l rows
+        4l .. 4l + 3, then + 128, ...) where the scale array's rows are 16-byte aligned (vary_len
+        a multiple of 4), else 4 bytes a lane (lane l rows l, l + 32, ...); rows past the matrix
+        read its last rows' (their outputs are never stored). Lane b copies band b's block scale.
+        Then each lane's cp.async arrival on the slot's full barrier fires once its copies landed
+        (33 arrivals with TMA's, PipelineTmaAsync.create above). Called after the slot was
+        acquired, beside its TMA loads. The copies are few instructions on purpose: each copy
+        instruction the producer issues per k-tile costs the consumers' wgmma issue about 1.5%
+        of the kernel's time (Nsight Compute, 128x128 cluster 2x1 on 70b gate_up m = 8192: four
+        4-byte instructions and the band's, 10%; one, 1.4%; H200, 2026-12-06)."""
+        sA, sB, vary_scales, vary_len, fixed_scales, _, _ = scales
         vary_start, fixed_off = origin
-        atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyG2SOp(), cutlass.Float32, num_bits_per_copy=32)
         lane = cute.arch.lane_idx()
-        slot = sS[(None, state.index)]
-        one = cute.make_layout(1)
+        slot = state.index
         base = kt * vary_len
-        for i in range(self.scale_vary // 32):
-            r = lane + 32 * i
-            src = vary_scales.iterator + (base + cutlass.min(vary_start + r, vary_len - 1))
-            cute.copy(atom, cute.make_tensor(src, one), cute.make_tensor(slot.iterator + r, one))
+        T = self.scale_vary
+
+        cpasync = cute.nvgpu.cpasync
+
+        def rows_by_16():
+            atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
+                                       cutlass.Float32, num_bits_per_copy=128)
+            four = cute.make_layout(4)
+            for i in range((T + 127) // 128):
+                r = 4 * lane + 128 * i
+
+                def copy(r=r):
+                    src = vary_scales.iterator + (base + cutlass.min(vary_start + r, vary_len - 4))
+                    src = cute.make_ptr(cutlass.Float32, src.toint(), cute.AddressSpace.gmem,
+                                        assumed_align=16)
+                    dst = cute.make_ptr(cutlass.Float32, (sA.iterator + (slot * T + r)).toint(),
+                                        cute.AddressSpace.smem, assumed_align=16)
+                    cute.copy(atom, cute.make_tensor(src, four), cute.make_tensor(dst, four))
+                if cutlass.const_expr(128 * (i + 1) <= T):
+                    copy()
+                else:
+                    if_generate(r < T, copy)
+
+        atom = cute.make_copy_atom(cpasync.CopyG2SOp(), cutlass.Float32, num_bits_per_copy=32)
+        one = cute.make_layout(1)
+
+        def rows_by_4():
+            for i in range(T // 32):
+                r = lane + 32 * i
+                src = vary_scales.iterator + (base + cutlass.min(vary_start + r, vary_len - 1))
+                dst = sA.iterator + (slot * T + r)
+                cute.copy(atom, cute.make_tensor(src, one), cute.make_tensor(dst, one))
+
+        if_generate(vary_len % 4 == 0, rows_by_16, rows_by_4)
         for b in range(self.scale_bands):
             if_generate(lane == b, lambda: cute.copy(
                 atom, cute.make_tensor(fixed_scales.iterator + (fixed_off[b] + kt), one),
-                cute.make_tensor(slot.iterator + (self.scale_vary + b), one)))
+                cute.make_tensor(sB.iterator + (slot * self.scale_bands + b), one)))
         cute.arch.cp_async_mbarrier_arrive_noinc(mainloop.producer_get_barrier(state))
 
     @cute.jit
@@ -614,19 +647,22 @@ class HopperGemm:
         m_size = mD.shape[0]
         n_size = mD.shape[1]
         # Block scales (fp8): k-tile kt is the scales' k block kt. The producer stages each
-        # k-tile's scales in its slot, sS[:, slot] = the tile's `scale_vary` 1x128 scales (one per
-        # kernel row for block_m: A's, row_scale [kbs, M]), then its `scale_bands` 128x128 block
-        # scales (col_scale [N / 128, scale_ld], one per band of the tile, scale_bands: one where
-        # tile N divides 128, three 64-column bands for 192). block_n (swap-AB): the same with
-        # rows and columns exchanged (tile M divides 128).
+        # k-tile's scales in its slot: sSa[:, slot] the tile's `scale_vary` 1x128 scales (one per
+        # kernel row for block_m: A's, row_scale [kbs, M]), sSb[:, slot] its `scale_bands` 128x128
+        # block scales (col_scale [N / 128, scale_ld], one per band of the tile, scale_bands: one
+        # where tile N divides 128, three 64-column bands for 192); the two share sS, sSa's slots
+        # first (16-byte aligned: scale_vary is a multiple of 32). block_n (swap-AB): the same
+        # with rows and columns exchanged (tile M divides 128).
         vary_len, vary_scales, fixed_len, fixed_scales = m_size, mRowScale, n_size, mColScale
         if cutlass.const_expr(cfg.scale == "block_n"):
             vary_len, vary_scales, fixed_len, fixed_scales = n_size, mColScale, m_size, mRowScale
         scale_ld = (k_tiles + 3) // 4 * 4
-        sS = None
+        sSa, sSb = None, None
         if cutlass.const_expr(self.block):
-            sS = st.sS.get_tensor(cute.make_layout((self.scale_vary + self.scale_bands, self.stages)))
-        scales = (sS, vary_scales, vary_len, fixed_scales, fixed_len, scale_ld)
+            sSa = st.sS.get_tensor(cute.make_layout((self.scale_vary, self.stages)))
+            sSb = cute.make_tensor(sSa.iterator + self.scale_vary * self.stages,
+                                   cute.make_layout((self.scale_bands, self.stages)))
+        scales = (sSa, sSb, vary_scales, vary_len, fixed_scales, fixed_len, scale_ld)
 
         if wg == 0:
             # ------------------------------ producer ------------------------------
@@ -782,7 +818,7 @@ class HopperGemm:
                     for kt in cutlass.range(k_tiles, unroll=1):
                         mainloop.consumer_wait(rstate)
                         if cutlass.const_expr(self.block):
-                            read_block_scales(sc, sS, rstate.index, vary_local, self.scale_vary, bands)
+                            read_block_scales(sc, sSa, sSb, rstate.index, vary_local, bands)
                         cute.nvgpu.warpgroup.fence()
                         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                         for kb in cutlass.range_constexpr(k_blocks):
@@ -803,7 +839,7 @@ class HopperGemm:
                     # each tile's register tile is static. k_tiles >= 1 (k >= 1).
                     mainloop.consumer_wait(rstate)
                     if cutlass.const_expr(self.block):
-                        read_block_scales(sc, sS, rstate.index, vary_local, self.scale_vary, bands)
+                        read_block_scales(sc, sSa, sSb, rstate.index, vary_local, bands)
                     cute.nvgpu.warpgroup.fence()
                     tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                     for kb in cutlass.range_constexpr(k_blocks):
@@ -816,7 +852,7 @@ class HopperGemm:
                         # odd k-tile -> part1; promote part
                         mainloop.consumer_wait(rstate)
                         if cutlass.const_expr(self.block):
-                            read_block_scales(sc1, sS, rstate.index, vary_local, self.scale_vary, bands)
+                            read_block_scales(sc1, sSa, sSb, rstate.index, vary_local, bands)
                         cute.nvgpu.warpgroup.fence()
                         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                         for kb in cutlass.range_constexpr(k_blocks):
@@ -832,7 +868,7 @@ class HopperGemm:
                         # even k-tile -> part; promote part1
                         mainloop.consumer_wait(rstate)
                         if cutlass.const_expr(self.block):
-                            read_block_scales(sc, sS, rstate.index, vary_local, self.scale_vary, bands)
+                            read_block_scales(sc, sSa, sSb, rstate.index, vary_local, bands)
                         cute.nvgpu.warpgroup.fence()
                         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                         for kb in cutlass.range_constexpr(k_blocks):
@@ -849,7 +885,7 @@ class HopperGemm:
                         # the last k-tile is odd: -> part1, promote part, then part1
                         mainloop.consumer_wait(rstate)
                         if cutlass.const_expr(self.block):
-                            read_block_scales(sc1, sS, rstate.index, vary_local, self.scale_vary, bands)
+                            read_block_scales(sc1, sSa, sSb, rstate.index, vary_local, bands)
                         cute.nvgpu.warpgroup.fence()
                         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                         for kb in cutlass.range_constexpr(k_blocks):
