@@ -437,7 +437,7 @@ class HopperGemm:
         instruction the producer issues per k-tile costs the consumers' wgmma issue about 1.5%
         of the kernel's time (Nsight Compute, 128x128 cluster 2x1 on 70b gate_up m = 8192: four
         4-byte instructions and the band's, 10%; one, 1.4%; H200, 2026-12-06)."""
-        sA, sB, vary_scales, vary_len, fixed_scales, _, _ = scales
+        sSa, sSb, vary_scales, vary_len, fixed_scales, _, _ = scales
         vary_start, fixed_off = origin
         lane = cute.arch.lane_idx()
         slot = state.index
@@ -457,7 +457,7 @@ class HopperGemm:
                     src = vary_scales.iterator + (base + cutlass.min(vary_start + r, vary_len - 4))
                     src = cute.make_ptr(cutlass.Float32, src.toint(), cute.AddressSpace.gmem,
                                         assumed_align=16)
-                    dst = cute.make_ptr(cutlass.Float32, (sA.iterator + (slot * T + r)).toint(),
+                    dst = cute.make_ptr(cutlass.Float32, (sSa.iterator + (slot * T + r)).toint(),
                                         cute.AddressSpace.smem, assumed_align=16)
                     cute.copy(atom, cute.make_tensor(src, four), cute.make_tensor(dst, four))
                 if cutlass.const_expr(128 * (i + 1) <= T):
@@ -472,14 +472,14 @@ class HopperGemm:
             for i in range(T // 32):
                 r = lane + 32 * i
                 src = vary_scales.iterator + (base + cutlass.min(vary_start + r, vary_len - 1))
-                dst = sA.iterator + (slot * T + r)
+                dst = sSa.iterator + (slot * T + r)
                 cute.copy(atom, cute.make_tensor(src, one), cute.make_tensor(dst, one))
 
         if_generate(vary_len % 4 == 0, rows_by_16, rows_by_4)
         for b in range(self.scale_bands):
             if_generate(lane == b, lambda: cute.copy(
                 atom, cute.make_tensor(fixed_scales.iterator + (fixed_off[b] + kt), one),
-                cute.make_tensor(sB.iterator + (slot * self.scale_bands + b), one)))
+                cute.make_tensor(sSb.iterator + (slot * self.scale_bands + b), one)))
         cute.arch.cp_async_mbarrier_arrive_noinc(mainloop.producer_get_barrier(state))
 
     @cute.jit
