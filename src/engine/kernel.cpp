@@ -30,7 +30,10 @@ void check_args(const GemmProblem& p, const GemmArgs& args) {
   need(args.d, "d");
   if (p.uses_c()) need(args.c, "c (beta != 0)");
   if (p.bias) need(args.bias, "bias");
-  if (p.scale != ScaleMode::none) {
+  if (p.scale == ScaleMode::block) {  // CUTLASS's and the CuTe DSL's kernels load them by TMA
+    need(args.scale_a, "scale_a (block scales)");
+    need(args.scale_b, "scale_b (block scales)");
+  } else if (p.scale != ScaleMode::none) {
     GT_CHECK(args.scale_a, "args.scale_a: null, but the problem has fp8 scales");
     GT_CHECK(args.scale_b, "args.scale_b: null, but the problem has fp8 scales");
   }

@@ -31,11 +31,14 @@ using fp8_block_test::block;
 
 std::vector<gpu_test::Named> block_problems() { return fp8_block_test::problems(); }
 
-// Whether the CuTe DSL kernel takes p (the rules other than block scaling: A row-major, B
-// column-major, a 16-bit output, TMA's 16-byte rows of A): what its pack must hold.
-bool cutedsl_takes(const GemmProblem& p) {
+// Whether the CuTe DSL's and CUTLASS's kernels take p's layouts (A row-major, B column-major, a
+// 16-bit output, TMA's 16-byte rows of A); both then need m a multiple of 4 (A's block scales are
+// loaded by TMA).
+bool layouts_taken(const GemmProblem& p) {
   return p.a.layout == Layout::row && p.b.layout == Layout::col && size_of(p.d.dtype) == 2 && p.lda() % 16 == 0;
 }
+// Whether the CuTe DSL kernel takes p: what its pack must hold.
+bool cutedsl_takes(const GemmProblem& p) { return layouts_taken(p) && p.m % 4 == 0; }
 
 std::vector<std::unique_ptr<Backend>> all_backends() {
   BackendContext ctx = gpu_test::context(query_device(0), [](const std::string&) {});
@@ -120,8 +123,8 @@ TEST(Fp8Block, EveryCandidateMatchesFloat64Reference) {
         EXPECT_EQ(bool(v), cutedsl_takes(p)) << "cutedsl: " << v.reason;
         if (!v && what.rfind("fp32 out", 0) == 0) EXPECT_TRUE(contains(v.reason, "output")) << v.reason;
       }
-      if (name == "cutlass" && p.m % 4 != 0 && cutedsl_takes(p))
-        EXPECT_TRUE(!v && contains(v.reason, "multiple of 4")) << "cutlass: m = " << p.m << ": " << v.reason;
+      if ((name == "cutlass" || name == "cutedsl") && p.m % 4 != 0 && layouts_taken(p))
+        EXPECT_TRUE(!v && contains(v.reason, "multiple of 4")) << name << ": m = " << p.m << ": " << v.reason;
       if (name == "native") {
         EXPECT_FALSE(v) << name << " offers block scales: test its candidates here";
         // Where nothing else is refused (other rules may come first elsewhere), block scales are the reason.

@@ -321,6 +321,28 @@ TEST(KernelJson, NamesTheKernelAndWhetherItOverlaps) {
   }
 }
 
+// Kernel::run checks its arguments before any backend sees them: block scales must be 16-byte
+// aligned (CUTLASS's and the CuTe DSL's kernels load them by TMA), other scales need only exist.
+TEST(KernelRun, BlockScalesMustBe16ByteAligned) {
+  alignas(16) static float buf[16];
+  GemmArgs args;
+  args.a = buf, args.b = buf, args.d = buf, args.scale_a = buf, args.scale_b = buf + 4;
+  GemmProblem p = GemmProblem::linear(16, 4096, 4096, DType::e4m3);
+  p.scale = ScaleMode::block;
+  const Kernel k(p, std::make_shared<NamedCandidate>(false));
+  EXPECT_NO_THROW(k.run(args, nullptr));
+  args.scale_b = buf + 1;
+  try {
+    k.run(args, nullptr);
+    ADD_FAILURE() << "a misaligned scale_b ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("scale_b"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("16-byte"), std::string::npos) << e.what();
+  }
+  p.scale = ScaleMode::tensorwise;  // read as one float each
+  EXPECT_NO_THROW(Kernel(p, std::make_shared<NamedCandidate>(false)).run(args, nullptr));
+}
+
 // ---- the shared library ----------------------------------------------------------------------
 
 namespace {

@@ -62,16 +62,18 @@ TEST(CutedslConfigs, SharedMemoryArithmeticMatchesTheKernel) {
   GemmProblem fp8 = GemmProblem::linear(4096, 4096, 4096, DType::e4m3);
   EXPECT_EQ(tile_k(fp8), 128);
   EXPECT_EQ(stage_bytes(Config{128, 128}, fp8), 32768);
-  // Block scales ride in each stage: 128 row scales + 1 block scale (128x128), 128 + 3 bands of
-  // 64 columns (128x192), swap-AB 32 column scales + 1 (64x32): fp32 each.
+  // Block scales have their own ring beside the stages: 2 stages of (tile rows x 4 k blocks +
+  // 32) fp32 at the smallest chunk: 128 rows (128x128, 128x192), swap-AB 32 columns (64x32).
   GemmProblem blk = fp8;
   blk.scale = ScaleMode::block;
-  EXPECT_EQ(stage_bytes(Config{128, 128}, blk), 32768 + 4 * 129);
-  EXPECT_EQ(stage_bytes(Config{128, 192}, blk), 40960 + 4 * 131);
-  EXPECT_EQ(max_stages(Config{128, 192}, blk), 5);  // (232448-4096-16384)/41484
+  EXPECT_EQ(stage_bytes(Config{128, 128}, blk), 32768);
+  EXPECT_EQ(scale_ring_bytes(Config{128, 128}, blk), 2 * 4 * (128 * 4 + 32));
+  EXPECT_EQ(scale_ring_bytes(Config{128, 128}, fp8), 0);
+  EXPECT_EQ(max_stages(Config{128, 128}, blk), 6);  // (232448-4096-16384-4352)/32768
+  EXPECT_EQ(max_stages(Config{128, 192}, blk), 5);  // (232448-4096-16384-4352)/40960
   Config swap{64, 32};
   swap.swap_ab = true;
-  EXPECT_EQ(stage_bytes(swap, blk), 96 * 128 + 4 * 33);
+  EXPECT_EQ(scale_ring_bytes(swap, blk), 2 * 4 * (32 * 4 + 32));
 }
 
 TEST(CutedslConfigs, CheckRestatesTheKernelRules) {
@@ -131,6 +133,12 @@ TEST(CutedslConfigs, ProblemVerdictGivesReasons) {
   GemmProblem odd_c = GemmProblem::linear(64, 64, 64);  // C is read per element: any ldc
   odd_c.beta = 1, odd_c.c.ld = 67;
   EXPECT_TRUE(problem_verdict(odd_c)) << reason(odd_c);
+  // Block scales: A's are loaded by TMA, each k block's m scales on 16 bytes.
+  GemmProblem blk = GemmProblem::linear(132, 256, 512, DType::e4m3);
+  blk.scale = ScaleMode::block;
+  EXPECT_TRUE(problem_verdict(blk)) << reason(blk);
+  blk.m = 130;
+  EXPECT_NE(reason(blk).find("multiple of 4"), std::string::npos) << reason(blk);
 }
 
 TEST(CutedslConfigs, ConfigsForPrunesAndRanks) {

@@ -322,10 +322,46 @@ def test_block_scale_bands_hold_for_every_thread_and_offset(tile_m, tile_n, band
     assert not bad, f"registers scaled with another block's scale: {bad[:8]}"
     assert sorted(set(band_of)) == list(range(bands))
     assert w == math.gcd(tile_n, SCALE_BLOCK)
-    # The producer stages, per slot, one 1x128 scale per tile row and one block scale per band:
-    # as many as the consumers read (else they read scales of the next row or past the slot).
+    # Per k block the consumers read one 1x128 scale per tile row and one block scale per band:
+    # what scale_stage counts (the scale ring holds tile rows x chunk of the former).
     assert scale_stage(KernelConfig(tile_m=tile_m, tile_n=tile_n, scale="block_m")) == (tile_m, bands)
     assert scale_stage(KernelConfig(tile_m=64, tile_n=tile_n, scale="block_n")) == (tile_n, 1)  # swap-AB
+
+
+@pytest.mark.parametrize("extent", [32, 64, 96, 128, 192, 256])
+def test_scale_ring_box_covers_every_band(extent):
+    """The scale ring's box of B's block scales spans scale_blocks(cfg) 128x128 blocks from the
+    tile's first: wherever the tile starts within a block (a multiple of gcd(extent, 128)), the
+    blocks it touches must fit in the box (else a band reads the next tile's stage padding), and
+    some start must need them all (else the box is wider than needed)."""
+    import math
+
+    from gemmtune.cutedsl.gemm_sm90 import SCALE_BLOCK, KernelConfig, scale_blocks
+
+    w = math.gcd(extent, SCALE_BLOCK)
+    touched = [(start + extent - 1) // SCALE_BLOCK + 1 for start in range(0, SCALE_BLOCK, w)]
+    cfg = KernelConfig(tile_m=64, tile_n=extent, scale="block_m")
+    assert scale_blocks(cfg) == max(touched)
+    if extent <= 128:  # swap-AB: the blocks run along tile M
+        assert scale_blocks(KernelConfig(tile_m=extent, tile_n=64, scale="block_n")) == max(touched)
+
+
+@pytest.mark.parametrize("tile_m,tile_n,scale,stages,chunk", [
+    (128, 128, "block_m", 6, 8), (128, 192, "block_m", 5, 4), (64, 128, "block_m", 8, 8),
+    (64, 32, "block_n", 17, 8), (128, 128, "tensorwise", 6, 0)])
+def test_plan_smem_fits_the_scale_ring(tile_m, tile_n, scale, stages, chunk):
+    """fp8, bf16 out: the stages fit beside the epilogue and the scale ring at its smallest chunk
+    (the C++ mirror, tests/host/test_cutedsl_configs.cpp, counts the same), and the chunk grows
+    to 8 only where that still fits; B's box (chunk x blocks) fits its 32-float stage."""
+    from gemmtune.cutedsl.gemm_sm90 import (SMEM_BYTES, SMEM_RESERVED, KernelConfig, plan_smem, scale_blocks,
+                                            scale_ring_bytes)
+
+    cfg = KernelConfig(tile_m=tile_m, tile_n=tile_n, scale=scale)
+    tile_k, got_stages, got_chunk = plan_smem(cfg, 1, 2)
+    assert (tile_k, got_stages, got_chunk) == (128, stages, chunk)
+    used = got_stages * (tile_m + tile_n) * 128 + 2 * min(tile_m, 128) * min(32, tile_n) * 2
+    assert used + scale_ring_bytes(cfg, got_chunk) <= SMEM_BYTES - SMEM_RESERVED
+    assert got_chunk * scale_blocks(cfg) <= 32
 
 
 # The shared runtime library's entry points, as the fake kernels below stand in for it.

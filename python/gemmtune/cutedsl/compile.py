@@ -317,12 +317,13 @@ def _matrix(dtype: str, unit_first: bool, tma: bool = True):
                             assumed_align=16 if tma else DTYPE_BYTES[dtype])
 
 
-def _vector(dtype, dynamic: bool):
-    """bias (D's dtype) or scales (fp32): read element by element, element alignment."""
+def _vector(dtype, dynamic: bool, align: int = 0):
+    """bias (D's dtype) or scales (fp32): read element by element, element alignment, unless
+    `align` says otherwise (block scales: TMA)."""
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_tensor
     n = cute.sym_int32() if dynamic else 1
-    return make_fake_tensor(dtype, (n,), stride=(1,), assumed_align=dtype.width // 8)
+    return make_fake_tensor(dtype, (n,), stride=(1,), assumed_align=align or dtype.width // 8)
 
 
 def _unused():
@@ -370,7 +371,9 @@ def _fake_args(p: dict):
         t[name] = _matrix(dtype, unit_first)
     t["c"] = _matrix(p["d_dtype"], bd["c"][5], tma=False) if bd["c"] else _unused()
     t["bias"] = _vector(_dtype(p["d_dtype"]), True) if p["bias"] else _unused()
-    if p["scale"] in ("rowwise", "block"):
+    if p["scale"] == "block":  # loaded by TMA (16-byte aligned: the C++ side checks)
+        t["row_scale"], t["col_scale"] = _vector(cutlass.Float32, True, 16), _vector(cutlass.Float32, True, 16)
+    elif p["scale"] == "rowwise":
         t["row_scale"], t["col_scale"] = _vector(cutlass.Float32, True), _vector(cutlass.Float32, True)
     elif p["scale"] == "tensorwise":
         t["row_scale"], t["col_scale"] = _vector(cutlass.Float32, False), _vector(cutlass.Float32, False)

@@ -132,9 +132,13 @@ GT_EXPORT int gt_cutedsl_can_implement(const GtCutedslArgs* args) {
   if (g.has_c && args->c && !aligned(args->c, unsigned(g.d_bytes))) return GT_CUTEDSL_MISALIGNED;
   if (g.bias && args->bias && !aligned(args->bias, unsigned(g.d_bytes))) return GT_CUTEDSL_MISALIGNED;
   if (g.scale == kScaleBlock && (block_sa_len(args) > kMax32 || block_sb_len(args) > kMax32)) return GT_CUTEDSL_BAD_ARGS;
+  // Block scales are loaded by TMA: 16-byte aligned, and each k block's m scales of A start on
+  // 16 bytes (m a multiple of 4).
+  const unsigned scale_align = g.scale == kScaleBlock ? 16 : 4;
+  if (g.scale == kScaleBlock && args->m % 4 != 0) return GT_CUTEDSL_MISALIGNED;
   if (g.scale != kScaleNone) {
-    if (args->scale_a && !aligned(args->scale_a, 4)) return GT_CUTEDSL_MISALIGNED;
-    if (args->scale_b && !aligned(args->scale_b, 4)) return GT_CUTEDSL_MISALIGNED;
+    if (args->scale_a && !aligned(args->scale_a, scale_align)) return GT_CUTEDSL_MISALIGNED;
+    if (args->scale_b && !aligned(args->scale_b, scale_align)) return GT_CUTEDSL_MISALIGNED;
   }
   return GT_CUTEDSL_OK;
 }

@@ -13,7 +13,8 @@ CTA structure (warp specialization; 1 producer + W = tile_m / 64 consumer warpgr
 - warpgroup 0, warp 0: the producer. Walks the CTA's tiles and issues TMA loads of A and B
   k-blocks into a ring of `stages` shared-memory slots (PipelineTmaAsync: per slot a "full"
   mbarrier that counts the bytes TMA delivers and an "empty" mbarrier the consumers arrive on).
-  Warpgroup 0 gives its registers up (setmaxnreg) to the consumers.
+  Warp 1 loads block scales, if any (below). Warpgroup 0 gives its registers up (setmaxnreg)
+  to the consumers.
 - With a cluster (cluster_m x cluster_n CTAs), the CTAs of a cluster row share their A tile and
   those of a cluster column their B tile: each CTA loads a 1/cluster_n slice of A and multicasts
   it to its row (same for B along the column), so L2 -> SM traffic drops by the cluster factor.
@@ -32,11 +33,15 @@ CTA structure (warp specialization; 1 producer + W = tile_m / 64 consumer warpgr
   scheme), for the wider tile's lower shared-memory traffic per MMA.
   Block scales (DeepSeek-V3's 1x128 / 128x128, scale "block_m" / "block_n"): the k-tile is the
   scales' 128-deep k block, so its promotion is acc += part * sa(row, kb) * sb(col block, kb).
-  The producer warp stages each k-tile's scales in its slot beside the A and B tiles (cp.async,
-  counted by the slot's full barrier: DeepGEMM and CUTLASS stage them the same way); a consumer
-  reads its rows' A scales (2) and the tile's B scales from the slot before it issues the k
-  block's batch, forms their products while the batch runs and applies them with one FFMA a
-  register once it retired. A tile whose extent T along the 128x128 blocks does not divide 128
+  The scales have their own small ring (SCALE_STAGES stages, own full / empty mbarriers), each
+  stage a chunk of C = 4 or 8 k blocks of the tile's scales, loaded by warp 1 of warpgroup 0
+  with two TMA loads (A's 1x128 scales, a box of their [kbs, m] array; B's block scales, a box
+  of their [nb, round_up(kbs, 4)] rows): neither copies beside each k-tile's A and B tiles nor
+  loads in warp 0's stream, each of which slowed the mainloop (_stage_scales). A consumer
+  waits for a chunk at its first k-tile, reads its rows' A scales (2) and the tile's B scales
+  before it issues each k block's batch, forms their products while the batch runs and applies
+  them with one FFMA a register once it retired; the chunk is released after its last k
+  block's batch retired. A tile whose extent T along the 128x128 blocks does not divide 128
   (192) straddles two blocks at a tile-dependent offset: it is cut into bands of gcd(T, 128)
   columns (64), each inside one block, one B scale per band.
 - Epilogue (consumers): the fused math on the accumulators in fp32 (coordinates from an identity
@@ -98,6 +103,8 @@ ACTS = ("none", "relu", "gelu_tanh", "silu")
 SCALES = ("none", "tensorwise", "rowwise", "block_m", "block_n")
 # Block scaling's k block and n block (DeepSeek-V3's 1x128 / 128x128 scales).
 SCALE_BLOCK = 128
+# Stages of the block-scale ring (each holds scale_chunk k blocks' scales of one tile).
+SCALE_STAGES = 2
 
 
 @dataclass(frozen=True)
@@ -165,7 +172,7 @@ class KernelConfig:
 
 
 def scale_stage(cfg: KernelConfig) -> tuple[int, int]:
-    """Block scales staged per mainloop slot (fp32): (vary, bands), the tile's extent along the
+    """Block scales of a tile per k block (fp32): (vary, bands), the tile's extent along the
     1x128 scales (tile M for "block_m", tile N for "block_n": one scale per row) and its bands
     along the 128x128 blocks (scale_bands: extent / gcd(extent, 128)); (0, 0) without block
     scales."""
@@ -175,20 +182,47 @@ def scale_stage(cfg: KernelConfig) -> tuple[int, int]:
     return vary, fixed // math.gcd(fixed, SCALE_BLOCK)
 
 
-def plan_smem(cfg: KernelConfig, ab_bytes: int, d_bytes: int) -> tuple[int, int]:
-    """(tile_k, stages) for a config: tile K spans 128 bytes of A (64 16-bit or 128 fp8
-    elements, one 128-byte swizzle row); a stage holds A's and B's k-tiles and, with block
-    scales, their scales (scale_stage); stages = cfg.stages, or as many as fit next to the
-    epilogue buffers. Raises ValueError when fewer than 2 fit. Pure arithmetic, mirrored by the
-    C++ config space (src/backends/cutedsl/configs.cpp)."""
+def scale_blocks(cfg: KernelConfig) -> int:
+    """The 128x128 blocks a tile's extent T along them can touch, wherever it starts (a multiple of
+    gcd(T, 128)): 1 where T divides 128, 2 for 192. B's box in the scale ring is that wide."""
+    if cfg.scale not in ("block_m", "block_n"):
+        return 0
+    fixed = cfg.tile_n if cfg.scale == "block_m" else cfg.tile_m
+    return -(-(fixed + SCALE_BLOCK - math.gcd(fixed, SCALE_BLOCK)) // SCALE_BLOCK)
+
+
+def scale_ring_bytes(cfg: KernelConfig, chunk: int) -> int:
+    """Shared memory of the block-scale ring: SCALE_STAGES stages, each the tile's 1x128 scales
+    of `chunk` k blocks (vary x chunk, vary-major: one TMA box) and its 128x128 block scales
+    (chunk x scale_blocks, padded to 128 bytes so that every TMA destination is 128-byte
+    aligned); 0 without block scales."""
+    vary, _ = scale_stage(cfg)
+    if not vary:
+        return 0
+    assert chunk * scale_blocks(cfg) <= 32
+    return SCALE_STAGES * 4 * (vary * chunk + 32)
+
+
+def plan_smem(cfg: KernelConfig, ab_bytes: int, d_bytes: int) -> tuple[int, int, int]:
+    """(tile_k, stages, scale_chunk) for a config: tile K spans 128 bytes of A (64 16-bit or 128
+    fp8 elements, one 128-byte swizzle row); a stage holds A's and B's k-tiles; stages =
+    cfg.stages, or as many as fit next to the epilogue buffers and, with block scales, the scale
+    ring at its smallest chunk (4 k blocks); scale_chunk, the ring's k blocks per stage: 8 where
+    that still fits beside the stages, else 4 (0 without block scales). Raises ValueError when
+    fewer than 2 stages fit. Pure arithmetic, mirrored by the C++ config space
+    (src/backends/cutedsl/configs.cpp)."""
     tile_k = 128 // ab_bytes
     epi = cfg.epi_stages * min(cfg.tile_m, 128) * min(32, cfg.tile_n) * d_bytes
-    per_stage = (cfg.tile_m + cfg.tile_n) * tile_k * ab_bytes + 4 * sum(scale_stage(cfg))
-    fit = (SMEM_BYTES - SMEM_RESERVED - epi) // per_stage
+    per_stage = (cfg.tile_m + cfg.tile_n) * tile_k * ab_bytes
+    avail = SMEM_BYTES - SMEM_RESERVED - epi
+    fit = (avail - scale_ring_bytes(cfg, 4)) // per_stage
     stages = cfg.stages or fit
     if stages < 2 or stages > fit:
         raise ValueError(f"stages: {stages} do not fit in shared memory (2..{fit} for this tile)")
-    return tile_k, stages
+    chunk = 0
+    if scale_stage(cfg)[0]:
+        chunk = 8 if stages * per_stage + scale_ring_bytes(cfg, 8) <= avail else 4
+    return tile_k, stages, chunk
 
 
 def make_tiled_mma(cfg: KernelConfig, a_dtype, b_dtype, a_major, b_major, acc_dtype=cutlass.Float32):
@@ -240,21 +274,21 @@ def scale_bands(tiled_mma, tile_mn, mode):
     return [int(c[i][1 - mode]) // w for i in range(cute.size(c))], w
 
 
-def read_block_scales(sp, sSa, sSb, slot, vary_local, bands):
-    """A k block's scales, read from the shared-memory slot that holds its k-tiles (sSa, sSb;
-    staged there by the producer, _stage_scales), as the products its promotion applies:
-    sp[g * bands + b] = (register group g's 1x128 scale, at its coordinate vary_local[g] within
-    the tile) x (band b's 128x128 block scale). Called once the slot is full and before the
-    batch's wgmma.fence, which waits for the loads: ptxas places the products among the batch's
-    wgmma instructions, and with the loads already landed they no longer hold the batch's issue
-    back (read after the batch was issued, the products waited on the loads between its
-    wgmmas: Nsight Compute, 128x192 on 70b gate_up m = 8192, 10.6 M cycles read here against
-    11.2 M, the tensorwise kernel 8.4 M; H100, 2026-12-06)."""
-    sa = [sSa[vary_local[g], slot] for g in range(len(vary_local))]
-    sb = [sSb[b, slot] for b in range(bands)]
+def read_block_scales(sp, sSa, sSb, stage, j, vary_local, rel):
+    """A k block's scales, read from the scale ring's stage `stage` (sSa, sSb; loaded there by
+    warp 1, _stage_scales), j its place in the stage's chunk, as the products its promotion
+    applies: sp[g * bands + b] = (register group g's 1x128 scale, at its coordinate vary_local[g]
+    within the tile) x (band b's 128x128 block scale, rel[b] the band's block counted from the
+    tile's first). Called before the batch's wgmma.fence, which waits for the loads: ptxas places
+    the products among the batch's wgmma instructions, and with the loads already landed they no
+    longer hold the batch's issue back (read after the batch was issued, the products waited on
+    the loads between its wgmmas: Nsight Compute, 128x192 on 70b gate_up m = 8192, 10.6 M cycles
+    read here against 11.2 M, the tensorwise kernel 8.4 M; H100, 2026-12-06)."""
+    sa = [sSa[vary_local[g], j, stage] for g in range(len(vary_local))]
+    sb = [sSb[j, rel[b], stage] for b in range(len(rel))]
     for g in range(len(sa)):
-        for b in range(bands):
-            sp[g * bands + b] = sa[g] * sb[b]
+        for b in range(len(sb)):
+            sp[g * len(sb) + b] = sa[g] * sb[b]
 
 
 def promote(acc, part, sp, group_of, band_of, block):
@@ -267,6 +301,17 @@ def promote(acc, part, sp, group_of, band_of, block):
     bands = max(band_of) + 1
     for i in range(cute.size(acc)):
         acc[i] = acc[i] + part[i] * sp[group_of[i] * bands + band_of[i]]
+
+
+def ring_state(count, kind):
+    """The block-scale ring's pipeline state for the CTA's count-th chunk (counted from 0 by the
+    producer and the consumers alike): stage count % SCALE_STAGES, the phase flipping each round;
+    the producer's phase starts at 1 (its first round of empty waits passes at once), as
+    pipeline.make_pipeline_state's."""
+    phase = (count // SCALE_STAGES) % 2
+    if cutlass.const_expr(kind == pipeline.PipelineUserType.Producer):
+        phase = 1 - phase
+    return pipeline.PipelineState(SCALE_STAGES, count, count % SCALE_STAGES, phase)
 
 
 def tma_load(mainloop, op, tm, tn, kt, state):
@@ -313,7 +358,7 @@ class HopperGemm:
         self.fp8 = self.a_dtype.width == 8
         self.tiled_mma = make_tiled_mma(cfg, self.a_dtype, self.b_dtype, self.a_major, self.b_major,
                                         self.acc_dtype)
-        tile_k, self.stages = plan_smem(cfg, self.a_dtype.width // 8, self.d_dtype.width // 8)
+        tile_k, self.stages, self.scale_chunk = plan_smem(cfg, self.a_dtype.width // 8, self.d_dtype.width // 8)
         inst_k = cute.size(self.tiled_mma.shape_mnk, mode=[2])
         if tile_k % inst_k:
             raise ValueError(f"tile K {tile_k} is not a multiple of the wgmma K {inst_k}")
@@ -324,8 +369,10 @@ class HopperGemm:
         self.overlap_promotion = self.fp8 and cfg.tile_n <= 128
         if self.block and (not self.fp8 or tile_k != SCALE_BLOCK):
             raise ValueError(f"block scales need fp8 inputs, whose k tile ({tile_k}) is the scales' k block")
-        # Block scales staged per slot: `scale_vary` 1x128 scales, then `scale_bands` block scales.
+        # Block scales per k block: `scale_vary` 1x128 scales and `scale_bands` block scales, the
+        # latter from `scale_blocks` 128x128 blocks; the ring holds scale_chunk k blocks a stage.
         self.scale_vary, self.scale_bands = scale_stage(cfg)
+        self.scale_blocks = scale_blocks(cfg)
         self.epi_tile = (min(cfg.tile_m, 128), min(32, cfg.tile_n))
         self.sA_layout = sm90_utils.make_smem_layout_a(self.a_major, self.tile, self.a_dtype, self.stages)
         self.sB_layout = sm90_utils.make_smem_layout_b(self.b_major, self.tile, self.b_dtype, self.stages)
@@ -385,6 +432,25 @@ class HopperGemm:
             cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), d,
             cute.slice_(self.sD_layout, (None, None, 0)), self.epi_tile)
 
+        # Block scales (fp8), loaded by TMA a chunk of C = scale_chunk k blocks at a time into the
+        # scale ring: A's 1x128 scales as (vary, kbs) (row_scale [kbs, M], block_m; col_scale
+        # [kbs, N], block_n), a box of the tile's rows x C; B's 128x128 block scales as (kbs,
+        # blocks) with leading dimension round_up(kbs, 4), a box of C x scale_blocks. TMA needs
+        # 16-byte aligned scales and vary a multiple of 4 (the C++ side checks both).
+        scale_tma = (None, None, None, None)
+        if cutlass.const_expr(self.block):
+            kbs = (a.shape[1] + SCALE_BLOCK - 1) // SCALE_BLOCK
+            vary_len, fixed_len, vary_src, fixed_src = d.shape[0], d.shape[1], row_scale, col_scale
+            if cutlass.const_expr(self.cfg.scale == "block_n"):
+                vary_len, fixed_len, vary_src, fixed_src = d.shape[1], d.shape[0], col_scale, row_scale
+            C, T, R = self.scale_chunk, self.scale_vary, self.scale_blocks
+            sa_view = cute.make_tensor(vary_src.iterator, cute.make_layout((vary_len, kbs), stride=(1, vary_len)))
+            sb_view = cute.make_tensor(fixed_src.iterator, cute.make_layout(
+                (kbs, (fixed_len + SCALE_BLOCK - 1) // SCALE_BLOCK), stride=(1, (kbs + 3) // 4 * 4)))
+            tma_sa, tSa = cute.nvgpu.cpasync.make_tiled_tma_atom(g2s, sa_view, cute.make_layout((T, C)), (T, C))
+            tma_sb, tSb = cute.nvgpu.cpasync.make_tiled_tma_atom(g2s, sb_view, cute.make_layout((C, R)), (C, R))
+            scale_tma = (tma_sa, tSa, tma_sb, tSb)
+
         # Persistent grid: clusters of tiles, at most what fits on the GPU at once (grouped: the
         # tiles are counted on the GPU, so what fits).
         tiles_m = (d.shape[0] + self.tile[0] - 1) // self.tile[0]
@@ -397,90 +463,75 @@ class HopperGemm:
         launched = cutlass.max(cutlass.min(total, max_clusters), 1)
 
         @cute.struct
-        class Smem:  # sS: the block scales of each slot (scale_stage); one float without them
-            bars: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+        class Smem:  # bars: the mainloop's, then the scale ring's; sS: the scale ring (one float without)
+            bars: cute.struct.MemRange[cutlass.Int64, (self.stages + SCALE_STAGES) * 2]
             sA: cute.struct.Align[cute.struct.MemRange[self.a_dtype, cute.cosize(self.sA_layout)], 1024]
             sB: cute.struct.Align[cute.struct.MemRange[self.b_dtype, cute.cosize(self.sB_layout)], 1024]
             sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(self.sD_layout)], 1024]
             sS: cute.struct.Align[cute.struct.MemRange[
-                cutlass.Float32, max((self.scale_vary + self.scale_bands) * self.stages, 1)], 16]
+                cutlass.Float32, max(scale_ring_bytes(self.cfg, self.scale_chunk) // 4, 1)], 128]
 
         self.smem_struct = Smem
-        self.kernel(tma_a, tA, tma_b, tB, tma_d, tD, c, rows, bias, row_scale, col_scale, alpha, beta,
+        self.kernel(tma_a, tA, tma_b, tB, tma_d, tD, c, rows, bias, row_scale, col_scale, *scale_tma, alpha, beta,
                     self.tiled_mma, self.sA_layout, self.sB_layout, self.sD_layout,
                     clusters_m, clusters_n).launch(
             grid=(launched * cm, cn, 1), block=[self.threads, 1, 1], cluster=(cm, cn, 1),
             min_blocks_per_mp=1, use_pdl=pdl, stream=stream)
 
     # ---- device ----------------------------------------------------------------------------
-    def _scale_origin(self, tm, tn, scales):
-        """Block scales, the producer's view of tile (tm, tn): (first row (column) of its 1x128
-        scales, the flat offset of each band's 128x128 block scales, k block 0). A band's block
-        is that of its first column (row), clamped to the matrix."""
-        _, _, _, _, _, fixed_len, scale_ld = scales
-        vary_start, fixed_start, fixed_extent = tm * self.tile[0], tn * self.tile[1], self.tile[1]
+    def _stage_scales(self, ring, count, tile_scales, j):
+        """Warp 1's loads of chunk j of the tile's block scales (k blocks j * C .. j * C + C - 1,
+        C = scale_chunk) into the scale ring's stage for the ring's count-th chunk, once the
+        consumers released it: two TMA loads, A's 1x128 scales (vary x C) and B's block scales
+        (C x scale_blocks, from the tile's first block), counted by the stage's full barrier in
+        bytes. Out of range rows, blocks and k blocks are zero-filled (their outputs are never
+        stored). Why a ring filled by a warp of its own (Nsight Compute, 70b gate_up m = 8192,
+        H100, 2026-12-06; tensorwise 5.97 / 5.58 ms): the scales copied by warp 0 into each
+        mainloop slot beside its tiles, 6.39 ms at 128x128 cluster 2x1 / 6.70 ms at 128x192
+        cluster 2x1; this ring filled by warp 0, 6.54 / 6.33; by warp 1, 6.26 / 6.08; no scale
+        loads at all (wrong results), 6.05 / 5.79."""
+        state = ring_state(count, pipeline.PipelineUserType.Producer)
+        ring.producer_acquire(state)
+        bar = ring.producer_get_barrier(state)
+        (tma_sa, sa_s, sa_g, vary_tile), (tma_sb, sb_s, sb_g) = tile_scales
+        cute.copy(tma_sa, sa_g[(None, vary_tile, j)], sa_s[(None, state.index)], tma_bar_ptr=bar)
+        cute.copy(tma_sb, sb_g[(None, j, 0)], sb_s[(None, state.index)], tma_bar_ptr=bar)
+
+    def _tile_scales(self, tma_sa, mSa, sSa, tma_sb, mSb, sSb, tm, tn):
+        """Warp 1's TMA views of tile (tm, tn)'s block scales, by chunk (_stage_scales):
+        ((A's atom, ring slots, chunks by vary tile, the tile's vary tile), (B's atom, ring slots,
+        chunks from the tile's first 128x128 block))."""
+        T, C, R = self.scale_vary, self.scale_chunk, self.scale_blocks
+        vary_tile, fixed_start = tm, tn * self.tile[1]
         if cutlass.const_expr(self.cfg.scale == "block_n"):
-            vary_start, fixed_start, fixed_extent = tn * self.tile[1], tm * self.tile[0], self.tile[0]
-        band_w = fixed_extent // self.scale_bands
-        return vary_start, [cutlass.min(fixed_start + b * band_w, fixed_len - 1) // SCALE_BLOCK * scale_ld
-                            for b in range(self.scale_bands)]
-
-    def _stage_scales(self, mainloop, state, kt, origin, scales):
-        """The producer warp copies k block kt's scales of the tile into `state`'s slot (layout:
-        the kernel's scales comment) by cp.async: the 1x128 scales 16 bytes a lane (lane l rows
-        4l .. 4l + 3, then + 128, ...) where the scale array's rows are 16-byte aligned (vary_len
-        a multiple of 4), else 4 bytes a lane (lane l rows l, l + 32, ...); rows past the matrix
-        read its last rows' (their outputs are never stored). Lane b copies band b's block scale.
-        Then each lane's cp.async arrival on the slot's full barrier fires once its copies landed
-        (33 arrivals with TMA's, PipelineTmaAsync.create above). Called after the slot was
-        acquired, beside its TMA loads. The copies are few instructions on purpose: each copy
-        instruction the producer issues per k-tile costs the consumers' wgmma issue about 1.5%
-        of the kernel's time (Nsight Compute, 128x128 cluster 2x1 on 70b gate_up m = 8192: four
-        4-byte instructions and the band's, 10%; one, 1.4%; H200, 2026-12-06)."""
-        sSa, sSb, vary_scales, vary_len, fixed_scales, _, _ = scales
-        vary_start, fixed_off = origin
-        lane = cute.arch.lane_idx()
-        slot = state.index
-        base = kt * vary_len
-        T = self.scale_vary
-
-        cpasync = cute.nvgpu.cpasync
-
-        def rows_by_16():
-            atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL),
-                                       cutlass.Float32, num_bits_per_copy=128)
-            four = cute.make_layout(4)
-            for i in range((T + 127) // 128):
-                r = 4 * lane + 128 * i
-
-                def copy(r=r):
-                    src = vary_scales.iterator + (base + cutlass.min(vary_start + r, vary_len - 4))
-                    src = cute.make_ptr(cutlass.Float32, src.toint(), cute.AddressSpace.gmem,
-                                        assumed_align=16)
-                    dst = cute.make_ptr(cutlass.Float32, (sSa.iterator + (slot * T + r)).toint(),
-                                        cute.AddressSpace.smem, assumed_align=16)
-                    cute.copy(atom, cute.make_tensor(src, four), cute.make_tensor(dst, four))
-                if cutlass.const_expr(128 * (i + 1) <= T):
-                    copy()
-                else:
-                    if_generate(r < T, copy)
-
-        atom = cute.make_copy_atom(cpasync.CopyG2SOp(), cutlass.Float32, num_bits_per_copy=32)
+            vary_tile, fixed_start = tn, tm * self.tile[0]
         one = cute.make_layout(1)
+        sa_s, sa_g = cute.nvgpu.cpasync.tma_partition(
+            tma_sa, 0, one, cute.group_modes(sSa, 0, 2),
+            cute.group_modes(cute.local_tile(mSa, (T, C), (None, None)), 0, 2))
+        sb_s, sb_g = cute.nvgpu.cpasync.tma_partition(
+            tma_sb, 0, one, cute.group_modes(sSb, 0, 2),
+            cute.group_modes(cute.local_tile(cute.domain_offset((0, fixed_start // SCALE_BLOCK), mSb),
+                                             (C, R), (None, None)), 0, 2))
+        return (tma_sa, sa_s, sa_g, vary_tile), (tma_sb, sb_s, sb_g)
 
-        def rows_by_4():
-            for i in range(T // 32):
-                r = lane + 32 * i
-                src = vary_scales.iterator + (base + cutlass.min(vary_start + r, vary_len - 1))
-                dst = sSa.iterator + (slot * T + r)
-                cute.copy(atom, cute.make_tensor(src, one), cute.make_tensor(dst, one))
+    def _scales_in(self, ring, sSa, sSb, sp, chunk0, kt, vary_local, rel):
+        """Consumers: k-tile kt's scale products into sp (read_block_scales), from the ring's
+        stage of the tile's chunk kt // C (chunk0: the ring's count at the tile's first chunk),
+        waited for at the chunk's first k-tile."""
+        C = self.scale_chunk
+        count = chunk0 + kt // C
+        if_generate(kt % C == 0, lambda: ring.consumer_wait(
+            ring_state(count, pipeline.PipelineUserType.Consumer)))
+        read_block_scales(sp, sSa, sSb, count % SCALE_STAGES, kt % C, vary_local, rel)
 
-        if_generate(vary_len % 4 == 0, rows_by_16, rows_by_4)
-        for b in range(self.scale_bands):
-            if_generate(lane == b, lambda: cute.copy(
-                atom, cute.make_tensor(fixed_scales.iterator + (fixed_off[b] + kt), one),
-                cute.make_tensor(sSb.iterator + (slot * self.scale_bands + b), one)))
-        cute.arch.cp_async_mbarrier_arrive_noinc(mainloop.producer_get_barrier(state))
+    def _scales_done(self, ring, chunk0, kt, k_tiles):
+        """Consumers, once k-tile kt's batch retired (its scales long read): the chunk's stage is
+        released after its last k-tile (the tile's last k-tile ends its last chunk)."""
+        C = self.scale_chunk
+        count = chunk0 + kt // C
+        if_generate(kt + 1 == cutlass.min(kt - kt % C + C, k_tiles), lambda: ring.consumer_release(
+            ring_state(count, pipeline.PipelineUserType.Consumer)))
 
     @cute.jit
     def _work_tile(self, work: cutlass.Int32, clusters_m: cutlass.Int32, clusters_n: cutlass.Int32,
@@ -582,7 +633,8 @@ class HopperGemm:
     def kernel(self, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                tma_d: cute.CopyAtom, mD: cute.Tensor, mC: cute.Tensor, mRows: cute.Tensor,
                mBias: cute.Tensor,
-               mRowScale: cute.Tensor, mColScale: cute.Tensor, alpha: cutlass.Float32,
+               mRowScale: cute.Tensor, mColScale: cute.Tensor, tma_sa, mSa, tma_sb, mSb,
+               alpha: cutlass.Float32,
                beta: cutlass.Float32, tiled_mma: cute.TiledMma, sA_layout: cute.ComposedLayout,
                sB_layout: cute.ComposedLayout, sD_layout: cute.ComposedLayout,
                clusters_m: cutlass.Int32, clusters_n: cutlass.Int32):
@@ -595,6 +647,9 @@ class HopperGemm:
             cute.nvgpu.cpasync.prefetch_descriptor(tma_a)
             cute.nvgpu.cpasync.prefetch_descriptor(tma_b)
             cute.nvgpu.cpasync.prefetch_descriptor(tma_d)
+            if cutlass.const_expr(self.block):
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_sa)
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_sb)
 
         # This CTA's place in its cluster, and whom its multicast loads feed.
         cluster_layout = cute.make_layout((cm, cn, 1))
@@ -611,16 +666,29 @@ class HopperGemm:
 
         slot_bytes = (cute.size_in_bytes(self.a_dtype, cute.slice_(sA_layout, (None, None, 0)))
                       + cute.size_in_bytes(self.b_dtype, cute.slice_(sB_layout, (None, None, 0))))
-        # A slot is full once TMA delivered its bytes (one arrival, with the expected count) and,
-        # with block scales, the producer warp's 32 lanes saw their scale copies land (one
-        # cp.async arrival each, _stage_scales).
+        # A slot is full once TMA delivered its bytes (one arrival, with the expected count).
         mainloop = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.bars.data_ptr(), num_stages=self.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 33 if self.block else 1),
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
             consumer_group=pipeline.CooperativeGroup(
                 pipeline.Agent.Thread, (cm + cn - 1) * self.consumer_wgs * 4),
             tx_count=slot_bytes, cta_layout_vmnk=cute.make_layout((1, cm, cn, 1)),
             defer_sync=True)
+        # Block scales: the scale ring (SCALE_STAGES stages of scale_chunk k blocks). Each CTA
+        # loads its own (no multicast), so its consumers release only their own CTA's stages.
+        # sSa (vary, C, stage): the tile's 1x128 scales; sSb (C, blocks, stage): its block scales
+        # from the tile's first 128x128 block on, a stage every 128 bytes.
+        ring, sSa, sSb = None, None, None
+        if cutlass.const_expr(self.block):
+            C, T, R = self.scale_chunk, self.scale_vary, self.scale_blocks
+            ring = pipeline.PipelineTmaAsync.create(
+                barrier_storage=st.bars.data_ptr() + 2 * self.stages, num_stages=SCALE_STAGES,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),
+                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.consumer_wgs * 4),
+                tx_count=4 * (T * C + C * R), defer_sync=True)
+            sSa = st.sS.get_tensor(cute.make_layout((T, C, SCALE_STAGES)))
+            sSb = cute.make_tensor(sSa.iterator + T * C * SCALE_STAGES,
+                                   cute.make_layout((C, R, SCALE_STAGES), stride=(1, C, 32)))
         pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
 
         # Global tensors tiled: (tile, tile, rest_mn, rest_k, batch).
@@ -646,23 +714,13 @@ class HopperGemm:
 
         m_size = mD.shape[0]
         n_size = mD.shape[1]
-        # Block scales (fp8): k-tile kt is the scales' k block kt. The producer stages each
-        # k-tile's scales in its slot: sSa[:, slot] the tile's `scale_vary` 1x128 scales (one per
-        # kernel row for block_m: A's, row_scale [kbs, M]), sSb[:, slot] its `scale_bands` 128x128
-        # block scales (col_scale [N / 128, scale_ld], one per band of the tile, scale_bands: one
-        # where tile N divides 128, three 64-column bands for 192); the two share sS, sSa's slots
-        # first (16-byte aligned: scale_vary is a multiple of 32). block_n (swap-AB): the same
-        # with rows and columns exchanged (tile M divides 128).
-        vary_len, vary_scales, fixed_len, fixed_scales = m_size, mRowScale, n_size, mColScale
-        if cutlass.const_expr(cfg.scale == "block_n"):
-            vary_len, vary_scales, fixed_len, fixed_scales = n_size, mColScale, m_size, mRowScale
-        scale_ld = (k_tiles + 3) // 4 * 4
-        sSa, sSb = None, None
+        # Block scales (fp8): k-tile kt is the scales' k block kt, chunk kt // C of the tile. The
+        # tile's place along the 1x128 scales (vary) and the 128x128 blocks (fixed): block_m, rows
+        # and columns; block_n (swap-AB), the other way round (tile M divides 128).
+        vary_mode = 1 if cfg.scale == "block_n" else 0
+        chunks = cutlass.Int32(0)
         if cutlass.const_expr(self.block):
-            sSa = st.sS.get_tensor(cute.make_layout((self.scale_vary, self.stages)))
-            sSb = cute.make_tensor(sSa.iterator + self.scale_vary * self.stages,
-                                   cute.make_layout((self.scale_bands, self.stages)))
-        scales = (sSa, sSb, vary_scales, vary_len, fixed_scales, fixed_len, scale_ld)
+            chunks = (k_tiles + self.scale_chunk - 1) // self.scale_chunk
 
         if wg == 0:
             # ------------------------------ producer ------------------------------
@@ -696,10 +754,6 @@ class HopperGemm:
                     else:
                         tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
                         a_cur, b_cur = a_op, b_op
-                    # Block scales: where the tile's scales start in each k block.
-                    at = None
-                    if cutlass.const_expr(self.block):
-                        at = self._scale_origin(tm, tn, scales)
                     # The weights' operand and the other one (the activations).
                     w_op, x_op = (a_cur, b_cur) if cfg.weights == "a" else (b_cur, a_cur)
                     astate = wstate.clone()
@@ -711,15 +765,11 @@ class HopperGemm:
                     cute.arch.griddepcontrol_wait()
                     for kt in cutlass.range(ahead, unroll=1):
                         tma_load(mainloop, x_op, tm, tn, kt, astate)
-                        if cutlass.const_expr(self.block):
-                            self._stage_scales(mainloop, astate, kt, at, scales)
                         astate.advance()
                     for kt in cutlass.range(ahead, k_tiles, unroll=1):
                         mainloop.producer_acquire(wstate)
                         tma_load(mainloop, a_cur, tm, tn, kt, wstate)
                         tma_load(mainloop, b_cur, tm, tn, kt, wstate)
-                        if cutlass.const_expr(self.block):
-                            self._stage_scales(mainloop, wstate, kt, at, scales)
                         mainloop.producer_commit(wstate)
                         wstate.advance()
                     work += launched
@@ -728,6 +778,22 @@ class HopperGemm:
                 # Returns once every slot was released, also by the peer CTAs that read this
                 # CTA's multicasts: no CTA exits while data may still land in its smem.
                 mainloop.producer_tail(wstate)
+            if cutlass.const_expr(self.block):
+                if warp == 1:
+                    # The scale ring's producer: the same tiles, a chunk at a time. A warp of its
+                    # own, so that warp 0's stream of mainloop loads never waits on the ring or
+                    # behind the scale loads (in warp 0 the ring cost 128x128 cluster 2x1 +4% and
+                    # 128x192 cluster 2x1 +4% of time over warp 1; H100, 2026-12-06).
+                    cute.arch.griddepcontrol_wait()  # the scales may come from the previous kernel
+                    work = cid
+                    count = cutlass.Int32(0)  # the ring's chunks loaded so far
+                    while work < total:
+                        tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
+                        tile_scales = self._tile_scales(tma_sa, mSa, sSa, tma_sb, mSb, sSb, tm, tn)
+                        for j in cutlass.range(chunks, unroll=1):
+                            self._stage_scales(ring, count + j, tile_scales, j)
+                        count += chunks
+                        work += launched
         else:
             # ------------------------------ consumers ------------------------------
             if cutlass.const_expr(self.consumer_regs > 0):
@@ -772,9 +838,8 @@ class HopperGemm:
             cD = cute.make_identity_tensor((m_size, n_size))
             # Block scales: each thread's registers fall in groups of one 1x128 scale (reps /
             # group_of: 2 rows a thread for block_m) and bands of one 128x128 block (band_of); a
-            # k block's scale products come from its slot into sc (read_block_scales, at the
-            # thread's coordinates within the tile, vary_local) while its MMAs run.
-            vary_mode = 1 if cfg.scale == "block_n" else 0
+            # k block's scale products come from the scale ring into sc (read_block_scales, at
+            # the thread's coordinates within the tile, vary_local) before its MMAs are issued.
             reps, group_of, band_of, vary_local = [0], [0], [0], [0]
             if cutlass.const_expr(self.block):
                 reps, group_of = scale_groups(tiled_mma, (self.tile[0], self.tile[1]), vary_mode)
@@ -789,6 +854,7 @@ class HopperGemm:
 
             rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
             fstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            cchunk = cutlass.Int32(0)  # the scale ring's chunks consumed so far
             epi_count = cutlass.Int32(0)
             work = cid
             g, before = cutlass.Int32(0), cutlass.Int32(0)
@@ -808,6 +874,15 @@ class HopperGemm:
                 else:
                     tm, tn = self._work_tile(work, clusters_m, clusters_n, my[0], my[1])
 
+                # Block scales: band b's 128x128 block, counted from the tile's first (a tile of
+                # 192 starts at column 0 or 64 of a block: its bands lie in blocks 0, 0, 1 or
+                # 0, 1, 1); always 0 where the tile's extent divides 128.
+                rel = [0] * bands
+                if cutlass.const_expr(self.scale_blocks > 1):
+                    fixed_start = tm * self.tile[0] if cfg.scale == "block_n" else tn * self.tile[1]
+                    width = self.tile[1 - vary_mode] // bands
+                    rel = [(fixed_start % SCALE_BLOCK + b * width) // SCALE_BLOCK for b in range(bands)]
+
                 # ---- mainloop ----
                 acc.fill(0.0)
                 tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
@@ -818,7 +893,7 @@ class HopperGemm:
                     for kt in cutlass.range(k_tiles, unroll=1):
                         mainloop.consumer_wait(rstate)
                         if cutlass.const_expr(self.block):
-                            read_block_scales(sc, sSa, sSb, rstate.index, vary_local, bands)
+                            self._scales_in(ring, sSa, sSb, sc, cchunk, kt, vary_local, rel)
                         cute.nvgpu.warpgroup.fence()
                         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                         for kb in cutlass.range_constexpr(k_blocks):
@@ -830,6 +905,8 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
+                        if cutlass.const_expr(self.block):
+                            self._scales_done(ring, cchunk, kt, k_tiles)
                         promote(acc, part, sc, group_of, band_of, self.block)
                 elif cutlass.const_expr(self.fp8):
                     # Promotion, overlapped: k-tile t's batch accumulates into part (t even) or
@@ -839,7 +916,7 @@ class HopperGemm:
                     # each tile's register tile is static. k_tiles >= 1 (k >= 1).
                     mainloop.consumer_wait(rstate)
                     if cutlass.const_expr(self.block):
-                        read_block_scales(sc, sSa, sSb, rstate.index, vary_local, bands)
+                        self._scales_in(ring, sSa, sSb, sc, cchunk, 0, vary_local, rel)
                     cute.nvgpu.warpgroup.fence()
                     tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                     for kb in cutlass.range_constexpr(k_blocks):
@@ -852,7 +929,7 @@ class HopperGemm:
                         # odd k-tile -> part1; promote part
                         mainloop.consumer_wait(rstate)
                         if cutlass.const_expr(self.block):
-                            read_block_scales(sc1, sSa, sSb, rstate.index, vary_local, bands)
+                            self._scales_in(ring, sSa, sSb, sc1, cchunk, 2 * kp + 1, vary_local, rel)
                         cute.nvgpu.warpgroup.fence()
                         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                         for kb in cutlass.range_constexpr(k_blocks):
@@ -864,11 +941,13 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
+                        if cutlass.const_expr(self.block):
+                            self._scales_done(ring, cchunk, 2 * kp, k_tiles)
                         promote(acc, part, sc, group_of, band_of, self.block)
                         # even k-tile -> part; promote part1
                         mainloop.consumer_wait(rstate)
                         if cutlass.const_expr(self.block):
-                            read_block_scales(sc, sSa, sSb, rstate.index, vary_local, bands)
+                            self._scales_in(ring, sSa, sSb, sc, cchunk, 2 * kp + 2, vary_local, rel)
                         cute.nvgpu.warpgroup.fence()
                         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                         for kb in cutlass.range_constexpr(k_blocks):
@@ -880,12 +959,14 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
+                        if cutlass.const_expr(self.block):
+                            self._scales_done(ring, cchunk, 2 * kp + 1, k_tiles)
                         promote(acc, part1, sc1, group_of, band_of, self.block)
                     if (k_tiles - 1) % 2 == 1:
                         # the last k-tile is odd: -> part1, promote part, then part1
                         mainloop.consumer_wait(rstate)
                         if cutlass.const_expr(self.block):
-                            read_block_scales(sc1, sSa, sSb, rstate.index, vary_local, bands)
+                            self._scales_in(ring, sSa, sSb, sc1, cchunk, k_tiles - 1, vary_local, rel)
                         cute.nvgpu.warpgroup.fence()
                         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                         for kb in cutlass.range_constexpr(k_blocks):
@@ -897,15 +978,21 @@ class HopperGemm:
                         cute.nvgpu.warpgroup.wait_group(1)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
+                        if cutlass.const_expr(self.block):
+                            self._scales_done(ring, cchunk, k_tiles - 2, k_tiles)
                         promote(acc, part, sc, group_of, band_of, self.block)
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
+                        if cutlass.const_expr(self.block):
+                            self._scales_done(ring, cchunk, k_tiles - 1, k_tiles)
                         promote(acc, part1, sc1, group_of, band_of, self.block)
                     else:
                         cute.nvgpu.warpgroup.wait_group(0)
                         mainloop.consumer_release(fstate)
                         fstate.advance()
+                        if cutlass.const_expr(self.block):
+                            self._scales_done(ring, cchunk, k_tiles - 1, k_tiles)
                         promote(acc, part, sc, group_of, band_of, self.block)
                 else:
                     for kt in cutlass.range(k_tiles, unroll=1):
@@ -925,6 +1012,8 @@ class HopperGemm:
                     if k_tiles > 0:
                         mainloop.consumer_release(fstate)
                         fstate.advance()
+
+                cchunk += chunks
 
                 # ---- fused epilogue math, fp32, on the accumulators ----
                 # Grouped: row scales are one per row of A (masked: batch-major), column scales

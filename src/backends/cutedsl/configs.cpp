@@ -76,13 +76,16 @@ Config Config::parse(std::string_view id) {
 int tile_k(const GemmProblem& p) { return 128 / int(size_of(p.a.dtype)); }
 
 int64_t stage_bytes(const Config& c, const GemmProblem& p) {
-  const int64_t tiles = int64_t(c.tile_m + c.tile_n) * tile_k(p) * int64_t(size_of(p.a.dtype));
-  if (p.scale != ScaleMode::block) return tiles;
-  // Block scales staged with each stage's k-tiles (fp32, gemm_sm90.py scale_stage): one per row
-  // of the tile along A's 1x128 scales (the kernel's N with swap-AB), one per band of
-  // gcd(extent, 128) along B's 128x128 blocks.
-  const int vary = c.swap_ab ? c.tile_n : c.tile_m, fixed = c.swap_ab ? c.tile_m : c.tile_n;
-  return tiles + 4 * int64_t(vary + fixed / std::gcd(fixed, 128));
+  return int64_t(c.tile_m + c.tile_n) * tile_k(p) * int64_t(size_of(p.a.dtype));
+}
+
+int64_t scale_ring_bytes(const Config& c, const GemmProblem& p) {
+  if (p.scale != ScaleMode::block) return 0;
+  // gemm_sm90.py scale_ring_bytes at its smallest chunk (4 k blocks), which sets the stage count:
+  // 2 stages of the tile's 1x128 scales (one per row along them: the kernel's N with swap-AB)
+  // x 4, plus 32 fp32 for B's block scales (a 128-byte aligned box).
+  const int vary = c.swap_ab ? c.tile_n : c.tile_m;
+  return 2 * 4 * (int64_t(vary) * 4 + 32);
 }
 
 int64_t epilogue_bytes(const Config& c, const GemmProblem& p) {
@@ -90,7 +93,7 @@ int64_t epilogue_bytes(const Config& c, const GemmProblem& p) {
 }
 
 int max_stages(const Config& c, const GemmProblem& p) {
-  return int((kMaxSharedBytes - kSharedReserve - epilogue_bytes(c, p)) / stage_bytes(c, p));
+  return int((kMaxSharedBytes - kSharedReserve - epilogue_bytes(c, p) - scale_ring_bytes(c, p)) / stage_bytes(c, p));
 }
 
 int accumulator_registers(const Config& c, const GemmProblem& p) {
@@ -120,6 +123,10 @@ Verdict problem_verdict(const GemmProblem& p) {
   // Block scales are indexed with int32 in the kernel.
   if (p.scale == ScaleMode::block && (p.scale_a_elems() > kMax || p.scale_b_elems() > kMax))
     return Verdict::no("block scales: m * ceil(k/128) and ceil(n/128) * round_up(ceil(k/128), 4) must fit in int32");
+  // Block scales are loaded by TMA: each k block's m scales of A must start on 16 bytes.
+  if (p.scale == ScaleMode::block && p.m % 4 != 0)
+    return Verdict::no("block scales need m a multiple of 4 (A's scales are loaded by TMA: each k block's m scales "
+                       "must start on 16 bytes)");
   // TMA (A, B loads and D stores): every non-unit stride a multiple of 16 bytes. C is read
   // element by element, any leading dimension works.
   std::string why;

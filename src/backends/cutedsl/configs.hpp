@@ -38,8 +38,8 @@ struct Config {
 
 // Shared memory arithmetic of the kernel (gemm_sm90.py plan_smem, kept in step): 227 KiB per
 // CTA, minus a reserve for barriers and alignment, minus two epilogue buffers of
-// min(tile M, 128) x min(32, tile N) D elements; the rest holds the mainloop stages (A's and
-// B's k-tiles, and with block scales their fp32 scales).
+// min(tile M, 128) x min(32, tile N) D elements, minus (block scales) the scale ring; the rest
+// holds the mainloop stages (A's and B's k-tiles).
 constexpr int64_t kMaxSharedBytes = 232448;
 constexpr int64_t kSharedReserve = 4096;
 constexpr int kEpiStages = 2;
@@ -47,6 +47,7 @@ constexpr int kMinStages = 2;
 int tile_k(const GemmProblem& p);                        // 128 bytes of A
 int64_t stage_bytes(const Config& c, const GemmProblem& p);
 int64_t epilogue_bytes(const Config& c, const GemmProblem& p);
+int64_t scale_ring_bytes(const Config& c, const GemmProblem& p);  // 0 without block scales
 int max_stages(const Config& c, const GemmProblem& p);  // stages that fit
 // fp32 accumulator registers per consumer thread (each warpgroup owns 64 rows of the tile);
 // fp8 triples them up to tile N 128 (overlapped promotion keeps two more register tiles of
