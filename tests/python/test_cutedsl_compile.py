@@ -293,8 +293,8 @@ def test_block_scale_bands_hold_for_every_thread_and_offset(tile_m, tile_n, band
     import cutlass
     import cutlass.cute as cute
     import cutlass.tensor_utils as tensor_utils
-    from gemmtune.cutedsl.gemm_sm90 import (SCALE_BLOCK, KernelConfig, acc_coords, make_tiled_mma, scale_bands,
-                                            scale_stage)
+    from gemmtune.cutedsl.gemm_sm90 import (SCALE_BLOCK, KernelConfig, acc_coords, block_scale_counts,
+                                            make_tiled_mma, scale_bands)
 
     cfg = KernelConfig(tile_m=tile_m, tile_n=tile_n)
     k_major = tensor_utils.LayoutEnum.ROW_MAJOR
@@ -323,9 +323,9 @@ def test_block_scale_bands_hold_for_every_thread_and_offset(tile_m, tile_n, band
     assert sorted(set(band_of)) == list(range(bands))
     assert w == math.gcd(tile_n, SCALE_BLOCK)
     # Per k block the consumers read one 1x128 scale per tile row and one block scale per band:
-    # what scale_stage counts (the scale ring holds tile rows x chunk of the former).
-    assert scale_stage(KernelConfig(tile_m=tile_m, tile_n=tile_n, scale="block_m")) == (tile_m, bands)
-    assert scale_stage(KernelConfig(tile_m=64, tile_n=tile_n, scale="block_n")) == (tile_n, 1)  # swap-AB
+    # block_scale_counts (the scale ring holds tile rows x chunk of the former).
+    assert block_scale_counts(KernelConfig(tile_m=tile_m, tile_n=tile_n, scale="block_m")) == (tile_m, bands)
+    assert block_scale_counts(KernelConfig(tile_m=64, tile_n=tile_n, scale="block_n")) == (tile_n, 1)  # swap-AB
 
 
 @pytest.mark.parametrize("extent", [32, 64, 96, 128, 192, 256])

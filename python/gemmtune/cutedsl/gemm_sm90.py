@@ -52,7 +52,8 @@ CTA structure (warp specialization; 1 producer + W = tile_m / 64 consumer warpgr
 - Programmatic dependent launch (pdl != 0: launched with programmatic stream serialization, so
   the kernel may start while the previous kernel on the stream still runs): the producer loads
   the weights' first `stages` k-tiles of its first tile, then waits (griddepcontrol.wait) before
-  it loads anything else; the consumers wait before they read scales, C or bias or store D.
+  it loads anything else; warp 1 waits before it loads block scales, the consumers before they
+  read scales, C or bias or store D.
   Once the producer has issued its last load it lets the next kernel launch
   (griddepcontrol.launch_dependents). Without the launch attribute both instructions are no-ops.
 - Tile scheduler: static persistent. The grid is min(#clusters of tiles, clusters that fit on
@@ -171,7 +172,7 @@ class KernelConfig:
                              "scale block (block scales)")
 
 
-def scale_stage(cfg: KernelConfig) -> tuple[int, int]:
+def block_scale_counts(cfg: KernelConfig) -> tuple[int, int]:
     """Block scales of a tile per k block (fp32): (vary, bands), the tile's extent along the
     1x128 scales (tile M for "block_m", tile N for "block_n": one scale per row) and its bands
     along the 128x128 blocks (scale_bands: extent / gcd(extent, 128)); (0, 0) without block
@@ -196,7 +197,7 @@ def scale_ring_bytes(cfg: KernelConfig, chunk: int) -> int:
     of `chunk` k blocks (vary x chunk, vary-major: one TMA box) and its 128x128 block scales
     (chunk x scale_blocks, padded to 128 bytes so that every TMA destination is 128-byte
     aligned); 0 without block scales."""
-    vary, _ = scale_stage(cfg)
+    vary, _ = block_scale_counts(cfg)
     if not vary:
         return 0
     assert chunk * scale_blocks(cfg) <= 32
@@ -220,7 +221,7 @@ def plan_smem(cfg: KernelConfig, ab_bytes: int, d_bytes: int) -> tuple[int, int,
     if stages < 2 or stages > fit:
         raise ValueError(f"stages: {stages} do not fit in shared memory (2..{fit} for this tile)")
     chunk = 0
-    if scale_stage(cfg)[0]:
+    if block_scale_counts(cfg)[0]:
         chunk = 8 if stages * per_stage + scale_ring_bytes(cfg, 8) <= avail else 4
     return tile_k, stages, chunk
 
@@ -371,7 +372,7 @@ class HopperGemm:
             raise ValueError(f"block scales need fp8 inputs, whose k tile ({tile_k}) is the scales' k block")
         # Block scales per k block: `scale_vary` 1x128 scales and `scale_bands` block scales, the
         # latter from `scale_blocks` 128x128 blocks; the ring holds scale_chunk k blocks a stage.
-        self.scale_vary, self.scale_bands = scale_stage(cfg)
+        self.scale_vary, self.scale_bands = block_scale_counts(cfg)
         self.scale_blocks = scale_blocks(cfg)
         self.epi_tile = (min(cfg.tile_m, 128), min(32, cfg.tile_n))
         self.sA_layout = sm90_utils.make_smem_layout_a(self.a_major, self.tile, self.a_dtype, self.stages)
