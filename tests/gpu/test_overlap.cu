@@ -24,37 +24,54 @@ using namespace gemmtune;
 
 namespace {
 
-// Waits `cycles`, then copies n16 16-byte words: the previous kernel of an overlapped launch,
-// writing the activations late. It lets the next kernel launch at once (launch_dependents
-// first), so that kernel runs beside the wait: whatever it reads before its own
-// griddepcontrol.wait is still NaN.
-__global__ void late_copy(const uint4* src, uint4* dst, int64_t n16, long long cycles) {
+// Up to two buffers a late kernel restores (n16: 16-byte words; 0 for an unused one).
+struct LateCopy {
+  const uint4* src[2];
+  uint4* dst[2];
+  int64_t n16[2];
+};
+
+// Waits `cycles`, then restores the buffers: the previous kernel of an overlapped launch, writing
+// the activations late. It lets the next kernel launch at once (launch_dependents first), so that
+// kernel runs beside the wait: whatever it reads before its own griddepcontrol.wait is still NaN.
+__global__ void late_copy(LateCopy c, long long cycles) {
   asm volatile("griddepcontrol.launch_dependents;");
   const long long t0 = clock64();
   while (clock64() - t0 < cycles) {
   }
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n16; i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = src[i];
+  for (int b = 0; b < 2; ++b)
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < c.n16[b]; i += int64_t(gridDim.x) * blockDim.x)
+      c.dst[b][i] = c.src[b][i];
 }
 
-// A's values kept aside, so that each run can start from NaN and get them back late.
+// The activations' values kept aside, so that each run can start from NaN and get them back late:
+// A and, with block scales, A's scales (a quantizing kernel writes both).
 class LateA {
  public:
-  LateA(const GemmProblem& p, const GemmArgs& args)
-      : a_(const_cast<void*>(args.a)), bytes_(size_t(p.elems_a()) * size_of(p.a.dtype)), saved_(bytes_) {
-    GT_CUDA(cudaMemcpy(saved_.get(), a_, bytes_, cudaMemcpyDeviceToDevice));
+  LateA(const GemmProblem& p, const GemmArgs& args) {
+    keep(0, args.a, size_t(p.elems_a()) * size_of(p.a.dtype));
+    if (p.scale == ScaleMode::block) keep(1, args.scale_a, size_t(p.scale_a_elems()) * sizeof(float));
   }
-  // Enqueues on `s`: A := NaN (0xff bytes: NaN in bf16, fp16 and e4m3), then the late copy.
+  // Enqueues on `s`: the buffers := NaN (0xff bytes: NaN in bf16, fp16, e4m3 and fp32), then the
+  // late copy.
   void enqueue(int sms, cudaStream_t s) const {
-    GT_CUDA(cudaMemsetAsync(a_, 0xff, bytes_, s));
-    late_copy<<<sms, 256, 0, s>>>(saved_.as<const uint4>(), static_cast<uint4*>(a_), int64_t(bytes_ / 16), 40000);
+    for (int b = 0; b < 2; ++b)
+      if (copy_.n16[b]) GT_CUDA(cudaMemsetAsync(copy_.dst[b], 0xff, size_t(copy_.n16[b]) * 16, s));
+    late_copy<<<sms, 256, 0, s>>>(copy_, 40000);
     GT_CUDA(cudaGetLastError());
   }
 
  private:
-  void* a_;
-  size_t bytes_;
-  DeviceBuffer saved_;
+  void keep(int b, const void* ptr, size_t bytes) {
+    GT_CHECK(bytes % 16 == 0, "LateA: the late copy moves 16-byte words");
+    saved_[b] = DeviceBuffer(bytes);
+    GT_CUDA(cudaMemcpy(saved_[b].get(), ptr, bytes, cudaMemcpyDeviceToDevice));
+    copy_.src[b] = saved_[b].as<const uint4>();
+    copy_.dst[b] = static_cast<uint4*>(const_cast<void*>(ptr));
+    copy_.n16[b] = int64_t(bytes / 16);
+  }
+  DeviceBuffer saved_[2];
+  LateCopy copy_{};
 };
 
 }  // namespace
