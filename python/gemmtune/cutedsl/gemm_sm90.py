@@ -498,14 +498,20 @@ class HopperGemm:
         cute.copy(tma_sa, sa_g[(None, vary_tile, j)], sa_s[(None, state.index)], tma_bar_ptr=bar)
         cute.copy(tma_sb, sb_g[(None, j, 0)], sb_s[(None, state.index)], tma_bar_ptr=bar)
 
+    def _scale_place(self, tm, tn):
+        """Block scales, tile (tm, tn)'s place along them: (its tile index along the 1x128 scales,
+        its first row / column along the 128x128 blocks). block_m: rows, then columns; block_n
+        (swap-AB): the other way round."""
+        if cutlass.const_expr(self.cfg.scale == "block_n"):
+            return tn, tm * self.tile[0]
+        return tm, tn * self.tile[1]
+
     def _tile_scales(self, tma_sa, mSa, sSa, tma_sb, mSb, sSb, tm, tn):
         """Warp 1's TMA views of tile (tm, tn)'s block scales, by chunk (_stage_scales):
         ((A's atom, ring slots, chunks by vary tile, the tile's vary tile), (B's atom, ring slots,
         chunks from the tile's first 128x128 block))."""
         T, C, R = self.scale_vary, self.scale_chunk, self.scale_blocks
-        vary_tile, fixed_start = tm, tn * self.tile[1]
-        if cutlass.const_expr(self.cfg.scale == "block_n"):
-            vary_tile, fixed_start = tn, tm * self.tile[0]
+        vary_tile, fixed_start = self._scale_place(tm, tn)
         one = cute.make_layout(1)
         sa_s, sa_g = cute.nvgpu.cpasync.tma_partition(
             tma_sa, 0, one, cute.group_modes(sSa, 0, 2),
@@ -841,10 +847,10 @@ class HopperGemm:
             # group_of: 2 rows a thread for block_m) and bands of one 128x128 block (band_of); a
             # k block's scale products come from the scale ring into sc (read_block_scales, at
             # the thread's coordinates within the tile, vary_local) before its MMAs are issued.
-            reps, group_of, band_of, vary_local = [0], [0], [0], [0]
+            reps, group_of, band_of, band_w, vary_local = [0], [0], [0], SCALE_BLOCK, [0]
             if cutlass.const_expr(self.block):
                 reps, group_of = scale_groups(tiled_mma, (self.tile[0], self.tile[1]), vary_mode)
-                band_of, _ = scale_bands(tiled_mma, (self.tile[0], self.tile[1]), vary_mode)
+                band_of, band_w = scale_bands(tiled_mma, (self.tile[0], self.tile[1]), vary_mode)
                 tCcL = acc_coords(tiled_mma, ctid, cute.make_identity_tensor((self.tile[0], self.tile[1])))
                 vary_local = [tCcL[r][vary_mode] for r in reps]
             bands = max(band_of) + 1
@@ -880,9 +886,8 @@ class HopperGemm:
                 # 0, 1, 1); always 0 where the tile's extent divides 128.
                 rel = [0] * bands
                 if cutlass.const_expr(self.scale_blocks > 1):
-                    fixed_start = tm * self.tile[0] if cfg.scale == "block_n" else tn * self.tile[1]
-                    width = self.tile[1 - vary_mode] // bands
-                    rel = [(fixed_start % SCALE_BLOCK + b * width) // SCALE_BLOCK for b in range(bands)]
+                    _, fixed_start = self._scale_place(tm, tn)
+                    rel = [(fixed_start % SCALE_BLOCK + b * band_w) // SCALE_BLOCK for b in range(bands)]
 
                 # ---- mainloop ----
                 acc.fill(0.0)
